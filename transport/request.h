@@ -1,0 +1,93 @@
+// A pending send or receive. Transports create requests and complete them; callers wait on
+// them, test them and cancel them.
+#ifndef CHORUS_TRANSPORT_REQUEST_H_
+#define CHORUS_TRANSPORT_REQUEST_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/types/span.h"
+#include "chorus/core/deadline.h"
+
+namespace chorus {
+
+// Messages are matched by (peer, tag); messages with the same (peer, tag) are delivered in
+// the order they were sent. The transport treats the tag as opaque; the collectives layer packs
+// (communicator, sequence number, step) into it.
+using Tag = uint64_t;
+
+enum class RequestKind { kSend, kRecv };
+
+// Thread-safe. A request completes exactly once, with OK or an error; after it is done (or
+// after Cancel() returns) the transport never touches its buffer again.
+class Request {
+ public:
+  Request(RequestKind kind, int peer, Tag tag) : kind_(kind), peer_(peer), tag_(tag) {}
+  virtual ~Request() = default;
+  Request(const Request&) = delete;
+  Request& operator=(const Request&) = delete;
+
+  RequestKind kind() const { return kind_; }
+  Tag tag() const { return tag_; }
+
+  // The peer rank. For a receive posted on several peers (Mesh::RecvFromAny) this is -1 until
+  // the request completes, then the rank whose message it took.
+  int peer() const { return peer_.load(std::memory_order_acquire); }
+
+  // Non-blocking: true once the request has completed, successfully or not.
+  bool IsDone() const { return done_.load(std::memory_order_acquire); }
+
+  // The outcome; only meaningful once IsDone().
+  absl::Status status() const;
+
+  // Bytes moved: for a receive, the length of the message that arrived (<= capacity).
+  size_t bytes() const { return bytes_.load(std::memory_order_acquire); }
+
+  // Waits until done or `deadline`. Returns status() when done; kDeadlineExceeded naming the
+  // peer and tag otherwise (the request stays pending: cancel it or wait again). Transports
+  // may override to drive progress on the calling thread; the default spins briefly (a
+  // wake-up costs tens of microseconds on virtual machines) and then blocks.
+  virtual absl::Status Wait(Deadline deadline);
+
+  // Completes a pending request with kAborted. When Cancel() returns the transport no longer
+  // touches the buffer. No effect on a request that is already done.
+  virtual void Cancel() = 0;
+
+  // --- For transports ---
+  // Marks the request done with `status` and `bytes`; returns false if it was already done
+  // (for example cancelled). `peer` is set for requests posted on several peers.
+  bool Complete(absl::Status status, size_t bytes, int peer = -1);
+
+ protected:
+  // Spins, then blocks, until done or deadline; true if done. Subclasses that drive progress
+  // in Wait() call it between polls.
+  bool AwaitDone(Deadline deadline);
+
+ private:
+  const RequestKind kind_;
+  std::atomic<int> peer_;
+  const Tag tag_;
+  std::atomic<bool> done_{false};
+  std::atomic<size_t> bytes_{0};
+  mutable absl::Mutex mu_;
+  absl::CondVar done_cv_;
+  absl::Status status_ ABSL_GUARDED_BY(mu_);
+  bool claimed_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+using RequestPtr = std::shared_ptr<Request>;
+
+// Waits for every request in order and returns at the first error (a failed request or the
+// deadline), so a dead peer is reported at once; requests still pending then stay pending.
+absl::Status WaitAll(absl::Span<const RequestPtr> requests, Deadline deadline);
+
+// Cancels every request that is still pending.
+void CancelAll(absl::Span<const RequestPtr> requests);
+
+}  // namespace chorus
+
+#endif  // CHORUS_TRANSPORT_REQUEST_H_

@@ -1,0 +1,120 @@
+// The transport interface: how bytes move between ranks. Algorithms speak only this interface;
+// transports (tcp/, and later shm/, ibverbs/, cuda/) implement it and pass the shared
+// conformance suite in tests/transport/.
+//
+//   Device      one per transport kind per process (a listening socket, an RDMA device, ...);
+//               shared by any number of meshes.
+//   Mesh        one communicator's view of its peers over a device: rank, size, addresses
+//               exchanged through the store, connections created lazily on first use.
+//   Connection  to one peer: non-blocking tagged Send/Recv returning Requests.
+#ifndef CHORUS_TRANSPORT_TRANSPORT_H_
+#define CHORUS_TRANSPORT_TRANSPORT_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "chorus/core/deadline.h"
+#include "chorus/rendezvous/store.h"
+#include "chorus/transport/request.h"
+
+namespace chorus {
+
+// Where a buffer lives. Host memory is all the TCP transport handles; the CUDA IPC transport
+// takes device pointers and the verbs transport registers either (through a registration
+// cache), so buffers carry their memory type instead of transports guessing.
+enum class MemoryType { kHost, kCuda };
+
+struct MemoryRef {
+  void* data = nullptr;
+  size_t size = 0;
+  MemoryType type = MemoryType::kHost;
+  int device = -1;  // CUDA device ordinal for kCuda
+};
+
+struct ConstMemoryRef {
+  const void* data = nullptr;
+  size_t size = 0;
+  MemoryType type = MemoryType::kHost;
+  int device = -1;
+};
+
+// A connection to one peer. Thread-safe: many threads may post at once.
+class Connection {
+ public:
+  virtual ~Connection() = default;
+
+  virtual int peer() const = 0;
+
+  // Posts a send of `buffer`. The buffer must stay valid and unchanged until the request is
+  // done. Zero-length messages are legal.
+  virtual RequestPtr Send(Tag tag, ConstMemoryRef buffer) = 0;
+
+  // Posts a receive of the next message from this peer with `tag` into `buffer`. A message
+  // longer than buffer.size fails the request with kInvalidArgument and is discarded, never
+  // written past the buffer; a shorter one completes with request->bytes() set.
+  virtual RequestPtr Recv(Tag tag, MemoryRef buffer) = 0;
+
+  // Convenience overloads for host memory.
+  RequestPtr Send(Tag tag, const void* data, size_t size) {
+    return Send(tag, ConstMemoryRef{data, size});
+  }
+  RequestPtr Recv(Tag tag, void* data, size_t capacity) {
+    return Recv(tag, MemoryRef{data, capacity});
+  }
+};
+
+// One communicator's view of its peers over one device. Thread-safe.
+class Mesh {
+ public:
+  virtual ~Mesh() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  // The connection to `peer` (!= rank()), created on first use; later calls return the same
+  // object. Connecting happens in the background: requests posted before the connection is up
+  // are queued, and fail with kPeerUnavailable naming the peer if it cannot be reached before
+  // the mesh's connect timeout. The pointer lives as long as the mesh.
+  virtual absl::StatusOr<Connection*> GetConnection(int peer) = 0;
+
+  // Posts a receive that takes the first message with `tag` from any rank in `peers`; exactly
+  // one message is consumed, and request->peer() names its sender once done.
+  virtual RequestPtr RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer) = 0;
+
+  // Fails every pending and future request on this mesh with kAborted and closes its
+  // connections. Returns promptly; safe to call from any thread, also while others wait.
+  virtual void Abort(absl::string_view reason) = 0;
+};
+
+struct MeshOptions {
+  // How long connecting to a peer may take before its requests fail.
+  absl::Duration connect_timeout = absl::Seconds(30);
+};
+
+// A transport instance. Thread-safe.
+class Device {
+ public:
+  virtual ~Device() = default;
+
+  // "tcp", "shm", "ibverbs", "cuda_ipc".
+  virtual absl::string_view kind() const = 0;
+
+  // This device's address as other processes reach it (for logs and the bootstrap).
+  virtual std::string address() const = 0;
+
+  // Creates the mesh of ranks [0, size) in which this process is `rank`: publishes this
+  // device's address through `store` (which the caller has already scoped to one communicator,
+  // for example with a PrefixStore), learns the job identifier and every peer's address
+  // through it, and returns without connecting (connections are made on first use).
+  virtual absl::StatusOr<std::unique_ptr<Mesh>> CreateMesh(Store& store, int rank, int size,
+                                                           const MeshOptions& options,
+                                                           Deadline deadline) = 0;
+};
+
+}  // namespace chorus
+
+#endif  // CHORUS_TRANSPORT_TRANSPORT_H_
