@@ -23,7 +23,8 @@ double SecondsSince(steady_clock::time_point start) {
   return std::chrono::duration<double>(steady_clock::now() - start).count();
 }
 
-#define STORE_FIXTURES MemoryStoreFixture, FileStoreFixture, PrefixStoreFixture
+#define STORE_FIXTURES \
+  MemoryStoreFixture, FileStoreFixture, PrefixStoreFixture, RedisStoreFixture
 
 TEMPLATE_TEST_CASE("set, get and overwrite", "[conformance]", STORE_FIXTURES) {
   TestType fixture;

@@ -1,20 +1,29 @@
 #include "tests/rendezvous/store_fixtures.h"
 
-#include <cstdio>
-#include <cstdlib>
+#include <catch2/catch.hpp>
 
 namespace chorus::testing {
+namespace {
 
-FileStoreFixture::FileStoreFixture() {
-  auto opened = FileStore::Open(dir_.path() + "/store");
-  if (!opened.ok()) {
-    std::fprintf(stderr, "FATAL: %s\n", opened.status().ToString().c_str());
-    std::abort();
-  }
-  store_ = *std::move(opened);
+template <typename T>
+T ValueOrFail(absl::StatusOr<T> value) {
+  if (!value.ok()) FAIL("store fixture setup failed: " << value.status().ToString());
+  return *std::move(value);
 }
+
+}  // namespace
+
+FileStoreFixture::FileStoreFixture()
+    : store_(ValueOrFail(FileStore::Open(dir_.path() + "/store"))) {}
 
 PrefixStoreFixture::PrefixStoreFixture()
     : store_(std::make_unique<PrefixStore>("communicator-7", inner_.store())) {}
+
+RedisStoreFixture::RedisStoreFixture() : server_(ValueOrFail(RedisServer::Start())) {
+  RedisStoreOptions options;
+  options.host = server_->host();
+  options.port = server_->port();
+  store_ = ValueOrFail(RedisStore::Connect(options));
+}
 
 }  // namespace chorus::testing

@@ -1,5 +1,6 @@
 // The stores the conformance suite runs against, one fixture type each. A fixture owns whatever
-// its store needs (a temp directory, a redis-server) and exposes `Store& store()`.
+// its store needs (a temp directory, a redis-server) and exposes `Store& store()`; it fails the
+// running Catch2 test when it cannot set its store up.
 #ifndef CHORUS_TESTS_RENDEZVOUS_STORE_FIXTURES_H_
 #define CHORUS_TESTS_RENDEZVOUS_STORE_FIXTURES_H_
 
@@ -9,7 +10,9 @@
 #include "chorus/rendezvous/file_store.h"
 #include "chorus/rendezvous/memory_store.h"
 #include "chorus/rendezvous/prefix_store.h"
+#include "chorus/rendezvous/redis_store.h"
 #include "tests/harness/multirank.h"
+#include "tests/harness/redis_server.h"
 
 namespace chorus::testing {
 
@@ -43,6 +46,19 @@ class PrefixStoreFixture {
  private:
   FileStoreFixture inner_;
   std::unique_ptr<PrefixStore> store_;
+};
+
+// A store on a redis-server started for this fixture alone. Fails the test (does not skip)
+// when redis-server is missing.
+class RedisStoreFixture {
+ public:
+  static constexpr const char* kName = "redis store";
+  RedisStoreFixture();
+  Store& store() { return *store_; }
+
+ private:
+  std::unique_ptr<RedisServer> server_;
+  std::unique_ptr<RedisStore> store_;
 };
 
 }  // namespace chorus::testing
