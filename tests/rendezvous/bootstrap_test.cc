@@ -9,9 +9,10 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "chorus/core/status.h"
-#include "chorus/rendezvous/file_store.h"
 #include "chorus/rendezvous/memory_store.h"
+#include "chorus/rendezvous/store_url.h"
 #include "tests/harness/multirank.h"
+#include "tests/harness/redis_server.h"
 #include "tests/rendezvous/counting_store.h"
 
 namespace chorus::testing {
@@ -66,14 +67,14 @@ TEST_CASE("64 thread ranks agree, each with O(N / batch) store operations") {
   CHECK(job_ids[0] != 0);
 }
 
-TEST_CASE("16 processes rendezvous through a file store") {
-  TempDir dir;
-  const std::string path = dir.path() + "/bootstrap";
+// Forks 16 ranks that each open `url` themselves and bootstrap through it; checks they all
+// got every address and the same job id.
+void BootstrapSixteenProcesses(const std::string& url) {
   constexpr int kSize = 16;
   const auto outcomes = RunRanksAsProcesses(
       kSize,
       [&](int rank) -> absl::Status {
-        CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(path));
+        CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, OpenStore(url));
         CHORUS_ASSIGN_OR_RETURN(BootstrapResult result,
                                 ExchangeAddresses(*store, rank, kSize, AddressOf(rank),
                                                   Deadline::After(absl::Seconds(30))));
@@ -86,7 +87,7 @@ TEST_CASE("16 processes rendezvous through a file store") {
     INFO(outcome.Describe());
     CHECK(outcome.ok());
   }
-  auto store = FileStore::Open(path);
+  auto store = OpenStore(url);
   REQUIRE(store.ok());
   const auto first = (*store)->TryGet("result/0").value();
   REQUIRE(first.has_value());
@@ -94,6 +95,17 @@ TEST_CASE("16 processes rendezvous through a file store") {
   for (int rank = 1; rank < kSize; ++rank) {
     CHECK((*store)->TryGet(absl::StrCat("result/", rank)).value() == first);
   }
+}
+
+TEST_CASE("16 processes rendezvous through a file store") {
+  TempDir dir;
+  BootstrapSixteenProcesses(absl::StrCat("file://", dir.path(), "/bootstrap"));
+}
+
+TEST_CASE("16 processes rendezvous through a redis store") {
+  auto server = RedisServer::Start();
+  if (!server.ok()) FAIL(server.status().ToString());
+  BootstrapSixteenProcesses((*server)->url() + "/job-1");
 }
 
 TEST_CASE("a single rank bootstraps alone") {
