@@ -1,0 +1,119 @@
+#include "chorus/collectives/work.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "chorus/core/status.h"
+
+namespace chorus {
+
+Work::Work(CollectiveKind kind, uint64_t sequence, std::string algorithm,
+           std::string description)
+    : kind_(kind),
+      sequence_(sequence),
+      algorithm_(std::move(algorithm)),
+      description_(std::move(description)) {}
+
+absl::Status Work::Wait(absl::Duration timeout) {
+  const Deadline until = Deadline::After(timeout);
+  RequestPtr request;
+  {
+    absl::MutexLock lock(&mu_);
+    request = request_;
+  }
+  if (request != nullptr) {
+    // Point-to-point: wait on the request itself (outside mu_, so Abort stays prompt).
+    Deadline op_deadline = Deadline::Infinite();
+    {
+      absl::MutexLock lock(&mu_);
+      op_deadline = deadline_;
+    }
+    request->Wait(until.Min(op_deadline)).IgnoreError();
+    absl::MutexLock lock(&mu_);
+    if (!done_) {
+      if (request->IsDone()) {
+        status_ = finish_(*request);
+      } else if (op_deadline.Expired()) {
+        request->Cancel();
+        status_ = DeadlineExceededError(
+            absl::StrCat(description_, " did not complete before its deadline; check that the "
+                                       "peer posts the matching operation"),
+            request->peer());
+      } else {
+        return DeadlineExceededError(absl::StrCat(description_, " is still running after ",
+                                                  absl::FormatDuration(timeout),
+                                                  " (wait again, or Abort it)"));
+      }
+      done_ = true;
+    }
+    return status_;
+  }
+  absl::MutexLock lock(&mu_);
+  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done_; };
+  if (timeout == absl::InfiniteDuration()) {
+    mu_.Await(absl::Condition(&done));
+  } else if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
+    return DeadlineExceededError(absl::StrCat(
+        description_, " is still running after ", absl::FormatDuration(timeout),
+        " (it goes on until its own deadline; wait again, or Abort it)"));
+  }
+  return status_;
+}
+
+bool Work::Test() const {
+  absl::MutexLock lock(&mu_);
+  return done_ || (request_ != nullptr && request_->IsDone());
+}
+
+int Work::peer() const {
+  absl::MutexLock lock(&mu_);
+  return request_ != nullptr && request_->IsDone() ? request_->peer() : -1;
+}
+
+void Work::Abort() {
+  // The cancel function runs under mu_ so that Detach(), which the runner calls before its
+  // context goes away, cannot return while a cancel is still using that context. Cancelling
+  // only completes transport requests; it never takes this mutex.
+  absl::MutexLock lock(&mu_);
+  if (done_) return;
+  abort_requested_ = true;
+  if (cancel_) cancel_();
+  if (request_ != nullptr) request_->Cancel();
+}
+
+bool Work::Attach(std::function<void()> cancel) {
+  absl::MutexLock lock(&mu_);
+  if (abort_requested_) return false;
+  cancel_ = std::move(cancel);
+  return true;
+}
+
+void Work::Detach() {
+  absl::MutexLock lock(&mu_);
+  cancel_ = nullptr;
+}
+
+void Work::Complete(absl::Status status) {
+  absl::MutexLock lock(&mu_);
+  if (status.ok() && abort_requested_) {
+    // Abort raced with completion; the operation did finish, so report what happened.
+    status_ = absl::OkStatus();
+  } else {
+    status_ = std::move(status);
+  }
+  done_ = true;
+}
+
+}  // namespace chorus
+
+namespace chorus {
+
+void Work::BindRequest(RequestPtr request, std::function<absl::Status(const Request&)> finish,
+                       Deadline deadline) {
+  absl::MutexLock lock(&mu_);
+  request_ = std::move(request);
+  finish_ = std::move(finish);
+  deadline_ = deadline;
+}
+
+}  // namespace chorus
