@@ -51,6 +51,36 @@ void CommState::Break(const absl::Status& error) {
   mesh_->Abort(error.message());
 }
 
+std::unique_ptr<uint8_t[]> CommState::AcquireScratch(size_t bytes, size_t* capacity) {
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = scratch_.lower_bound(bytes);
+    // Reuse a cached buffer unless it is more than twice too large.
+    if (it != scratch_.end() && it->first <= 2 * bytes + 4096) {
+      *capacity = it->first;
+      std::unique_ptr<uint8_t[]> buffer = std::move(it->second);
+      scratch_bytes_ -= it->first;
+      scratch_.erase(it);
+      return buffer;
+    }
+  }
+  *capacity = bytes == 0 ? 1 : bytes;
+  return std::unique_ptr<uint8_t[]>(new uint8_t[*capacity]);
+}
+
+void CommState::ReleaseScratch(std::unique_ptr<uint8_t[]> buffer, size_t capacity) {
+  // Keeps at most this much cached; beyond it, the largest buffers are dropped first.
+  constexpr size_t kMaxCachedBytes = size_t{256} << 20;
+  absl::MutexLock lock(&mu_);
+  scratch_.emplace(capacity, std::move(buffer));
+  scratch_bytes_ += capacity;
+  while (scratch_bytes_ > kMaxCachedBytes) {
+    auto largest = std::prev(scratch_.end());
+    scratch_bytes_ -= largest->first;
+    scratch_.erase(largest);
+  }
+}
+
 std::optional<absl::Status> CommState::PublishedFailure() {
   absl::StatusOr<std::optional<std::string>> record = store_->TryGet(kFailureKey);
   if (record.ok() && !record->has_value()) {

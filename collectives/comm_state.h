@@ -4,6 +4,7 @@
 #define CHORUS_COLLECTIVES_COMM_STATE_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,6 +48,11 @@ class CommState {
   // moment for a record whose writer has claimed it but not finished writing.
   std::optional<absl::Status> PublishedFailure();
 
+  // Scratch buffers for collectives, recycled so that repeated collectives neither allocate
+  // nor fault pages in on the hot path. The contents of an acquired buffer are undefined.
+  std::unique_ptr<uint8_t[]> AcquireScratch(size_t bytes, size_t* capacity);
+  void ReleaseScratch(std::unique_ptr<uint8_t[]> buffer, size_t capacity);
+
  private:
   const std::string name_;
   const int rank_;
@@ -57,6 +63,8 @@ class CommState {
   const CommTuning tuning_;
   mutable absl::Mutex mu_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  std::multimap<size_t, std::unique_ptr<uint8_t[]>> scratch_ ABSL_GUARDED_BY(mu_);  // by size
+  size_t scratch_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace chorus

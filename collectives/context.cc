@@ -41,8 +41,13 @@ CollectiveContext::CollectiveContext(CommState& comm, const CollectiveArgs& args
       header_sent_(comm.size(), false) {}
 
 CollectiveContext::~CollectiveContext() {
-  absl::MutexLock lock(&mu_);
-  CancelAll(requests_);
+  {
+    absl::MutexLock lock(&mu_);
+    CancelAll(requests_);
+  }
+  for (ScratchBuffer& buffer : scratch_) {
+    comm_.ReleaseScratch(std::move(buffer.data), buffer.capacity);
+  }
 }
 
 std::string CollectiveContext::Describe() const {
@@ -115,8 +120,10 @@ Transfer CollectiveContext::Recv(int peer, uint64_t step, void* data, size_t byt
 }
 
 uint8_t* CollectiveContext::Scratch(size_t bytes) {
-  scratch_.push_back(std::make_unique<uint8_t[]>(bytes == 0 ? 1 : bytes));
-  return scratch_.back().get();
+  ScratchBuffer buffer;
+  buffer.data = comm_.AcquireScratch(bytes, &buffer.capacity);
+  scratch_.push_back(std::move(buffer));
+  return scratch_.back().data.get();
 }
 
 void CollectiveContext::Cancel() {

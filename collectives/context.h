@@ -73,7 +73,7 @@ class CollectiveContext {
   // Ends the collective early with kAborted (Work::Abort). Thread-safe.
   void Cancel();
 
-  // A zero-initialised scratch buffer owned by the context, freed when it ends.
+  // A scratch buffer (contents undefined) owned by the context until it ends.
   uint8_t* Scratch(size_t bytes);
 
   // "allreduce #17 (ring, 1000 x float32, sum) on rank 2".
@@ -101,7 +101,11 @@ class CollectiveContext {
   const CollectiveHeader header_;
   const CollectiveHeader::Wire header_wire_;
   const Deadline deadline_;
-  std::vector<std::unique_ptr<uint8_t[]>> scratch_;
+  struct ScratchBuffer {
+    std::unique_ptr<uint8_t[]> data;
+    size_t capacity;
+  };
+  std::vector<ScratchBuffer> scratch_;
   std::vector<bool> header_sent_;
   std::map<int, PeerHeader> headers_in_;  // node-based: receive buffers stay put
   int unchecked_headers_ = 0;

@@ -37,6 +37,9 @@ struct Matrix {
   std::vector<size_t> counts = {0, 1, 7, 1000};
   bool every_algorithm = true;  // else only the selector's choice
   bool both_placements = true;  // in-place and out-of-place
+  // Counts are of the whole array: collectives whose count is per rank block get count/ranks
+  // (so "4 MiB" means the same traffic for every collective).
+  bool counts_are_totals = false;
 };
 
 // Every case of `matrix` for a communicator of `ranks`, in a fixed order (all ranks must

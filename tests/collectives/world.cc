@@ -44,14 +44,20 @@ absl::StatusOr<std::unique_ptr<Device>> MakeDevice(TransportKind kind) {
   return InternalError("the tcp transport has not landed in this branch yet");
 }
 
-absl::Status RunOnThreads(TransportKind kind, int ranks, const CommBody& body,
-                          absl::Duration timeout, const CommunicatorOptions& options) {
+std::vector<absl::Status> RunOnThreadsAll(TransportKind kind, int ranks, const CommBody& body,
+                                          absl::Duration timeout,
+                                          const CommunicatorOptions& options) {
   MemoryStore store;
   const std::string name = FreshName();
-  return FirstError(RunRanksAsThreads(
+  return RunRanksAsThreads(
       ranks,
       [&](int rank) { return RunRank(store, name, kind, rank, ranks, body, options); },
-      timeout));
+      timeout);
+}
+
+absl::Status RunOnThreads(TransportKind kind, int ranks, const CommBody& body,
+                          absl::Duration timeout, const CommunicatorOptions& options) {
+  return FirstError(RunOnThreadsAll(kind, ranks, body, timeout, options));
 }
 
 absl::Status RunOnProcesses(TransportKind kind, int ranks, const CommBody& body,

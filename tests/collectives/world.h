@@ -7,6 +7,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -29,6 +30,11 @@ using CommBody = std::function<absl::Status(Communicator& comm)>;
 // running at `timeout` aborts the test process (a hang is a failure).
 absl::Status RunOnThreads(TransportKind kind, int ranks, const CommBody& body,
                           absl::Duration timeout, const CommunicatorOptions& options = {});
+
+// As RunOnThreads, but returns every rank's status.
+std::vector<absl::Status> RunOnThreadsAll(TransportKind kind, int ranks, const CommBody& body,
+                                          absl::Duration timeout,
+                                          const CommunicatorOptions& options = {});
 
 // Runs `body` on `ranks` forked processes (fork before any thread exists). A rank still
 // running at `timeout` is killed and reported.
