@@ -202,6 +202,7 @@ size_t AllToAllVCount(size_t count, int from, int to, bool symmetric) {
 absl::Status Compare(const Case& c, int rank, const std::vector<uint8_t>& got,
                      const std::vector<uint8_t>& expected, size_t from_byte = 0) {
   const size_t elem = DataTypeSize(c.type);
+  if (expected.size() == from_byte) return absl::OkStatus();
   if (got.size() >= expected.size() &&
       std::memcmp(got.data() + from_byte, expected.data() + from_byte,
                   expected.size() - from_byte) == 0) {

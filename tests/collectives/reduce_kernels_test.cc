@@ -45,9 +45,9 @@ void CheckIntegerOrFloat(DataType type) {
         expected[i] = Reference(static_cast<ReduceOp>(op), a[i], b[i]);
       }
       ReduceBuffers(type, static_cast<ReduceOp>(op), a.data(), b.data(), out.data(), n);
-      CHECK(std::memcmp(out.data(), expected.data(), n * sizeof(T)) == 0);
+      CHECK(out == expected);
       ReduceBuffers(type, static_cast<ReduceOp>(op), a.data(), b.data(), a.data(), n);
-      CHECK(std::memcmp(a.data(), expected.data(), n * sizeof(T)) == 0);
+      CHECK(a == expected);
     }
   }
 }

@@ -233,7 +233,10 @@ class Fabric {
 
 void InprocRequest::Cancel() { fabric_->Cancel(this); }
 
-// Process-wide registry of live fabrics, by id.
+// Process-wide registry of live fabrics, by id. A fabric is pinned until all of its ranks
+// have joined: otherwise early ranks that finish (and drop their meshes) before a late rank
+// joins would let the late rank create a fresh fabric in which the early ranks never closed,
+// and wait forever. A rank that never joins keeps its fabric pinned for the process lifetime.
 class FabricRegistry {
  public:
   static FabricRegistry& Get() {
@@ -241,21 +244,26 @@ class FabricRegistry {
     return *registry;
   }
 
-  absl::StatusOr<std::shared_ptr<Fabric>> FindOrCreate(const std::string& id, int size) {
+  // Joins `rank` to the fabric `id`, creating it if needed.
+  absl::StatusOr<std::shared_ptr<Fabric>> Join(const std::string& id, int rank, int size) {
     absl::MutexLock lock(&mu_);
-    std::weak_ptr<Fabric>& slot = fabrics_[id];
-    std::shared_ptr<Fabric> fabric = slot.lock();
+    Entry& entry = fabrics_[id];
+    std::shared_ptr<Fabric> fabric = entry.fabric.lock();
     if (fabric == nullptr) {
       fabric = std::make_shared<Fabric>(id, size);
-      slot = fabric;
+      entry.fabric = fabric;
+      entry.pin = fabric;
+      entry.joined = 0;
     } else if (fabric->size() != size) {
       return InvalidArgumentError(absl::StrCat("inproc fabric ", id, " has ", fabric->size(),
                                                " ranks but this rank was created with size ",
                                                size, "; every rank must pass the same size"));
     }
+    CHORUS_RETURN_IF_ERROR(fabric->Join(rank));
+    if (++entry.joined == size) entry.pin.reset();
     // Drop entries whose fabrics are gone so the map does not grow without bound.
     for (auto it = fabrics_.begin(); it != fabrics_.end();) {
-      it = it->second.expired() ? fabrics_.erase(it) : std::next(it);
+      it = it->second.fabric.expired() ? fabrics_.erase(it) : std::next(it);
     }
     return fabric;
   }
@@ -266,8 +274,14 @@ class FabricRegistry {
   }
 
  private:
+  struct Entry {
+    std::weak_ptr<Fabric> fabric;
+    std::shared_ptr<Fabric> pin;  // until every rank has joined
+    int joined = 0;
+  };
+
   absl::Mutex mu_;
-  std::map<std::string, std::weak_ptr<Fabric>> fabrics_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, Entry> fabrics_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
@@ -404,8 +418,7 @@ absl::StatusOr<std::unique_ptr<Mesh>> InprocDevice::CreateMesh(Store& store, int
         "; the in-process transport only connects threads of one process (use tcp)"));
   }
   CHORUS_ASSIGN_OR_RETURN(std::shared_ptr<Fabric> fabric,
-                          FabricRegistry::Get().FindOrCreate(*id, size));
-  CHORUS_RETURN_IF_ERROR(fabric->Join(rank));
+                          FabricRegistry::Get().Join(*id, rank, size));
   return std::unique_ptr<Mesh>(new InprocMesh(std::move(fabric), rank));
 }
 
