@@ -160,6 +160,13 @@ absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
   }
 }
 
+bool CollectiveContext::Ready(const Transfer& transfer) const {
+  if (!transfer.request->IsDone()) return false;
+  if (!transfer.is_recv) return true;
+  auto it = headers_in_.find(transfer.peer);
+  return it == headers_in_.end() || it->second.request->IsDone();
+}
+
 absl::Status CollectiveContext::Finish() {
   std::vector<Transfer> outstanding = sends_;
   for (auto& [peer, header] : headers_in_) {

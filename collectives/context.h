@@ -66,6 +66,10 @@ class CollectiveContext {
   absl::Status Wait(const Transfer& transfer) { return WaitAll({&transfer, 1}); }
   absl::Status WaitAll(absl::Span<const Transfer> transfers);
 
+  // True when Wait(transfer) would return at once: done and, for a receive, the sender's
+  // header has arrived. Never blocks.
+  bool Ready(const Transfer& transfer) const;
+
   // Waits for every send posted so far and for all expected headers; called once the
   // algorithm has returned OK.
   absl::Status Finish();

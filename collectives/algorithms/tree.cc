@@ -1,6 +1,8 @@
 // Trees for broadcast, reduce and allreduce (= reduce to rank 0, then broadcast from it),
 // pipelined by segment: a node forwards segment j as soon as it has it (broadcast) or has
-// combined it with its children's (reduce), while later segments are still on the wire.
+// combined it with its children's (reduce), while later segments are still on the wire. In an
+// allreduce the two phases overlap too: between reductions a node forwards whatever result
+// segments have already come back down.
 //
 //   binomial            one tree: virtual rank v = rank - root (mod p); v's parent is v with
 //                       its lowest set bit cleared. Latency ~log2(p) steps, but the root
@@ -129,11 +131,12 @@ class TreeRun {
     window_ = std::min<size_t>(std::max(ctx.tuning().pipeline_depth, 1), chunks_);
     segment_bytes_ = PieceOf(largest, segments_, 0).count * elem_;
     up_sends_.resize(chunks_);
+    down_recvs_.resize(chunks_);
   }
 
   absl::Status Run() {
     if (job_.reduce) CHORUS_RETURN_IF_ERROR(Up());
-    if (job_.broadcast) CHORUS_RETURN_IF_ERROR(Down());
+    if (job_.broadcast) CHORUS_RETURN_IF_ERROR(Down(/*block=*/true));
     return absl::OkStatus();
   }
 
@@ -176,8 +179,10 @@ class TreeRun {
         up = result;
       }
       if (r.parent >= 0) up_sends_[chunk] = ctx_.Send(r.parent, chunk, up, p.count * elem_);
+      up_posted_ = chunk + 1;
       if (r.parent < 0 && job_.broadcast) SendDown(chunk, result);
       if (chunk + window_ < chunks_) post(chunk + window_);
+      if (job_.broadcast) CHORUS_RETURN_IF_ERROR(Down(/*block=*/false));
     }
     return absl::OkStatus();
   }
@@ -189,29 +194,38 @@ class TreeRun {
     }
   }
 
-  // Broadcast phase: chunk c arrives from the parent into the output and is passed on.
-  absl::Status Down() {
-    std::vector<Transfer> recvs(chunks_);
-    auto post = [&](size_t chunk) -> absl::Status {
-      const TreeRole& r = role(chunk);
-      if (r.parent < 0) return absl::OkStatus();
-      // In an allreduce the chunk lands where this rank's partial was sent up from.
-      if (job_.reduce) CHORUS_RETURN_IF_ERROR(ctx_.Wait(up_sends_[chunk]));
-      const Piece p = piece(chunk);
-      recvs[chunk] = ctx_.Recv(r.parent, chunks_ + chunk, job_.output + p.start * elem_,
-                               p.count * elem_);
-      return absl::OkStatus();
-    };
-    for (size_t chunk = 0; chunk < window_; ++chunk) CHORUS_RETURN_IF_ERROR(post(chunk));
-    for (size_t chunk = 0; chunk < chunks_; ++chunk) {
-      const TreeRole& r = role(chunk);
-      if (r.parent >= 0) {
-        CHORUS_RETURN_IF_ERROR(ctx_.Wait(recvs[chunk]));
+  // Broadcast phase: chunk c arrives from the parent into the output and is passed on, with
+  // `window_` receives posted ahead. Non-blocking (block = false) it does only what is ready,
+  // so Up() can call it between reductions; blocking, it finishes the phase.
+  absl::Status Down(bool block) {
+    while (forwarded_ < chunks_) {
+      while (posted_down_ < chunks_ && posted_down_ < forwarded_ + window_) {
+        const size_t chunk = posted_down_;
+        const TreeRole& r = role(chunk);
+        if (r.parent >= 0) {
+          if (job_.reduce) {
+            // The chunk lands where this rank's partial was sent up from: that send must be
+            // finished first.
+            if (chunk >= up_posted_) break;
+            if (!block && !ctx_.Ready(up_sends_[chunk])) break;
+            CHORUS_RETURN_IF_ERROR(ctx_.Wait(up_sends_[chunk]));
+          }
+          const Piece p = piece(chunk);
+          down_recvs_[chunk] = ctx_.Recv(r.parent, chunks_ + chunk,
+                                         job_.output + p.start * elem_, p.count * elem_);
+        }
+        ++posted_down_;
+      }
+      if (forwarded_ == posted_down_) return absl::OkStatus();  // only when not blocking
+      const size_t chunk = forwarded_;
+      if (role(chunk).parent >= 0) {
+        if (!block && !ctx_.Ready(down_recvs_[chunk])) return absl::OkStatus();
+        CHORUS_RETURN_IF_ERROR(ctx_.Wait(down_recvs_[chunk]));
         SendDown(chunk, job_.output + piece(chunk).start * elem_);
       } else if (!job_.reduce) {
-        SendDown(chunk, job_.output + piece(chunk).start * elem_);
+        SendDown(chunk, job_.output + piece(chunk).start * elem_);  // the broadcast root
       }
-      if (chunk + window_ < chunks_) CHORUS_RETURN_IF_ERROR(post(chunk + window_));
+      ++forwarded_;
     }
     return absl::OkStatus();
   }
@@ -225,6 +239,10 @@ class TreeRun {
   size_t window_ = 1;
   size_t segment_bytes_ = 0;
   std::vector<Transfer> up_sends_;
+  std::vector<Transfer> down_recvs_;
+  size_t up_posted_ = 0;    // chunks whose upward send has been posted
+  size_t posted_down_ = 0;  // chunks whose downward receive has been posted (or needs none)
+  size_t forwarded_ = 0;    // chunks passed on to the children
 };
 
 using TreeBuilder = std::vector<TreeRole> (*)(int rank, int size, int root, size_t count);
