@@ -78,7 +78,7 @@ absl::StatusOr<std::vector<AlgorithmRule>> ParseAlgorithmRules(absl::string_view
 
 CostParams DefaultCostParams(absl::string_view device_kind) {
   // Measured on the 2-core development VM (docs/collectives.md, "Cost model").
-  if (device_kind == "inproc") return {3.0, 0.12, 0.15};
+  if (device_kind == "inproc") return {15.0, 0.075, 0.12};
   return {25.0, 0.45, 0.15};  // loopback TCP
 }
 

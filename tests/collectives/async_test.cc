@@ -11,12 +11,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "chorus/core/status.h"
-#include "tests/collectives/world.h"
+#include "tests/collectives/test_transport.h"
 
 namespace chorus::testing {
 namespace {
 
-const TransportKind kTransport = TransportKind::kInproc;
+const TransportKind kTransport = kTestTransport;
 
 absl::Status Expect(bool condition, const std::string& what) {
   return condition ? absl::OkStatus() : InternalError(what);

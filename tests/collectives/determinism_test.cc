@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "chorus/core/half.h"
 #include "chorus/core/status.h"
-#include "tests/collectives/world.h"
+#include "tests/collectives/test_transport.h"
 
 namespace chorus::testing {
 namespace {
@@ -64,7 +64,7 @@ TEST_CASE("allreduce results are bitwise identical on all ranks and across runs"
   options.segment_bytes = 16 * 1024;  // many segments at the larger size
   for (int ranks : {3, 4, 7}) {
     const absl::Status status = RunOnThreads(
-        TransportKind::kInproc, ranks,
+        kTestTransport, ranks,
         [](Communicator& comm) -> absl::Status {
           for (DataType type : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
             for (size_t count : {size_t{1001}, size_t{100003}}) {

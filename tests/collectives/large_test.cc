@@ -4,7 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "tests/collectives/cases.h"
-#include "tests/collectives/world.h"
+#include "tests/collectives/test_transport.h"
 
 namespace chorus::testing {
 namespace {
@@ -26,13 +26,13 @@ void RunLarge(TransportKind transport, int ranks, std::vector<DataType> types,
   if (!status.ok()) FAIL(status.ToString());
 }
 
-TEST_CASE("large messages over inproc, 4 ranks", "[inproc]") {
-  RunLarge(TransportKind::kInproc, 4, {DataType::kFloat32, DataType::kBFloat16},
+TEST_CASE("large messages, 4 ranks", "[large]") {
+  RunLarge(kTestTransport, 4, {DataType::kFloat32, DataType::kBFloat16},
            {ReduceOp::kSum, ReduceOp::kMax});
 }
 
-TEST_CASE("large messages over inproc, 3 ranks", "[inproc]") {
-  RunLarge(TransportKind::kInproc, 3, {DataType::kInt64, DataType::kFloat16},
+TEST_CASE("large messages, 3 ranks", "[large]") {
+  RunLarge(kTestTransport, 3, {DataType::kInt64, DataType::kFloat16},
            {ReduceOp::kProd, ReduceOp::kAvg});
 }
 

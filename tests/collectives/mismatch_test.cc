@@ -12,7 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "chorus/core/status.h"
-#include "tests/collectives/world.h"
+#include "tests/collectives/test_transport.h"
 
 namespace chorus::testing {
 namespace {
@@ -78,7 +78,7 @@ Call ReduceTo(int root) {
   };
 }
 
-const TransportKind kTransport = TransportKind::kInproc;
+const TransportKind kTransport = kTestTransport;
 
 TEST_CASE("allreduce on some ranks, broadcast on others", "[mismatch]") {
   absl::Duration elapsed;
