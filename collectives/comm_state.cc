@@ -81,24 +81,34 @@ void CommState::ReleaseScratch(std::unique_ptr<uint8_t[]> buffer, size_t capacit
   }
 }
 
-std::optional<absl::Status> CommState::PublishedFailure() {
-  absl::StatusOr<std::optional<std::string>> record = store_->TryGet(kFailureKey);
-  if (record.ok() && !record->has_value()) {
-    absl::StatusOr<int64_t> claims = store_->Add(kFailureClaimsKey, 0);
-    if (!claims.ok() || *claims == 0) return std::nullopt;
-    absl::StatusOr<std::string> value =
-        store_->Get(kFailureKey, Deadline::After(absl::Milliseconds(500)));
-    if (!value.ok()) return std::nullopt;
-    record = std::optional<std::string>(*std::move(value));
-  }
-  if (!record.ok() || !record->has_value()) return std::nullopt;
-  const std::string& text = **record;
+namespace {
+
+std::optional<absl::Status> ParseFailure(const std::string& text) {
   const size_t bar = text.find('|');
   int kind = 0;
   if (bar == std::string::npos || !absl::SimpleAtoi(text.substr(0, bar), &kind)) {
     return InternalError(absl::StrCat("malformed failure record: ", text));
   }
   return MakeError(static_cast<ErrorKind>(kind), text.substr(bar + 1));
+}
+
+}  // namespace
+
+std::optional<absl::Status> CommState::PeekFailure() {
+  absl::StatusOr<std::optional<std::string>> record = store_->TryGet(kFailureKey);
+  if (!record.ok() || !record->has_value()) return std::nullopt;
+  return ParseFailure(**record);
+}
+
+std::optional<absl::Status> CommState::PublishedFailure() {
+  if (std::optional<absl::Status> failure = PeekFailure()) return failure;
+  // A writer may have claimed the record and not finished writing it yet.
+  absl::StatusOr<int64_t> claims = store_->Add(kFailureClaimsKey, 0);
+  if (!claims.ok() || *claims == 0) return std::nullopt;
+  absl::StatusOr<std::string> value =
+      store_->Get(kFailureKey, Deadline::After(absl::Milliseconds(500)));
+  if (!value.ok()) return std::nullopt;
+  return ParseFailure(*value);
 }
 
 }  // namespace chorus

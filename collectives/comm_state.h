@@ -48,6 +48,11 @@ class CommState {
   // moment for a record whose writer has claimed it but not finished writing.
   std::optional<absl::Status> PublishedFailure();
 
+  // The published failure if its record is complete now; one store read, never waits. For
+  // collectives that have waited a while: a peer that broke the communicator before this rank
+  // ever connected to it is otherwise only noticed at the connect timeout.
+  std::optional<absl::Status> PeekFailure();
+
   // Scratch buffers for collectives, recycled so that repeated collectives neither allocate
   // nor fault pages in on the hot path. The contents of an acquired buffer are undefined.
   std::unique_ptr<uint8_t[]> AcquireScratch(size_t bytes, size_t* capacity);

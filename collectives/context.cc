@@ -15,6 +15,10 @@ namespace {
 // elsewhere (a mismatched header, a dead peer) is noticed within this time.
 constexpr absl::Duration kRescanInterval = absl::Milliseconds(5);
 
+// A wait that lasts longer than this also looks in the store for a failure another rank
+// published, every this often (see CommState::PeekFailure).
+constexpr absl::Duration kStoreCheckInterval = absl::Milliseconds(250);
+
 // Stands in for a request that could not even be posted (no connection to the peer), so the
 // error reaches the algorithm through the same Wait path as every other.
 class FailedRequest : public Request {
@@ -133,6 +137,7 @@ void CollectiveContext::Cancel() {
 }
 
 absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
+  Deadline store_check = Deadline::After(kStoreCheckInterval);
   while (true) {
     CHORUS_RETURN_IF_ERROR(CheckArrivedHeaders());
     Request* pending = nullptr;
@@ -154,6 +159,12 @@ absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
       }
     }
     if (pending == nullptr) return absl::OkStatus();
+    if (store_check.Expired()) {
+      if (std::optional<absl::Status> published = comm_.PeekFailure()) {
+        return Reported(*published, -1);
+      }
+      store_check = Deadline::After(kStoreCheckInterval);
+    }
     if (deadline_.Expired()) return TimedOut(transfers);
     // The status is read from the requests above; a slice ending is not an error here.
     pending->Wait(deadline_.Min(Deadline::After(kRescanInterval))).IgnoreError();
@@ -210,6 +221,13 @@ absl::Status CollectiveContext::CheckHeader(int peer, PeerHeader& header) {
   return absl::OkStatus();
 }
 
+absl::Status CollectiveContext::Reported(const absl::Status& published, int peer) {
+  return Fatal(MakeError(GetErrorKind(published),
+                         absl::StrCat(Describe(), " failed because another rank reported: ",
+                                      published.message()),
+                         ErrorPeerRank(published).value_or(peer)));
+}
+
 absl::Status CollectiveContext::Fatal(absl::Status error) {
   comm_.Break(error);
   return error;
@@ -246,11 +264,7 @@ absl::Status CollectiveContext::Failed(const Transfer& transfer, const absl::Sta
   if (kind == ErrorKind::kPeerUnavailable || kind == ErrorKind::kAborted) {
     // Another rank may have broken the communicator on purpose; report its reason.
     if (std::optional<absl::Status> published = comm_.PublishedFailure()) {
-      return Fatal(MakeError(
-          GetErrorKind(*published),
-          absl::StrCat(Describe(), " failed because another rank reported: ",
-                       published->message()),
-          ErrorPeerRank(*published).value_or(peer)));
+      return Reported(*published, peer);
     }
     return Fatal(PeerUnavailableError(
         absl::StrCat(Describe(), ": rank ", peer, " closed its connection or died during ",

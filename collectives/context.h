@@ -99,6 +99,7 @@ class CollectiveContext {
   absl::Status WrongLength(const Transfer& transfer, size_t got);
   absl::Status TimedOut(absl::Span<const Transfer> transfers);
   absl::Status Fatal(absl::Status error);
+  absl::Status Reported(const absl::Status& published, int peer);
 
   CommState& comm_;
   const CollectiveArgs& args_;

@@ -29,6 +29,7 @@ TEST_CASE("a collective whose peer never comes times out naming it", "[failure]"
           CHORUS_RETURN_IF_ERROR(comm.Recv(&token, 1, DataType::kInt32, 0, 1));
           return comm.Recv(&token, 1, DataType::kInt32, 1, 1);
         }
+        const int other = 1 - comm.rank();
         std::vector<float> data(1000, 1.0f);
         CollectiveOptions options;
         options.timeout = absl::Milliseconds(300);
@@ -51,6 +52,12 @@ TEST_CASE("a collective whose peer never comes times out naming it", "[failure]"
           CHORUS_RETURN_IF_ERROR(Expect(absl::StrContains(timed_out.message(), "rank 2"),
                                         timed_out.ToString()));
         }
+        // Both timed-out ranks stay connected until the other has timed out too (a rank that
+        // leaves early would turn the other's timeout into "connection closed").
+        int32_t theirs = 0;
+        WorkPtr sent = comm.SendAsync(&token, 1, DataType::kInt32, other, 2);
+        CHORUS_RETURN_IF_ERROR(comm.Recv(&theirs, 1, DataType::kInt32, other, 2));
+        CHORUS_RETURN_IF_ERROR(sent->Wait());
         return comm.Send(&token, 1, DataType::kInt32, 2, 1);
       },
       absl::Minutes(1));

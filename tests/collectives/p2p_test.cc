@@ -67,7 +67,10 @@ TEST_CASE("receive from any of a set of ranks names the sender", "[p2p]") {
       kTransport, 4,
       [](Communicator& comm) -> absl::Status {
         int32_t value = comm.rank() * 11;
-        if (comm.rank() != 0) return comm.Send(&value, 1, DataType::kInt32, 0, 3);
+        if (comm.rank() != 0) {
+          CHORUS_RETURN_IF_ERROR(comm.Send(&value, 1, DataType::kInt32, 0, 3));
+          return comm.Barrier();  // stay connected until rank 0 has received everything
+        }
         std::set<int> seen;
         for (int i = 0; i < 3; ++i) {
           int32_t got = -1;
@@ -76,7 +79,8 @@ TEST_CASE("receive from any of a set of ranks names the sender", "[p2p]") {
           CHORUS_RETURN_IF_ERROR(Expect(got == sender * 11, "payload matches the sender"));
           seen.insert(sender);
         }
-        return Expect(seen == std::set<int>{1, 2, 3}, "each sender once");
+        CHORUS_RETURN_IF_ERROR(Expect(seen == std::set<int>{1, 2, 3}, "each sender once"));
+        return comm.Barrier();
       },
       absl::Minutes(1));
   INFO(status.ToString());
