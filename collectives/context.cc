@@ -75,8 +75,9 @@ void CollectiveContext::SendHeaderTo(int peer) {
   header_sent_[peer] = true;
   const Tag tag = CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep);
   absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
+  // Without a connection the data transfers to this peer report the same error.
+  if (!connection.ok()) return;
   Transfer transfer{nullptr, peer, header_wire_.size(), kHeaderStep, false};
-  if (!connection.ok()) return;  // the data send to this peer reports the same error
   transfer.request = (*connection)->Send(tag, header_wire_.data(), header_wire_.size());
   Register(transfer.request);
   sends_.push_back(std::move(transfer));

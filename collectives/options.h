@@ -15,7 +15,7 @@ namespace chorus {
 struct CollectiveOptions {
   // Forces an algorithm by name ("ring", "recursive_doubling", "rabenseifner", "binomial",
   // "double_binary_tree", "pairwise", "linear", "dissemination"); empty: the CHORUS_ALGO rules,
-  // then the cost model. Naming an algorithm that does not implement the collective is an
+  // then CommunicatorOptions::algorithm_rules, then the cost model. Naming an algorithm that does not implement the collective is an
   // InvalidArgument error. Every rank must make the same choice (checked by the header).
   std::string algorithm;
 
@@ -51,8 +51,8 @@ struct CommunicatorOptions {
   // Link costs for the selector; zero fields use the defaults for the device's kind.
   CostParams cost;
 
-  // Algorithm rules in the CHORUS_ALGO grammar (see selector.h); CHORUS_ALGO, when set, is
-  // appended after these, so a rule from the environment wins only where these say nothing.
+  // Algorithm rules in the CHORUS_ALGO grammar (see selector.h). Rules from CHORUS_ALGO are
+  // consulted first, then these, then the cost model.
   std::string algorithm_rules;
 };
 

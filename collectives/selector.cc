@@ -78,8 +78,8 @@ absl::StatusOr<std::vector<AlgorithmRule>> ParseAlgorithmRules(absl::string_view
 
 CostParams DefaultCostParams(absl::string_view device_kind) {
   // Measured on the 2-core development VM (docs/collectives.md, "Cost model").
-  if (device_kind == "inproc") return {15.0, 0.075, 0.12};
-  return {25.0, 0.45, 0.15};  // loopback TCP
+  if (device_kind == "inproc") return {15.0, 0.075, 0.1};
+  return {25.0, 1.3, 0.1};  // loopback TCP
 }
 
 Selector::Selector(std::vector<AlgorithmRule> rules, CostParams cost, size_t segment_bytes)

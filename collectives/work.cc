@@ -94,13 +94,9 @@ void Work::Detach() {
 }
 
 void Work::Complete(absl::Status status) {
+  // An Abort() that raced with a successful finish leaves the success: the data is there.
   absl::MutexLock lock(&mu_);
-  if (status.ok() && abort_requested_) {
-    // Abort raced with completion; the operation did finish, so report what happened.
-    status_ = absl::OkStatus();
-  } else {
-    status_ = std::move(status);
-  }
+  status_ = std::move(status);
   done_ = true;
 }
 
