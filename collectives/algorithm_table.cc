@@ -63,9 +63,7 @@ const AlgorithmEntry kTable[] = {
      }},
     // reduce
     {K::kReduce, A::kBinomial, BinomialReduce,
-     [](const CostInputs& in) {
-       return Log2(in) * (in.alpha + in.bytes * (in.beta + in.gamma));
-     }},
+     [](const CostInputs& in) { return Log2(in) * (in.alpha + in.bytes * (in.beta + in.gamma)); }},
     {K::kReduce, A::kDoubleBinaryTree, DoubleTreeReduce,
      [](const CostInputs& in) {
        return (Log2(in) + 1) * in.alpha + in.bytes * (in.beta + in.gamma) + Fill(in, Log2(in));

@@ -25,8 +25,8 @@ struct CollectiveArgs {
   // (allgather, reduce_scatter, gather, scatter, alltoall), or of this rank's own block
   // (gatherv send, scatterv receive).
   size_t count = 0;
-  std::vector<size_t> counts;  // per rank, receive side (v-variants)
-  std::vector<size_t> displs;  // per rank, receive side, in elements (gatherv, alltoallv)
+  std::vector<size_t> counts;       // per rank, receive side (v-variants)
+  std::vector<size_t> displs;       // per rank, receive side, in elements (gatherv, alltoallv)
   std::vector<size_t> send_counts;  // per rank, send side (scatterv, alltoallv)
   std::vector<size_t> send_displs;
 

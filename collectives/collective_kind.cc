@@ -11,13 +11,13 @@ namespace chorus {
 namespace {
 
 constexpr std::array<absl::string_view, kNumCollectiveKinds> kKindNames = {
-    "allreduce", "broadcast", "reduce",   "allgather", "allgatherv", "reduce_scatter",
-    "reduce_scatterv", "gather", "gatherv", "scatter", "scatterv",  "alltoall",
-    "alltoallv", "barrier", "send",     "recv"};
+    "allreduce",       "broadcast", "reduce",  "allgather", "allgatherv", "reduce_scatter",
+    "reduce_scatterv", "gather",    "gatherv", "scatter",   "scatterv",   "alltoall",
+    "alltoallv",       "barrier",   "send",    "recv"};
 
 constexpr std::array<absl::string_view, kNumAlgorithmIds> kAlgorithmNames = {
-    "none",     "ring",   "recursive_doubling", "rabenseifner",  "binomial",
-    "double_binary_tree", "pairwise", "linear", "dissemination", "direct"};
+    "none",     "ring",   "recursive_doubling", "rabenseifner", "binomial", "double_binary_tree",
+    "pairwise", "linear", "dissemination",      "direct"};
 
 }  // namespace
 
@@ -30,22 +30,20 @@ absl::StatusOr<CollectiveKind> ParseCollectiveKind(absl::string_view name) {
   for (int i = 0; i < kNumCollectiveKinds; ++i) {
     if (kKindNames[i] == lower) return static_cast<CollectiveKind>(i);
   }
-  return InvalidArgumentError(absl::StrCat("unknown collective '", name, "'; known: ",
-                                           absl::StrJoin(kKindNames, ", ")));
+  return InvalidArgumentError(
+      absl::StrCat("unknown collective '", name, "'; known: ", absl::StrJoin(kKindNames, ", ")));
 }
 
-absl::string_view AlgorithmName(AlgorithmId id) {
-  return kAlgorithmNames[static_cast<size_t>(id)];
-}
+absl::string_view AlgorithmName(AlgorithmId id) { return kAlgorithmNames[static_cast<size_t>(id)]; }
 
 absl::StatusOr<AlgorithmId> ParseAlgorithmName(absl::string_view name) {
   const std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(name));
   for (int i = 1; i < kNumAlgorithmIds; ++i) {
     if (kAlgorithmNames[i] == lower) return static_cast<AlgorithmId>(i);
   }
-  return InvalidArgumentError(absl::StrCat("unknown algorithm '", name, "'; known: ",
-                                           absl::StrJoin(kAlgorithmNames.begin() + 1,
-                                                         kAlgorithmNames.end(), ", ")));
+  return InvalidArgumentError(absl::StrCat(
+      "unknown algorithm '", name,
+      "'; known: ", absl::StrJoin(kAlgorithmNames.begin() + 1, kAlgorithmNames.end(), ", ")));
 }
 
 bool IsRooted(CollectiveKind kind) {

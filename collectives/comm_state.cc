@@ -37,8 +37,7 @@ void CommState::Break(const absl::Status& error) {
     if (!broken_.ok()) return;
     broken_ = error;
   }
-  CHORUS_LOG(kWarn, "collectives") << "communicator " << name_ << " is broken: "
-                                   << error.message();
+  CHORUS_LOG(kWarn, "collectives") << "communicator " << name_ << " is broken: " << error.message();
   // One writer publishes; the record carries the error kind so other ranks fail with it.
   absl::StatusOr<int64_t> claims = store_->Add(kFailureClaimsKey, 1);
   if (claims.ok() && *claims == 1) {

@@ -27,17 +27,17 @@ std::vector<size_t> ToVector(absl::Span<const size_t> span) {
 
 // Settings from CHORUS_* variables override the options' fields.
 absl::Status ApplyEnvironment(CommunicatorOptions& options) {
-  CHORUS_ASSIGN_OR_RETURN(options.timeout, GetEnvDuration("CHORUS_TIMEOUT", options.timeout));
+  CHORUS_ASSIGN_OR_RETURN(options.timeout, GetEnvDuration("CHORUS_COLL_TIMEOUT", options.timeout));
   CHORUS_ASSIGN_OR_RETURN(const int64_t threads,
                           GetEnvInt("CHORUS_COLL_THREADS", options.worker_threads, 1, 256));
   options.worker_threads = static_cast<int>(threads);
-  CHORUS_ASSIGN_OR_RETURN(const int64_t segment,
-                          GetEnvBytes("CHORUS_SEGMENT_BYTES",
-                                      static_cast<int64_t>(options.segment_bytes)));
-  if (segment < 1) return InvalidArgumentError("CHORUS_SEGMENT_BYTES must be at least 1");
+  CHORUS_ASSIGN_OR_RETURN(
+      const int64_t segment,
+      GetEnvBytes("CHORUS_COLL_SEGMENT_BYTES", static_cast<int64_t>(options.segment_bytes)));
+  if (segment < 1) return InvalidArgumentError("CHORUS_COLL_SEGMENT_BYTES must be at least 1");
   options.segment_bytes = static_cast<size_t>(segment);
   CHORUS_ASSIGN_OR_RETURN(const int64_t depth,
-                          GetEnvInt("CHORUS_PIPELINE_DEPTH", options.pipeline_depth, 1, 1024));
+                          GetEnvInt("CHORUS_COLL_PIPELINE_DEPTH", options.pipeline_depth, 1, 1024));
   options.pipeline_depth = static_cast<int>(depth);
   return absl::OkStatus();
 }
@@ -140,29 +140,28 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     Store& store, absl::string_view name, Device& device, int rank, int size,
     const CommunicatorOptions& given) {
   if (size < 1 || rank < 0 || rank >= size) {
-    return InvalidArgumentError(absl::StrCat("communicator '", name, "': rank ", rank,
-                                             " is not in [0, ", size, ")"));
+    return InvalidArgumentError(
+        absl::StrCat("communicator '", name, "': rank ", rank, " is not in [0, ", size, ")"));
   }
   if (name.empty()) return InvalidArgumentError("a communicator needs a non-empty name");
   CommunicatorOptions options = given;
   CHORUS_RETURN_IF_ERROR(ApplyEnvironment(options));
 
-  CHORUS_ASSIGN_OR_RETURN(std::vector<AlgorithmRule> rules,
-                          [&]() -> absl::StatusOr<std::vector<AlgorithmRule>> {
-                            std::vector<AlgorithmRule> all;
-                            if (auto env = GetEnv("CHORUS_ALGO")) {
-                              auto parsed = ParseAlgorithmRules(*env);
-                              if (!parsed.ok()) return Annotate(parsed.status(), "CHORUS_ALGO");
-                              all = *std::move(parsed);
-                            }
-                            auto parsed = ParseAlgorithmRules(options.algorithm_rules);
-                            if (!parsed.ok()) {
-                              return Annotate(parsed.status(),
-                                              "CommunicatorOptions::algorithm_rules");
-                            }
-                            all.insert(all.end(), parsed->begin(), parsed->end());
-                            return all;
-                          }());
+  CHORUS_ASSIGN_OR_RETURN(
+      std::vector<AlgorithmRule> rules, [&]() -> absl::StatusOr<std::vector<AlgorithmRule>> {
+        std::vector<AlgorithmRule> all;
+        if (auto env = GetEnv("CHORUS_ALGO")) {
+          auto parsed = ParseAlgorithmRules(*env);
+          if (!parsed.ok()) return Annotate(parsed.status(), "CHORUS_ALGO");
+          all = *std::move(parsed);
+        }
+        auto parsed = ParseAlgorithmRules(options.algorithm_rules);
+        if (!parsed.ok()) {
+          return Annotate(parsed.status(), "CommunicatorOptions::algorithm_rules");
+        }
+        all.insert(all.end(), parsed->begin(), parsed->end());
+        return all;
+      }());
   CostParams cost = DefaultCostParams(device.kind());
   if (options.cost.alpha_us > 0) cost.alpha_us = options.cost.alpha_us;
   if (options.cost.beta_ns_per_byte > 0) cost.beta_ns_per_byte = options.cost.beta_ns_per_byte;
@@ -186,10 +185,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   auto state = std::make_unique<CommState>(std::string(name), rank, size, std::move(scoped),
                                            *std::move(mesh), tuning);
   auto selector = std::make_unique<Selector>(std::move(rules), cost, options.segment_bytes);
-  CHORUS_LOG(kInfo, "collectives") << "communicator " << name << ": rank " << rank << " of "
-                                   << size << " over " << device.kind() << " ("
-                                   << device.address() << "), reduction kernels "
-                                   << ReduceKernelSet();
+  CHORUS_LOG(kInfo, "collectives")
+      << "communicator " << name << ": rank " << rank << " of " << size << " over " << device.kind()
+      << " (" << device.address() << "), reduction kernels " << ReduceKernelSet();
   return std::unique_ptr<Communicator>(
       new Communicator(std::move(state), std::move(selector), options, options.timeout));
 }
@@ -211,8 +209,8 @@ int Communicator::size() const { return state_->size(); }
 const std::string& Communicator::name() const { return state_->name(); }
 
 void Communicator::Abort(absl::string_view reason) {
-  state_->Break(AbortedError(absl::StrCat("communicator ", name(), " aborted on rank ", rank(),
-                                          ": ", reason)));
+  state_->Break(AbortedError(
+      absl::StrCat("communicator ", name(), " aborted on rank ", rank(), ": ", reason)));
 }
 
 std::vector<std::string> Communicator::Algorithms(CollectiveKind kind) {
@@ -221,8 +219,7 @@ std::vector<std::string> Communicator::Algorithms(CollectiveKind kind) {
   return names;
 }
 
-absl::StatusOr<std::string> Communicator::ChooseAlgorithm(CollectiveKind kind,
-                                                          size_t bytes) const {
+absl::StatusOr<std::string> Communicator::ChooseAlgorithm(CollectiveKind kind, size_t bytes) const {
   CollectiveArgs args = MakeArgs(kind, nullptr, nullptr, bytes, DataType::kUint8);
   if (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter ||
       kind == CollectiveKind::kGather || kind == CollectiveKind::kScatter ||
@@ -250,8 +247,8 @@ absl::Status Communicator::Validate(const CollectiveArgs& args) const {
   const bool is_root = rooted && r == args.root;
   auto need_ranks = [&](const std::vector<size_t>& values, absl::string_view what) {
     if (values.size() != static_cast<size_t>(p)) {
-      return InvalidArgumentError(absl::StrCat(CollectiveKindName(args.kind), ": ", what,
-                                               " has ", values.size(), " entries, not ", p));
+      return InvalidArgumentError(absl::StrCat(CollectiveKindName(args.kind), ": ", what, " has ",
+                                               values.size(), " entries, not ", p));
     }
     return absl::OkStatus();
   };
@@ -263,7 +260,8 @@ absl::Status Communicator::Validate(const CollectiveArgs& args) const {
   switch (args.kind) {
     case CollectiveKind::kAllReduce:
     case CollectiveKind::kAllToAll:
-      send_bytes = recv_bytes = args.count * elem * (args.kind == CollectiveKind::kAllToAll ? p : 1);
+      send_bytes = recv_bytes =
+          args.count * elem * (args.kind == CollectiveKind::kAllToAll ? p : 1);
       in_place = send == recv;
       break;
     case CollectiveKind::kBroadcast:
@@ -356,12 +354,12 @@ absl::Status Communicator::Validate(const CollectiveArgs& args) const {
     case CollectiveKind::kBarrier:
       break;
     default:
-      return InvalidArgumentError(absl::StrCat(CollectiveKindName(args.kind),
-                                               " is not a collective"));
+      return InvalidArgumentError(
+          absl::StrCat(CollectiveKindName(args.kind), " is not a collective"));
   }
   if (args.count > (size_t{1} << 56) / elem) {
-    return InvalidArgumentError(absl::StrCat(CollectiveKindName(args.kind), ": count ",
-                                             args.count, " is too large"));
+    return InvalidArgumentError(
+        absl::StrCat(CollectiveKindName(args.kind), ": count ", args.count, " is too large"));
   }
   CHORUS_RETURN_IF_ERROR(CheckBuffer(args.send, send_bytes, "the send buffer"));
   CHORUS_RETURN_IF_ERROR(CheckBuffer(args.recv, recv_bytes, "the receive buffer"));
@@ -373,11 +371,11 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
   const CollectiveHeader header = CollectiveHeader::For(args, algorithm.id, sequence, size());
   const absl::Status broken = state_->broken();
   if (!broken.ok()) {
-    return MakeError(GetErrorKind(broken),
-                     absl::StrCat(header.Describe(), " on rank ", rank(),
-                                  ": the communicator is broken (", broken.message(),
-                                  "); create a new communicator"),
-                     ErrorPeerRank(broken).value_or(-1));
+    return MakeError(
+        GetErrorKind(broken),
+        absl::StrCat(header.Describe(), " on rank ", rank(), ": the communicator is broken (",
+                     broken.message(), "); create a new communicator"),
+        ErrorPeerRank(broken).value_or(-1));
   }
   CollectiveContext ctx(*state_, args, header, Deadline::After(timeout));
   if (work != nullptr && !work->Attach([&ctx] { ctx.Cancel(); })) {
@@ -386,8 +384,8 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
   CHORUS_LOG(kDebug, "collectives") << ctx.Describe() << ": " << args.bytes(size())
                                     << " bytes, algorithm " << AlgorithmName(algorithm.id);
   ctx.Start();
-  absl::Status status = size() == 1 ? (CopyOwnBlock(args), absl::OkStatus())
-                                    : algorithm.run(ctx, args);
+  absl::Status status =
+      size() == 1 ? (CopyOwnBlock(args), absl::OkStatus()) : algorithm.run(ctx, args);
   if (status.ok()) status = ctx.Finish();
   if (status.ok()) FinishAverage(args, rank(), size());
   if (work != nullptr) work->Detach();
@@ -408,16 +406,15 @@ WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& optio
       invalid.ok() ? selector_->Choose(args, size(), options.algorithm)
                    : absl::StatusOr<const AlgorithmEntry*>(invalid);
   if (!algorithm.ok()) {
-    auto work = std::make_shared<Work>(args.kind, 0, "none",
-                                       std::string(CollectiveKindName(args.kind)));
+    auto work =
+        std::make_shared<Work>(args.kind, 0, "none", std::string(CollectiveKindName(args.kind)));
     work->Complete(algorithm.status());
     return work;
   }
   const uint32_t sequence = next_sequence_.fetch_add(1);
   const CollectiveHeader header = CollectiveHeader::For(args, (*algorithm)->id, sequence, size());
-  auto work = std::make_shared<Work>(args.kind, sequence,
-                                     std::string(AlgorithmName((*algorithm)->id)),
-                                     header.Describe());
+  auto work = std::make_shared<Work>(
+      args.kind, sequence, std::string(AlgorithmName((*algorithm)->id)), header.Describe());
   const absl::Duration timeout = options.timeout.value_or(timeout_);
   pool_->Submit([this, args = std::move(args), entry = *algorithm, sequence, timeout, work] {
     work->Complete(Execute(args, *entry, sequence, timeout, work.get()));
@@ -425,8 +422,8 @@ WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& optio
   return work;
 }
 
-WorkPtr Communicator::PostPointToPoint(CollectiveKind kind, void* data, size_t count,
-                                       DataType type, absl::Span<const int> peers, uint32_t tag,
+WorkPtr Communicator::PostPointToPoint(CollectiveKind kind, void* data, size_t count, DataType type,
+                                       absl::Span<const int> peers, uint32_t tag,
                                        const CollectiveOptions& options) {
   const size_t bytes = count * DataTypeSize(type);
   const std::string description =
@@ -479,8 +476,7 @@ WorkPtr Communicator::PostPointToPoint(CollectiveKind kind, void* data, size_t c
         }
         if (kind != CollectiveKind::kSend && done.bytes() != bytes) {
           return MismatchError(absl::StrCat(description, ": rank ", done.peer(), " sent ",
-                                            done.bytes(), " bytes where ", bytes,
-                                            " were expected"),
+                                            done.bytes(), " bytes where ", bytes, " were expected"),
                                done.peer());
         }
         return absl::OkStatus();
@@ -491,14 +487,14 @@ WorkPtr Communicator::PostPointToPoint(CollectiveKind kind, void* data, size_t c
 
 // --- Thin public wrappers: build the arguments, then Run (blocking) or Launch (async). ---
 
-#define CHORUS_BLOCKING_AND_ASYNC(Name, Params, Build)            \
-  absl::Status Communicator::Name Params {                        \
-    CollectiveArgs args = Build;                                  \
-    return Run(std::move(args), options);                         \
-  }                                                               \
-  WorkPtr Communicator::Name##Async Params {                      \
-    CollectiveArgs args = Build;                                  \
-    return Launch(std::move(args), options);                      \
+#define CHORUS_BLOCKING_AND_ASYNC(Name, Params, Build) \
+  absl::Status Communicator::Name Params {             \
+    CollectiveArgs args = Build;                       \
+    return Run(std::move(args), options);              \
+  }                                                    \
+  WorkPtr Communicator::Name##Async Params {           \
+    CollectiveArgs args = Build;                       \
+    return Launch(std::move(args), options);           \
   }
 
 namespace {
@@ -526,8 +522,8 @@ CollectiveArgs WithCounts(CollectiveArgs args, absl::Span<const size_t> counts) 
 }  // namespace
 
 CHORUS_BLOCKING_AND_ASYNC(AllReduce,
-                          (const void* send, void* recv, size_t count, DataType type,
-                           ReduceOp op, const CollectiveOptions& options),
+                          (const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                           const CollectiveOptions& options),
                           Reduction(CollectiveKind::kAllReduce, send, recv, count, type, op, -1))
 
 CHORUS_BLOCKING_AND_ASYNC(Broadcast,
@@ -536,8 +532,8 @@ CHORUS_BLOCKING_AND_ASYNC(Broadcast,
                           Rooted(CollectiveKind::kBroadcast, send, recv, count, type, root))
 
 CHORUS_BLOCKING_AND_ASYNC(Reduce,
-                          (const void* send, void* recv, size_t count, DataType type,
-                           ReduceOp op, int root, const CollectiveOptions& options),
+                          (const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                           int root, const CollectiveOptions& options),
                           Reduction(CollectiveKind::kReduce, send, recv, count, type, op, root))
 
 CHORUS_BLOCKING_AND_ASYNC(AllGather,
@@ -552,17 +548,16 @@ CHORUS_BLOCKING_AND_ASYNC(AllGatherV,
                                      counts))
 
 CHORUS_BLOCKING_AND_ASYNC(ReduceScatter,
-                          (const void* send, void* recv, size_t count, DataType type,
-                           ReduceOp op, const CollectiveOptions& options),
+                          (const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                           const CollectiveOptions& options),
                           Reduction(CollectiveKind::kReduceScatter, send, recv, count, type, op,
                                     -1))
 
-CHORUS_BLOCKING_AND_ASYNC(ReduceScatterV,
-                          (const void* send, void* recv, absl::Span<const size_t> counts,
-                           DataType type, ReduceOp op, const CollectiveOptions& options),
-                          WithCounts(Reduction(CollectiveKind::kReduceScatterV, send, recv, 0,
-                                               type, op, -1),
-                                     counts))
+CHORUS_BLOCKING_AND_ASYNC(
+    ReduceScatterV,
+    (const void* send, void* recv, absl::Span<const size_t> counts, DataType type, ReduceOp op,
+     const CollectiveOptions& options),
+    WithCounts(Reduction(CollectiveKind::kReduceScatterV, send, recv, 0, type, op, -1), counts))
 
 CHORUS_BLOCKING_AND_ASYNC(Gather,
                           (const void* send, void* recv, size_t count, DataType type, int root,
@@ -603,25 +598,22 @@ CHORUS_BLOCKING_AND_ASYNC(AllToAll,
                            const CollectiveOptions& options),
                           MakeArgs(CollectiveKind::kAllToAll, send, recv, count, type))
 
-CHORUS_BLOCKING_AND_ASYNC(AllToAllV,
-                          (const void* send, absl::Span<const size_t> send_counts,
-                           absl::Span<const size_t> send_displs, void* recv,
-                           absl::Span<const size_t> recv_counts,
-                           absl::Span<const size_t> recv_displs, DataType type,
-                           const CollectiveOptions& options),
-                          [&] {
-                            CollectiveArgs args =
-                                MakeArgs(CollectiveKind::kAllToAllV, send, recv, 0, type);
-                            args.send_counts = ToVector(send_counts);
-                            args.send_displs = ToVector(send_displs);
-                            args.counts = ToVector(recv_counts);
-                            args.displs = ToVector(recv_displs);
-                            return args;
-                          }())
+CHORUS_BLOCKING_AND_ASYNC(
+    AllToAllV,
+    (const void* send, absl::Span<const size_t> send_counts, absl::Span<const size_t> send_displs,
+     void* recv, absl::Span<const size_t> recv_counts, absl::Span<const size_t> recv_displs,
+     DataType type, const CollectiveOptions& options),
+    [&] {
+      CollectiveArgs args = MakeArgs(CollectiveKind::kAllToAllV, send, recv, 0, type);
+      args.send_counts = ToVector(send_counts);
+      args.send_displs = ToVector(send_displs);
+      args.counts = ToVector(recv_counts);
+      args.displs = ToVector(recv_displs);
+      return args;
+    }())
 
 CHORUS_BLOCKING_AND_ASYNC(Barrier, (const CollectiveOptions& options),
-                          MakeArgs(CollectiveKind::kBarrier, nullptr, nullptr, 0,
-                                   DataType::kUint8))
+                          MakeArgs(CollectiveKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8))
 
 #undef CHORUS_BLOCKING_AND_ASYNC
 
@@ -633,8 +625,8 @@ absl::Status Communicator::Send(const void* data, size_t count, DataType type, i
 WorkPtr Communicator::SendAsync(const void* data, size_t count, DataType type, int peer,
                                 uint32_t tag, const CollectiveOptions& options) {
   // The transport only reads a send buffer; the shared path takes a mutable pointer.
-  return PostPointToPoint(CollectiveKind::kSend, const_cast<void*>(data), count, type,
-                          {&peer, 1}, tag, options);
+  return PostPointToPoint(CollectiveKind::kSend, const_cast<void*>(data), count, type, {&peer, 1},
+                          tag, options);
 }
 
 absl::Status Communicator::Recv(void* data, size_t count, DataType type, int peer, uint32_t tag,

@@ -103,10 +103,10 @@ class Communicator {
   absl::StatusOr<std::string> ChooseAlgorithm(CollectiveKind kind, size_t bytes) const;
 
   // --- Collectives (see the buffer table above) ---
-  absl::Status AllReduce(const void* send, void* recv, size_t count, DataType type,
-                         ReduceOp op, const CollectiveOptions& options = {});
-  WorkPtr AllReduceAsync(const void* send, void* recv, size_t count, DataType type,
-                         ReduceOp op, const CollectiveOptions& options = {});
+  absl::Status AllReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                         const CollectiveOptions& options = {});
+  WorkPtr AllReduceAsync(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                         const CollectiveOptions& options = {});
 
   absl::Status Broadcast(const void* send, void* recv, size_t count, DataType type, int root,
                          const CollectiveOptions& options = {});
@@ -128,10 +128,10 @@ class Communicator {
   WorkPtr AllGatherVAsync(const void* send, void* recv, absl::Span<const size_t> counts,
                           DataType type, const CollectiveOptions& options = {});
 
-  absl::Status ReduceScatter(const void* send, void* recv, size_t count, DataType type,
-                             ReduceOp op, const CollectiveOptions& options = {});
-  WorkPtr ReduceScatterAsync(const void* send, void* recv, size_t count, DataType type,
-                             ReduceOp op, const CollectiveOptions& options = {});
+  absl::Status ReduceScatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                             const CollectiveOptions& options = {});
+  WorkPtr ReduceScatterAsync(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                             const CollectiveOptions& options = {});
 
   absl::Status ReduceScatterV(const void* send, void* recv, absl::Span<const size_t> counts,
                               DataType type, ReduceOp op, const CollectiveOptions& options = {});
@@ -169,14 +169,12 @@ class Communicator {
 
   absl::Status AllToAllV(const void* send, absl::Span<const size_t> send_counts,
                          absl::Span<const size_t> send_displs, void* recv,
-                         absl::Span<const size_t> recv_counts,
-                         absl::Span<const size_t> recv_displs, DataType type,
-                         const CollectiveOptions& options = {});
+                         absl::Span<const size_t> recv_counts, absl::Span<const size_t> recv_displs,
+                         DataType type, const CollectiveOptions& options = {});
   WorkPtr AllToAllVAsync(const void* send, absl::Span<const size_t> send_counts,
                          absl::Span<const size_t> send_displs, void* recv,
-                         absl::Span<const size_t> recv_counts,
-                         absl::Span<const size_t> recv_displs, DataType type,
-                         const CollectiveOptions& options = {});
+                         absl::Span<const size_t> recv_counts, absl::Span<const size_t> recv_displs,
+                         DataType type, const CollectiveOptions& options = {});
 
   absl::Status Barrier(const CollectiveOptions& options = {});
   WorkPtr BarrierAsync(const CollectiveOptions& options = {});

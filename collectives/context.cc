@@ -88,9 +88,9 @@ void CollectiveContext::ExpectHeaderFrom(int peer) {
   absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
   if (!connection.ok()) return;
   PeerHeader& header = headers_in_[peer];
-  header.request = (*connection)->Recv(CollectiveTag(comm_.tag_id(), header_.sequence,
-                                                     kHeaderStep),
-                                       header.wire.data(), header.wire.size());
+  header.request = (*connection)
+                       ->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep),
+                              header.wire.data(), header.wire.size());
   Register(header.request);
   ++unchecked_headers_;
 }
@@ -100,7 +100,8 @@ Transfer CollectiveContext::Send(int peer, uint64_t step, const void* data, size
   Transfer transfer{nullptr, peer, bytes, step, false};
   absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
   if (!connection.ok()) {
-    transfer.request = std::make_shared<FailedRequest>(RequestKind::kSend, peer, connection.status());
+    transfer.request =
+        std::make_shared<FailedRequest>(RequestKind::kSend, peer, connection.status());
   } else {
     transfer.request =
         (*connection)->Send(CollectiveTag(comm_.tag_id(), header_.sequence, step), data, bytes);
@@ -115,7 +116,8 @@ Transfer CollectiveContext::Recv(int peer, uint64_t step, void* data, size_t byt
   Transfer transfer{nullptr, peer, bytes, step, true};
   absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
   if (!connection.ok()) {
-    transfer.request = std::make_shared<FailedRequest>(RequestKind::kRecv, peer, connection.status());
+    transfer.request =
+        std::make_shared<FailedRequest>(RequestKind::kRecv, peer, connection.status());
   } else {
     transfer.request =
         (*connection)->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, step), data, bytes);
@@ -212,10 +214,10 @@ absl::Status CollectiveContext::CheckHeader(int peer, PeerHeader& header) {
   }
   const std::string differences = header_.Differences(*theirs);
   if (!differences.empty()) {
-    return Fatal(MismatchError(
-        absl::StrCat(Describe(), " but rank ", peer, " called ", theirs->Describe(), " (",
-                     differences, "); ", kSameCallsAdvice),
-        peer));
+    return Fatal(
+        MismatchError(absl::StrCat(Describe(), " but rank ", peer, " called ", theirs->Describe(),
+                                   " (", differences, "); ", kSameCallsAdvice),
+                      peer));
   }
   header.checked = true;
   --unchecked_headers_;
@@ -223,10 +225,10 @@ absl::Status CollectiveContext::CheckHeader(int peer, PeerHeader& header) {
 }
 
 absl::Status CollectiveContext::Reported(const absl::Status& published, int peer) {
-  return Fatal(MakeError(GetErrorKind(published),
-                         absl::StrCat(Describe(), " failed because another rank reported: ",
-                                      published.message()),
-                         ErrorPeerRank(published).value_or(peer)));
+  return Fatal(MakeError(
+      GetErrorKind(published),
+      absl::StrCat(Describe(), " failed because another rank reported: ", published.message()),
+      ErrorPeerRank(published).value_or(peer)));
 }
 
 absl::Status CollectiveContext::Fatal(absl::Status error) {
@@ -256,11 +258,11 @@ absl::Status CollectiveContext::Failed(const Transfer& transfer, const absl::Sta
         it->second.request->Wait(deadline_).ok()) {
       CHORUS_RETURN_IF_ERROR(CheckHeader(peer, it->second));
     }
-    return Fatal(MismatchError(
-        absl::StrCat(Describe(), ": rank ", peer, " sent a longer message than the ",
-                     transfer.bytes, " bytes expected at step ", transfer.step, " (",
-                     status.message(), "); ", kSameCallsAdvice),
-        peer));
+    return Fatal(
+        MismatchError(absl::StrCat(Describe(), ": rank ", peer, " sent a longer message than the ",
+                                   transfer.bytes, " bytes expected at step ", transfer.step, " (",
+                                   status.message(), "); ", kSameCallsAdvice),
+                      peer));
   }
   if (kind == ErrorKind::kPeerUnavailable || kind == ErrorKind::kAborted) {
     // Another rank may have broken the communicator on purpose; report its reason.
@@ -268,30 +270,27 @@ absl::Status CollectiveContext::Failed(const Transfer& transfer, const absl::Sta
       return Reported(*published, peer);
     }
     return Fatal(PeerUnavailableError(
-        absl::StrCat(Describe(), ": rank ", peer, " closed its connection or died during ",
-                     transfer.is_recv ? "a receive" : "a send", " at step ",
-                     transfer.step == kHeaderStep ? std::string("header")
-                                                  : absl::StrCat(transfer.step),
-                     " (", status.message(), "); check rank ", peer, "'s log"),
+        absl::StrCat(
+            Describe(), ": rank ", peer, " closed its connection or died during ",
+            transfer.is_recv ? "a receive" : "a send", " at step ",
+            transfer.step == kHeaderStep ? std::string("header") : absl::StrCat(transfer.step),
+            " (", status.message(), "); check rank ", peer, "'s log"),
         peer));
   }
   if (kind == ErrorKind::kDeadlineExceeded) return TimedOut({&transfer, 1});
-  return Fatal(MakeError(kind,
-                         absl::StrCat(Describe(), ": transfer with rank ", peer, " failed: ",
-                                      status.message()),
-                         peer));
+  return Fatal(MakeError(
+      kind, absl::StrCat(Describe(), ": transfer with rank ", peer, " failed: ", status.message()),
+      peer));
 }
 
 absl::Status CollectiveContext::WrongLength(const Transfer& transfer, size_t got) {
   auto it = headers_in_.find(transfer.peer);
-  if (it != headers_in_.end() && !it->second.checked &&
-      it->second.request->Wait(deadline_).ok()) {
+  if (it != headers_in_.end() && !it->second.checked && it->second.request->Wait(deadline_).ok()) {
     CHORUS_RETURN_IF_ERROR(CheckHeader(transfer.peer, it->second));
   }
   return Fatal(MismatchError(
       absl::StrCat(Describe(), ": rank ", transfer.peer, " sent ", got, " bytes at step ",
-                   transfer.step, " where ", transfer.bytes, " were expected; ",
-                   kSameCallsAdvice),
+                   transfer.step, " where ", transfer.bytes, " were expected; ", kSameCallsAdvice),
       transfer.peer));
 }
 
@@ -299,10 +298,10 @@ absl::Status CollectiveContext::TimedOut(absl::Span<const Transfer> transfers) {
   std::vector<std::string> waiting;
   for (const Transfer& transfer : transfers) {
     if (transfer.request->IsDone()) continue;
-    waiting.push_back(absl::StrCat(
-        transfer.is_recv ? "a receive from rank " : "a send to rank ", transfer.peer,
-        transfer.step == kHeaderStep ? std::string(" (header)")
-                                     : absl::StrCat(" (step ", transfer.step, ")")));
+    waiting.push_back(
+        absl::StrCat(transfer.is_recv ? "a receive from rank " : "a send to rank ", transfer.peer,
+                     transfer.step == kHeaderStep ? std::string(" (header)")
+                                                  : absl::StrCat(" (step ", transfer.step, ")")));
   }
   for (const auto& [peer, header] : headers_in_) {
     if (!header.request->IsDone()) waiting.push_back(absl::StrCat("the header of rank ", peer));

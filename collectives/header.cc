@@ -83,8 +83,8 @@ CollectiveHeader::Wire CollectiveHeader::Encode() const {
 absl::StatusOr<CollectiveHeader> CollectiveHeader::Decode(const uint8_t* data, size_t size) {
   if (size != kWireSize || data[0] != kVersion || !IsValidCollectiveKind(data[1]) ||
       !IsValidDataType(data[2]) || !IsValidReduceOp(data[3]) || !IsValidAlgorithmId(data[4])) {
-    return InvalidArgumentError(absl::StrCat("not a collective header (", size,
-                                             " bytes, version ", size > 0 ? data[0] : 0, ")"));
+    return InvalidArgumentError(absl::StrCat("not a collective header (", size, " bytes, version ",
+                                             size > 0 ? data[0] : 0, ")"));
   }
   CollectiveHeader header;
   header.kind = static_cast<CollectiveKind>(data[1]);
@@ -127,8 +127,7 @@ std::string CollectiveHeader::Differences(const CollectiveHeader& other) const {
                                  " (check CHORUS_ALGO and per-call options on both ranks)"));
   }
   if (type != other.type) {
-    diffs.push_back(
-        absl::StrCat("type ", DataTypeName(type), " vs ", DataTypeName(other.type)));
+    diffs.push_back(absl::StrCat("type ", DataTypeName(type), " vs ", DataTypeName(other.type)));
   }
   if (op != other.op) {
     diffs.push_back(absl::StrCat("op ", ReduceOpName(op), " vs ", ReduceOpName(other.op)));

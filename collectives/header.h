@@ -39,8 +39,8 @@ struct CollectiveHeader {
   static constexpr size_t kWireSize = 40;
   using Wire = std::array<uint8_t, kWireSize>;
 
-  static CollectiveHeader For(const CollectiveArgs& args, AlgorithmId algorithm,
-                              uint32_t sequence, int ranks);
+  static CollectiveHeader For(const CollectiveArgs& args, AlgorithmId algorithm, uint32_t sequence,
+                              int ranks);
 
   Wire Encode() const;
   // InvalidArgument when the bytes are not a header (wrong length, version or enum values).

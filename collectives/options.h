@@ -15,8 +15,9 @@ namespace chorus {
 struct CollectiveOptions {
   // Forces an algorithm by name ("ring", "recursive_doubling", "rabenseifner", "binomial",
   // "double_binary_tree", "pairwise", "linear", "dissemination"); empty: the CHORUS_ALGO rules,
-  // then CommunicatorOptions::algorithm_rules, then the cost model. Naming an algorithm that does not implement the collective is an
-  // InvalidArgument error. Every rank must make the same choice (checked by the header).
+  // then CommunicatorOptions::algorithm_rules, then the cost model. Naming an algorithm that
+  // does not implement the collective is an InvalidArgument error. Every rank must make the same
+  // choice (checked by the header).
   std::string algorithm;
 
   // How long the whole collective may take on this rank; unset: the communicator's default.
@@ -26,13 +27,14 @@ struct CollectiveOptions {
 // Link costs of the alpha-beta-gamma model: time = messages * alpha + bytes * beta +
 // reduced bytes * gamma. Zero fields take the device kind's defaults (see cost_model.h).
 struct CostParams {
-  double alpha_us = 0;         // per message
-  double beta_ns_per_byte = 0;  // per byte on the wire
+  double alpha_us = 0;           // per message
+  double beta_ns_per_byte = 0;   // per byte on the wire
   double gamma_ns_per_byte = 0;  // per byte combined by a reduction
 };
 
 struct CommunicatorOptions {
-  // Default deadline of each collective (per call overridable). CHORUS_TIMEOUT overrides it.
+  // Default deadline of each collective (per call overridable). CHORUS_COLL_TIMEOUT overrides
+  // it.
   absl::Duration timeout = absl::Seconds(30);
 
   // How long creating the mesh and connecting to a peer may take.
@@ -44,7 +46,7 @@ struct CommunicatorOptions {
   int worker_threads = 2;
 
   // Pipelining of ring and tree algorithms: segment size and segments in flight.
-  // CHORUS_SEGMENT_BYTES and CHORUS_PIPELINE_DEPTH override them.
+  // CHORUS_COLL_SEGMENT_BYTES and CHORUS_COLL_PIPELINE_DEPTH override them.
   size_t segment_bytes = 256 * 1024;
   int pipeline_depth = 4;
 

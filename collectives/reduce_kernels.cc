@@ -99,8 +99,8 @@ CHORUS_ALWAYS_INLINE uint16_t FloatToBf16(float value) {
 }
 
 template <typename Op>
-CHORUS_ALWAYS_INLINE void CombineBFloat16(const void* a_bytes, const void* b_bytes,
-                                          void* dst_bytes, size_t n) {
+CHORUS_ALWAYS_INLINE void CombineBFloat16(const void* a_bytes, const void* b_bytes, void* dst_bytes,
+                                          size_t n) {
   const uint16_t* a = static_cast<const uint16_t*>(a_bytes);
   const uint16_t* b = static_cast<const uint16_t*>(b_bytes);
   uint16_t* dst = static_cast<uint16_t*>(dst_bytes);
@@ -125,8 +125,8 @@ CHORUS_ALWAYS_INLINE void CombineFloat16Scalar(const void* a_bytes, const void* 
 // float16 with F16C: eight halves widened per instruction, combined in float, rounded once.
 template <typename Op>
 __attribute__((target("avx2,f16c"))) void CombineFloat16F16c(const void* a_bytes,
-                                                             const void* b_bytes,
-                                                             void* dst_bytes, size_t n) {
+                                                             const void* b_bytes, void* dst_bytes,
+                                                             size_t n) {
   const uint16_t* a = static_cast<const uint16_t*>(a_bytes);
   const uint16_t* b = static_cast<const uint16_t*>(b_bytes);
   uint16_t* dst = static_cast<uint16_t*>(dst_bytes);
@@ -187,8 +187,7 @@ CHORUS_ALWAYS_INLINE void CombineAny(DataType type, ReduceOp op, const void* a, 
   }
 }
 
-void ReduceBaseline(DataType type, ReduceOp op, const void* a, const void* b, void* dst,
-                    size_t n) {
+void ReduceBaseline(DataType type, ReduceOp op, const void* a, const void* b, void* dst, size_t n) {
   CombineAny<false>(type, op, a, b, dst, n);
 }
 

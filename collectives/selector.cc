@@ -28,8 +28,8 @@ absl::StatusOr<AlgorithmRule> ParseRule(CollectiveKind kind, absl::string_view t
     range = text.substr(0, eq);
     name = text.substr(eq + 1);
   } else {
-    return InvalidArgumentError(absl::StrCat("algorithm rule '", text,
-                                             "' needs the form lo-hi=algorithm"));
+    return InvalidArgumentError(
+        absl::StrCat("algorithm rule '", text, "' needs the form lo-hi=algorithm"));
   }
   const size_t dash = range.find('-');
   if (dash == absl::string_view::npos) {
@@ -60,9 +60,9 @@ absl::StatusOr<std::vector<AlgorithmRule>> ParseAlgorithmRules(absl::string_view
     if (section.empty()) continue;
     const size_t colon = section.find(':');
     if (colon == absl::string_view::npos) {
-      return InvalidArgumentError(absl::StrCat(
-          "algorithm rules section '", section,
-          "' needs the form collective:lo-hi=algorithm[,lo-hi=algorithm...]"));
+      return InvalidArgumentError(
+          absl::StrCat("algorithm rules section '", section,
+                       "' needs the form collective:lo-hi=algorithm[,lo-hi=algorithm...]"));
     }
     CHORUS_ASSIGN_OR_RETURN(const CollectiveKind kind,
                             ParseCollectiveKind(section.substr(0, colon)));

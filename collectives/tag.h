@@ -39,8 +39,7 @@ inline uint16_t CommunicatorTagId(absl::string_view name) {
 
 inline Tag CollectiveTag(uint16_t communicator, uint64_t sequence, uint64_t step) {
   const uint64_t wrapped_step = step == kHeaderStep ? kHeaderStep : step % kHeaderStep;
-  return (static_cast<Tag>(communicator) << 48) | ((sequence & 0x7fffffffull) << 16) |
-         wrapped_step;
+  return (static_cast<Tag>(communicator) << 48) | ((sequence & 0x7fffffffull) << 16) | wrapped_step;
 }
 
 inline Tag PointToPointTag(uint16_t communicator, uint32_t user_tag) {

@@ -7,8 +7,7 @@
 
 namespace chorus {
 
-Work::Work(CollectiveKind kind, uint64_t sequence, std::string algorithm,
-           std::string description)
+Work::Work(CollectiveKind kind, uint64_t sequence, std::string algorithm, std::string description)
     : kind_(kind),
       sequence_(sequence),
       algorithm_(std::move(algorithm)),
@@ -36,8 +35,9 @@ absl::Status Work::Wait(absl::Duration timeout) {
       } else if (op_deadline.Expired()) {
         request->Cancel();
         status_ = DeadlineExceededError(
-            absl::StrCat(description_, " did not complete before its deadline; check that the "
-                                       "peer posts the matching operation"),
+            absl::StrCat(description_,
+                         " did not complete before its deadline; check that the "
+                         "peer posts the matching operation"),
             request->peer());
       } else {
         return DeadlineExceededError(absl::StrCat(description_, " is still running after ",
@@ -53,9 +53,9 @@ absl::Status Work::Wait(absl::Duration timeout) {
   if (timeout == absl::InfiniteDuration()) {
     mu_.Await(absl::Condition(&done));
   } else if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
-    return DeadlineExceededError(absl::StrCat(
-        description_, " is still running after ", absl::FormatDuration(timeout),
-        " (it goes on until its own deadline; wait again, or Abort it)"));
+    return DeadlineExceededError(
+        absl::StrCat(description_, " is still running after ", absl::FormatDuration(timeout),
+                     " (it goes on until its own deadline; wait again, or Abort it)"));
   }
   return status_;
 }

@@ -37,9 +37,8 @@ void WorkerPool::Loop() {
   absl::MutexLock lock(&mu_);
   while (true) {
     ++idle_;
-    auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return !tasks_.empty() || stopping_;
-    };
+    auto ready = [this]()
+                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !tasks_.empty() || stopping_; };
     mu_.Await(absl::Condition(&ready));
     --idle_;
     if (tasks_.empty()) return;  // stopping, and nothing left to run

@@ -76,8 +76,7 @@ absl::Status PairwiseAllToAll(CollectiveContext& ctx, const CollectiveArgs& args
     }
     const int dst = Mod(r + step, p);
     const int src = Mod(r - step, p);
-    transfers[2 * step] =
-        ctx.Send(dst, step, in + to.displs[dst] * elem, to.counts[dst] * elem);
+    transfers[2 * step] = ctx.Send(dst, step, in + to.displs[dst] * elem, to.counts[dst] * elem);
     transfers[2 * step + 1] =
         ctx.Recv(src, step, out + from.displs[src] * elem, from.counts[src] * elem);
   }

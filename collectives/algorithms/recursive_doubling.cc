@@ -83,8 +83,7 @@ absl::Status RecursiveDoublingAllGather(CollectiveContext& ctx, const Collective
     const int mine = index & ~(width - 1);  // first active index of the group I hold
     const int theirs = mine ^ width;
     auto [my_data, my_size] = span_of(fold.FirstRank(mine), fold.FirstRank(mine + width));
-    auto [their_data, their_size] =
-        span_of(fold.FirstRank(theirs), fold.FirstRank(theirs + width));
+    auto [their_data, their_size] = span_of(fold.FirstRank(theirs), fold.FirstRank(theirs + width));
     const int partner = fold.RankOf(index ^ width);
     const Transfer transfers[] = {ctx.Send(partner, round + 1, my_data, my_size),
                                   ctx.Recv(partner, round + 1, their_data, their_size)};

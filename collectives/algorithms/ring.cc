@@ -23,10 +23,10 @@ namespace chorus {
 namespace {
 
 struct RingSpec {
-  std::vector<size_t> counts;  // elements per block
-  const uint8_t* input = nullptr;                // reduce-scatter: this rank's contributions
-  std::function<uint8_t*(int block)> partial;    // reduce-scatter: where block's result goes
-  uint8_t* output = nullptr;                     // allgather: the full output array
+  std::vector<size_t> counts;                  // elements per block
+  const uint8_t* input = nullptr;              // reduce-scatter: this rank's contributions
+  std::function<uint8_t*(int block)> partial;  // reduce-scatter: where block's result goes
+  uint8_t* output = nullptr;                   // allgather: the full output array
   bool reduce_scatter = false;
   bool allgather = false;
 };
@@ -89,16 +89,15 @@ absl::Status RunRing(CollectiveContext& ctx, const CollectiveArgs& args, const R
     const int block = recv_block(step);
     const Piece seg = piece(block, chunk);
     if (is_rs(step)) {
-      recvs[chunk] = ctx.Recv(left, chunk, slots + (chunk % window) * slot_bytes,
-                              seg.count * elem);
+      recvs[chunk] = ctx.Recv(left, chunk, slots + (chunk % window) * slot_bytes, seg.count * elem);
       return absl::OkStatus();
     }
     // Allgather step s overwrites the region that reduce-scatter step s sent from; that send
     // must be finished first (it almost always is, p-1 steps later).
     const size_t aliased = chunk - static_cast<size_t>(rs_steps) * segments;
     if (spec.reduce_scatter) CHORUS_RETURN_IF_ERROR(ctx.Wait(sends[aliased]));
-    recvs[chunk] = ctx.Recv(left, chunk, spec.output + (offsets[block] + seg.start) * elem,
-                            seg.count * elem);
+    recvs[chunk] =
+        ctx.Recv(left, chunk, spec.output + (offsets[block] + seg.start) * elem, seg.count * elem);
     return absl::OkStatus();
   };
 

@@ -174,8 +174,7 @@ class TreeRun {
       uint8_t* result = job_.partial + p.start * elem_;
       const uint8_t* up = own;  // a leaf forwards its own data untouched
       for (size_t k = 0; k < r.children.size(); ++k) {
-        ReduceBuffers(args_.type, args_.op, k == 0 ? own : result, slot(chunk, k), result,
-                      p.count);
+        ReduceBuffers(args_.type, args_.op, k == 0 ? own : result, slot(chunk, k), result, p.count);
         up = result;
       }
       if (r.parent >= 0) up_sends_[chunk] = ctx_.Send(r.parent, chunk, up, p.count * elem_);
@@ -211,8 +210,8 @@ class TreeRun {
             CHORUS_RETURN_IF_ERROR(ctx_.Wait(up_sends_[chunk]));
           }
           const Piece p = piece(chunk);
-          down_recvs_[chunk] = ctx_.Recv(r.parent, chunks_ + chunk,
-                                         job_.output + p.start * elem_, p.count * elem_);
+          down_recvs_[chunk] =
+              ctx_.Recv(r.parent, chunks_ + chunk, job_.output + p.start * elem_, p.count * elem_);
         }
         ++posted_down_;
       }
@@ -247,8 +246,7 @@ class TreeRun {
 
 using TreeBuilder = std::vector<TreeRole> (*)(int rank, int size, int root, size_t count);
 
-absl::Status TreeBroadcast(CollectiveContext& ctx, const CollectiveArgs& args,
-                           TreeBuilder build) {
+absl::Status TreeBroadcast(CollectiveContext& ctx, const CollectiveArgs& args, TreeBuilder build) {
   TreeJob job;
   job.trees = build(ctx.rank(), ctx.size(), args.root, args.count);
   job.output = static_cast<uint8_t*>(args.recv);
@@ -269,8 +267,7 @@ absl::Status TreeReduce(CollectiveContext& ctx, const CollectiveArgs& args, Tree
   return TreeRun(ctx, args, job).Run();
 }
 
-absl::Status TreeAllReduce(CollectiveContext& ctx, const CollectiveArgs& args,
-                           TreeBuilder build) {
+absl::Status TreeAllReduce(CollectiveContext& ctx, const CollectiveArgs& args, TreeBuilder build) {
   TreeJob job;
   job.trees = build(ctx.rank(), ctx.size(), /*root=*/0, args.count);
   job.input = static_cast<const uint8_t*>(args.send);

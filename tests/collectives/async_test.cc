@@ -2,7 +2,6 @@
 // Work::Wait with a timeout while a peer is late, Test, Abort (running and not yet started),
 // and the chosen algorithm and sequence number on the handle.
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <numeric>
 #include <thread>
@@ -50,8 +49,8 @@ TEST_CASE("several collectives in flight complete with the right data", "[async]
           CHORUS_RETURN_IF_ERROR(Expect(works[i]->sequence() == i, "sequence numbers"));
         }
         CHORUS_RETURN_IF_ERROR(Expect(works[0]->algorithm() == "ring", "forced algorithm"));
-        CHORUS_RETURN_IF_ERROR(Expect(absl::StrContains(works[0]->description(), "#0"),
-                                      works[0]->description()));
+        CHORUS_RETURN_IF_ERROR(
+            Expect(absl::StrContains(works[0]->description(), "#0"), works[0]->description()));
         for (auto it = works.rbegin(); it != works.rend(); ++it) {
           CHORUS_RETURN_IF_ERROR((*it)->Wait());
           CHORUS_RETURN_IF_ERROR(Expect((*it)->Test(), "Test() after Wait()"));
@@ -65,8 +64,7 @@ TEST_CASE("several collectives in flight complete with the right data", "[async]
         for (float v : rs_out) CHORUS_RETURN_IF_ERROR(Expect(v == 1.5f * p, "reduce_scatter"));
         for (int q = 0; q < p; ++q) {
           for (int i = 0; i < 3; ++i) {
-            CHORUS_RETURN_IF_ERROR(
-                Expect(a2a_out[q * 3 + i] == q * 100 + r * 3 + i, "alltoall"));
+            CHORUS_RETURN_IF_ERROR(Expect(a2a_out[q * 3 + i] == q * 100 + r * 3 + i, "alltoall"));
           }
         }
         return absl::OkStatus();
@@ -88,8 +86,8 @@ TEST_CASE("Wait with a timeout reports a late peer and the work goes on", "[asyn
           const absl::Status early = work->Wait(absl::Milliseconds(20));
           CHORUS_RETURN_IF_ERROR(Expect(GetErrorKind(early) == ErrorKind::kDeadlineExceeded,
                                         "early wait: " + early.ToString()));
-          CHORUS_RETURN_IF_ERROR(Expect(absl::StrContains(early.message(), "still running"),
-                                        early.ToString()));
+          CHORUS_RETURN_IF_ERROR(
+              Expect(absl::StrContains(early.message(), "still running"), early.ToString()));
           CHORUS_RETURN_IF_ERROR(Expect(!work->Test(), "Test() while the peer is late"));
         }
         CHORUS_RETURN_IF_ERROR(work->Wait(absl::Seconds(20)));
@@ -111,8 +109,8 @@ TEST_CASE("Abort ends running and queued work promptly", "[async]") {
           return comm.Recv(&done, 1, DataType::kInt32, 0, /*tag=*/7);
         }
         std::vector<float> data(8, 1.0f);
-        WorkPtr running = comm.AllReduceAsync(data.data(), data.data(), 8, DataType::kFloat32,
-                                              ReduceOp::kSum);
+        WorkPtr running =
+            comm.AllReduceAsync(data.data(), data.data(), 8, DataType::kFloat32, ReduceOp::kSum);
         WorkPtr queued = comm.BarrierAsync();  // behind `running` on the single worker
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         const auto start = std::chrono::steady_clock::now();
@@ -122,12 +120,12 @@ TEST_CASE("Abort ends running and queued work promptly", "[async]") {
         const absl::Status second = queued->Wait(absl::Seconds(5));
         const auto took = std::chrono::steady_clock::now() - start;
         CHORUS_RETURN_IF_ERROR(Expect(took < std::chrono::seconds(2), "abort was slow"));
-        CHORUS_RETURN_IF_ERROR(Expect(GetErrorKind(first) == ErrorKind::kAborted,
-                                      "running: " + first.ToString()));
-        CHORUS_RETURN_IF_ERROR(Expect(absl::StrContains(first.message(), "aborted by the caller"),
-                                      first.ToString()));
-        CHORUS_RETURN_IF_ERROR(Expect(GetErrorKind(second) == ErrorKind::kAborted,
-                                      "queued: " + second.ToString()));
+        CHORUS_RETURN_IF_ERROR(
+            Expect(GetErrorKind(first) == ErrorKind::kAborted, "running: " + first.ToString()));
+        CHORUS_RETURN_IF_ERROR(
+            Expect(absl::StrContains(first.message(), "aborted by the caller"), first.ToString()));
+        CHORUS_RETURN_IF_ERROR(
+            Expect(GetErrorKind(second) == ErrorKind::kAborted, "queued: " + second.ToString()));
         // A local abort does not break the communicator: point-to-point still works.
         return comm.Send(&done, 1, DataType::kInt32, 1, /*tag=*/7);
       },
@@ -143,8 +141,8 @@ TEST_CASE("invalid arguments fail the call without taking a sequence number", "[
         std::vector<int32_t> data(4, 1);
         WorkPtr bad = comm.BroadcastAsync(data.data(), data.data(), 4, DataType::kInt32, 5);
         CHORUS_RETURN_IF_ERROR(Expect(bad->Test(), "an invalid call is done at once"));
-        CHORUS_RETURN_IF_ERROR(Expect(GetErrorKind(bad->Wait()) == ErrorKind::kInvalidArgument,
-                                      "invalid root"));
+        CHORUS_RETURN_IF_ERROR(
+            Expect(GetErrorKind(bad->Wait()) == ErrorKind::kInvalidArgument, "invalid root"));
         const absl::Status overlap =
             comm.AllReduce(data.data(), data.data() + 1, 3, DataType::kInt32, ReduceOp::kSum);
         CHORUS_RETURN_IF_ERROR(Expect(GetErrorKind(overlap) == ErrorKind::kInvalidArgument,
@@ -154,8 +152,8 @@ TEST_CASE("invalid arguments fail the call without taking a sequence number", "[
         CHORUS_RETURN_IF_ERROR(Expect(GetErrorKind(null_buffer) == ErrorKind::kInvalidArgument,
                                       "null: " + null_buffer.ToString()));
         // Still in step: the next collective is #0 on both ranks.
-        WorkPtr good = comm.AllReduceAsync(data.data(), data.data(), 4, DataType::kInt32,
-                                           ReduceOp::kSum);
+        WorkPtr good =
+            comm.AllReduceAsync(data.data(), data.data(), 4, DataType::kInt32, ReduceOp::kSum);
         CHORUS_RETURN_IF_ERROR(Expect(good->sequence() == 0, "sequence after errors"));
         CHORUS_RETURN_IF_ERROR(good->Wait());
         return Expect(data[0] == 2, "result");

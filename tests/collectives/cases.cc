@@ -1,9 +1,9 @@
 #include "tests/collectives/cases.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
-#include <algorithm>
 
 #include "absl/strings/str_cat.h"
 #include "chorus/core/half.h"
@@ -212,11 +212,11 @@ absl::Status Compare(const Case& c, int rank, const std::vector<uint8_t>& got,
     if (got[b] != expected[b]) {
       const size_t index = (b - from_byte) / elem;
       const bool poison = expected[b] == kPoison && expected.size() > 0;
-      return InternalError(absl::StrCat(
-          c.Describe(), " on rank ", rank, ": element ", index, " is ",
-          ElementText(c.type, got.data() + from_byte, index), ", expected ",
-          ElementText(c.type, expected.data() + from_byte, index),
-          poison ? " (a byte that must not be written)" : ""));
+      return InternalError(absl::StrCat(c.Describe(), " on rank ", rank, ": element ", index,
+                                        " is ", ElementText(c.type, got.data() + from_byte, index),
+                                        ", expected ",
+                                        ElementText(c.type, expected.data() + from_byte, index),
+                                        poison ? " (a byte that must not be written)" : ""));
     }
   }
   return absl::OkStatus();
@@ -225,8 +225,8 @@ absl::Status Compare(const Case& c, int rank, const std::vector<uint8_t>& got,
 }  // namespace
 
 std::string Case::Describe() const {
-  return absl::StrCat(CollectiveKindName(kind), "[", algorithm.empty() ? "auto" : algorithm,
-                      ", ", DataTypeName(type), ", ", IsReduction(kind) ? ReduceOpName(op) : "-",
+  return absl::StrCat(CollectiveKindName(kind), "[", algorithm.empty() ? "auto" : algorithm, ", ",
+                      DataTypeName(type), ", ", IsReduction(kind) ? ReduceOpName(op) : "-",
                       ", count ", count, in_place ? ", in place" : ", out of place",
                       IsRooted(kind) ? absl::StrCat(", root ", root) : "", "]");
 }
@@ -256,9 +256,8 @@ std::vector<Case> BuildCases(const Matrix& matrix, int ranks) {
       for (DataType type : barrier ? std::vector<DataType>{DataType::kUint8} : types) {
         for (ReduceOp op : IsReduction(kind) ? ops : std::vector<ReduceOp>{ReduceOp::kSum}) {
           for (size_t count : barrier ? std::vector<size_t>{0} : matrix.counts) {
-            for (bool in_place : matrix.both_placements && !barrier
-                                     ? std::vector<bool>{false, true}
-                                     : std::vector<bool>{false}) {
+            for (bool in_place : matrix.both_placements && !barrier ? std::vector<bool>{false, true}
+                                                                    : std::vector<bool>{false}) {
               Case c;
               c.kind = kind;
               c.algorithm = algorithm;
@@ -312,8 +311,7 @@ absl::Status RunCase(Communicator& comm, const Case& c) {
          [&](size_t i) { return ExpectedReduction(t, c.op, p, i); });
   };
   auto moved_input = [&](uint8_t* base, size_t elems, int rank, size_t first_index) {
-    fill(base, elems, first_index, kMovedPeriod,
-         [&](size_t i) { return MovedInput(t, rank, i); });
+    fill(base, elems, first_index, kMovedPeriod, [&](size_t i) { return MovedInput(t, rank, i); });
   };
   auto expect_moved = [&](size_t at, size_t elems, int rank, size_t first_index) {
     fill(b.expected.data() + at * b.elem, elems, first_index, kMovedPeriod,
@@ -345,15 +343,14 @@ absl::Status RunCase(Communicator& comm, const Case& c) {
       if (is_root) expect_reduction(0, n, 0);
       uint8_t* in = c.in_place && is_root ? b.recv.data() : b.send.data();
       reduction_input(in, n, 0);
-      status = comm.Reduce(in, is_root || !c.in_place ? b.recv.data() : nullptr, n, t, c.op,
-                           c.root, options);
+      status = comm.Reduce(in, is_root || !c.in_place ? b.recv.data() : nullptr, n, t, c.op, c.root,
+                           options);
       break;
     }
     case CollectiveKind::kAllGather:
     case CollectiveKind::kAllGatherV: {
-      const std::vector<size_t> counts = c.kind == CollectiveKind::kAllGather
-                                             ? std::vector<size_t>(p, n)
-                                             : VCounts(n, p);
+      const std::vector<size_t> counts =
+          c.kind == CollectiveKind::kAllGather ? std::vector<size_t>(p, n) : VCounts(n, p);
       const std::vector<size_t> offsets = Packed(counts);
       b.Resize(counts[r], Total(counts));
       for (int q = 0; q < p; ++q) expect_moved(offsets[q], counts[q], q, 0);
@@ -366,9 +363,8 @@ absl::Status RunCase(Communicator& comm, const Case& c) {
     }
     case CollectiveKind::kReduceScatter:
     case CollectiveKind::kReduceScatterV: {
-      const std::vector<size_t> counts = c.kind == CollectiveKind::kReduceScatter
-                                             ? std::vector<size_t>(p, n)
-                                             : VCounts(n, p);
+      const std::vector<size_t> counts =
+          c.kind == CollectiveKind::kReduceScatter ? std::vector<size_t>(p, n) : VCounts(n, p);
       const std::vector<size_t> offsets = Packed(counts);
       const size_t total = Total(counts);
       if (c.in_place) {
@@ -389,8 +385,7 @@ absl::Status RunCase(Communicator& comm, const Case& c) {
         expect_reduction(0, counts[r], offsets[r]);
         status = c.kind == CollectiveKind::kReduceScatter
                      ? comm.ReduceScatter(b.send.data(), b.recv.data(), n, t, c.op, options)
-                     : comm.ReduceScatterV(b.send.data(), b.recv.data(), counts, t, c.op,
-                                           options);
+                     : comm.ReduceScatterV(b.send.data(), b.recv.data(), counts, t, c.op, options);
       }
       break;
     }
@@ -428,8 +423,8 @@ absl::Status RunCase(Communicator& comm, const Case& c) {
       }
       const uint8_t* in = root_in_place ? b.recv.data() : b.send.data();
       uint8_t* out = root_in_place ? b.recv_at(displs[r]) : b.recv.data();
-      status = v ? comm.ScatterV(is_root ? in : nullptr, counts, displs, out, counts[r], t,
-                                 c.root, options)
+      status = v ? comm.ScatterV(is_root ? in : nullptr, counts, displs, out, counts[r], t, c.root,
+                                 options)
                  : comm.Scatter(is_root ? in : nullptr, out, n, t, c.root, options);
       break;
     }
@@ -460,8 +455,8 @@ absl::Status RunCase(Communicator& comm, const Case& c) {
         for (int d = 0; d < p; ++d) q_counts[d] = AllToAllVCount(n, q, d, c.in_place);
         expect_moved(recv_displs[q], recv_counts[q], q, Gapped(q_counts)[r]);
       }
-      status = comm.AllToAllV(in, send_counts, send_displs, b.recv.data(), recv_counts,
-                              recv_displs, t, options);
+      status = comm.AllToAllV(in, send_counts, send_displs, b.recv.data(), recv_counts, recv_displs,
+                              t, options);
       break;
     }
     case CollectiveKind::kBarrier:

@@ -8,8 +8,8 @@
 //   bazel run //tests/collectives:cost_probe -- tcp [ranks]
 #include <algorithm>
 #include <chrono>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -28,8 +28,7 @@ double Seconds(std::chrono::steady_clock::duration d) {
 // Median time of each allreduce algorithm at a few sizes, and the selector's pick.
 int SweepAllReduce(TransportKind kind, int ranks) {
   const std::vector<size_t> sizes = {1 << 10, 16 << 10, 256 << 10, 4 << 20, 32 << 20};
-  const std::vector<std::string> algorithms =
-      Communicator::Algorithms(CollectiveKind::kAllReduce);
+  const std::vector<std::string> algorithms = Communicator::Algorithms(CollectiveKind::kAllReduce);
   std::vector<std::vector<double>> micros(sizes.size(), std::vector<double>(algorithms.size()));
   std::vector<std::string> picks(sizes.size());
   const absl::Status status = RunOnThreads(
@@ -47,8 +46,7 @@ int SweepAllReduce(TransportKind kind, int ranks) {
               CHORUS_RETURN_IF_ERROR(comm.Barrier());
               const auto start = std::chrono::steady_clock::now();
               CHORUS_RETURN_IF_ERROR(comm.AllReduce(data.data(), data.data(), count,
-                                                    DataType::kFloat32, ReduceOp::kMax,
-                                                    options));
+                                                    DataType::kFloat32, ReduceOp::kMax, options));
               runs.push_back(Seconds(std::chrono::steady_clock::now() - start) * 1e6);
             }
             std::sort(runs.begin(), runs.end());
@@ -110,14 +108,13 @@ int Main(int argc, char** argv) {
         for (int i = 0; i < kMessages; ++i) {
           works.push_back(comm.rank() == 0
                               ? comm.SendAsync(buffer.data(), kMessage, DataType::kUint8, peer, 2)
-                              : comm.RecvAsync(buffer.data(), kMessage, DataType::kUint8, peer,
-                                               2));
+                              : comm.RecvAsync(buffer.data(), kMessage, DataType::kUint8, peer, 2));
         }
         for (WorkPtr& work : works) CHORUS_RETURN_IF_ERROR(work->Wait());
         CHORUS_RETURN_IF_ERROR(comm.Barrier());
         if (comm.rank() == 1) {
-          beta_ns = Seconds(std::chrono::steady_clock::now() - start) / (kMessage * kMessages) *
-                    1e9;
+          beta_ns =
+              Seconds(std::chrono::steady_clock::now() - start) / (kMessage * kMessages) * 1e9;
         }
         return absl::OkStatus();
       },
@@ -134,10 +131,11 @@ int Main(int argc, char** argv) {
   }
   const double gamma_ns =
       Seconds(std::chrono::steady_clock::now() - start) / (8.0 * a.size() * 4) * 1e9;
-  std::printf("transport %s: alpha %.2f us, beta %.4f ns/byte (%.2f GB/s), gamma %.4f ns/byte "
-              "(%s kernels)\n",
-              transport.c_str(), alpha_us, beta_ns, 1 / beta_ns, gamma_ns,
-              std::string(ReduceKernelSet()).c_str());
+  std::printf(
+      "transport %s: alpha %.2f us, beta %.4f ns/byte (%.2f GB/s), gamma %.4f ns/byte "
+      "(%s kernels)\n",
+      transport.c_str(), alpha_us, beta_ns, 1 / beta_ns, gamma_ns,
+      std::string(ReduceKernelSet()).c_str());
   return SweepAllReduce(kind, argc > 2 ? std::atoi(argv[2]) : 4);
 }
 

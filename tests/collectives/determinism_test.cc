@@ -3,7 +3,6 @@
 // algorithm again on the same inputs gives the same bits. Checked for float32, float16 and
 // bfloat16 at sizes that run one and many pipeline segments.
 #include <catch2/catch.hpp>
-
 #include <cstring>
 #include <random>
 #include <vector>
@@ -39,15 +38,14 @@ absl::Status CheckDeterministic(Communicator& comm, DataType type, size_t count)
     CollectiveOptions options;
     options.algorithm = algorithm;
     std::vector<uint8_t> first(bytes), second(bytes), all(bytes * comm.size());
-    CHORUS_RETURN_IF_ERROR(comm.AllReduce(input.data(), first.data(), count, type,
-                                          ReduceOp::kSum, options));
-    CHORUS_RETURN_IF_ERROR(comm.AllReduce(input.data(), second.data(), count, type,
-                                          ReduceOp::kSum, options));
+    CHORUS_RETURN_IF_ERROR(
+        comm.AllReduce(input.data(), first.data(), count, type, ReduceOp::kSum, options));
+    CHORUS_RETURN_IF_ERROR(
+        comm.AllReduce(input.data(), second.data(), count, type, ReduceOp::kSum, options));
     if (first != second) {
       return InternalError(absl::StrCat(algorithm, ": a repeated run gave different bits"));
     }
-    CHORUS_RETURN_IF_ERROR(
-        comm.AllGather(first.data(), all.data(), bytes, DataType::kUint8));
+    CHORUS_RETURN_IF_ERROR(comm.AllGather(first.data(), all.data(), bytes, DataType::kUint8));
     for (int q = 0; q < comm.size(); ++q) {
       if (std::memcmp(all.data() + q * bytes, first.data(), bytes) != 0) {
         return InternalError(absl::StrCat(algorithm, ": rank ", q, " and rank ", comm.rank(),
@@ -58,8 +56,7 @@ absl::Status CheckDeterministic(Communicator& comm, DataType type, size_t count)
   return absl::OkStatus();
 }
 
-TEST_CASE("allreduce results are bitwise identical on all ranks and across runs",
-          "[determinism]") {
+TEST_CASE("allreduce results are bitwise identical on all ranks and across runs", "[determinism]") {
   CommunicatorOptions options;
   options.segment_bytes = 16 * 1024;  // many segments at the larger size
   for (int ranks : {3, 4, 7}) {

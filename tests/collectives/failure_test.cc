@@ -2,7 +2,6 @@
 // message naming the collective, its sequence number and the silent rank; Communicator::Abort
 // on one rank ends the others' pending collectives promptly with the reason.
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <thread>
 #include <vector>
@@ -36,21 +35,20 @@ TEST_CASE("a collective whose peer never comes times out naming it", "[failure]"
         options.algorithm = "ring";
         const auto start = std::chrono::steady_clock::now();
         const absl::Status timed_out = comm.AllReduce(data.data(), data.data(), data.size(),
-                                                      DataType::kFloat32, ReduceOp::kSum,
-                                                      options);
+                                                      DataType::kFloat32, ReduceOp::kSum, options);
         const auto took = std::chrono::steady_clock::now() - start;
-        CHORUS_RETURN_IF_ERROR(Expect(GetErrorKind(timed_out) == ErrorKind::kDeadlineExceeded,
-                                      timed_out.ToString()));
-        CHORUS_RETURN_IF_ERROR(Expect(took >= std::chrono::milliseconds(300) &&
-                                          took < std::chrono::seconds(3),
-                                      "timed out at the wrong time"));
-        CHORUS_RETURN_IF_ERROR(Expect(absl::StrContains(timed_out.message(), "allreduce #0"),
-                                      timed_out.ToString()));
+        CHORUS_RETURN_IF_ERROR(
+            Expect(GetErrorKind(timed_out) == ErrorKind::kDeadlineExceeded, timed_out.ToString()));
+        CHORUS_RETURN_IF_ERROR(
+            Expect(took >= std::chrono::milliseconds(300) && took < std::chrono::seconds(3),
+                   "timed out at the wrong time"));
+        CHORUS_RETURN_IF_ERROR(
+            Expect(absl::StrContains(timed_out.message(), "allreduce #0"), timed_out.ToString()));
         // Rank 1's left neighbour is rank 0 and rank 0's is rank 2 (silent): rank 0 must
         // name rank 2.
         if (comm.rank() == 0) {
-          CHORUS_RETURN_IF_ERROR(Expect(absl::StrContains(timed_out.message(), "rank 2"),
-                                        timed_out.ToString()));
+          CHORUS_RETURN_IF_ERROR(
+              Expect(absl::StrContains(timed_out.message(), "rank 2"), timed_out.ToString()));
         }
         // Both timed-out ranks stay connected until the other has timed out too (a rank that
         // leaves early would turn the other's timeout into "connection closed").
@@ -80,8 +78,8 @@ TEST_CASE("Communicator::Abort on one rank ends everyone's pending collective", 
                                                    DataType::kFloat64, ReduceOp::kSum);
         const auto took = std::chrono::steady_clock::now() - start;
         CHORUS_RETURN_IF_ERROR(Expect(took < std::chrono::seconds(5), "abort was slow"));
-        CHORUS_RETURN_IF_ERROR(Expect(GetErrorKind(status) == ErrorKind::kAborted,
-                                      status.ToString()));
+        CHORUS_RETURN_IF_ERROR(
+            Expect(GetErrorKind(status) == ErrorKind::kAborted, status.ToString()));
         return Expect(absl::StrContains(status.message(), "the operator pressed stop"),
                       status.ToString());
       },

@@ -2,7 +2,6 @@
 // (peer, tag), message too long, Cancel, Abort, RecvFromAny, and a rank that joins after its
 // peers have already gone (it must see them closed, not wait for them).
 #include <catch2/catch.hpp>
-
 #include <memory>
 #include <thread>
 #include <vector>
@@ -31,8 +30,7 @@ std::vector<std::unique_ptr<Mesh>> MakeMeshes(Store& store, int size) {
 
 const Deadline kSoon = Deadline::After(absl::Seconds(10));
 
-TEST_CASE("messages with the same peer and tag arrive in order; tags are independent",
-          "[inproc]") {
+TEST_CASE("messages with the same peer and tag arrive in order; tags are independent", "[inproc]") {
   MemoryStore store;
   auto meshes = MakeMeshes(store, 2);
   Connection* to1 = *meshes[0]->GetConnection(1);

@@ -20,8 +20,8 @@ void RunLarge(TransportKind transport, int ranks, std::vector<DataType> types,
   CommunicatorOptions options;
   options.segment_bytes = 64 * 1024;
   const absl::Status status = RunOnThreads(
-      transport, ranks, [&](Communicator& comm) { return RunCases(comm, cases); },
-      absl::Minutes(8), options);
+      transport, ranks, [&](Communicator& comm) { return RunCases(comm, cases); }, absl::Minutes(8),
+      options);
   INFO(cases.size() << " cases on " << ranks << " ranks over " << TransportName(transport));
   if (!status.ok()) FAIL(status.ToString());
 }

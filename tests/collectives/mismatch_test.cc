@@ -3,10 +3,9 @@
 // wait for the timeout and never write past a buffer. The rank whose own part of a collective
 // can finish before the news reaches it (a broadcast root, say) fails its next call instead;
 // every test therefore follows the mismatched call with a barrier and looks at the first error.
-#include <catch2/catch.hpp>
-
-#include <chrono>
 #include <algorithm>
+#include <catch2/catch.hpp>
+#include <chrono>
 #include <functional>
 #include <vector>
 
@@ -22,8 +21,7 @@ using Call = std::function<absl::Status(Communicator& comm, std::vector<float>& 
 // Rank r runs calls[r] (or calls.back()) on a 64-element buffer, then a barrier. Returns the
 // first error of each rank.
 std::vector<absl::Status> RunDisagreement(TransportKind transport, int ranks,
-                                          const std::vector<Call>& calls,
-                                          absl::Duration* elapsed) {
+                                          const std::vector<Call>& calls, absl::Duration* elapsed) {
   CommunicatorOptions options;
   options.timeout = absl::Seconds(30);
   const auto start = std::chrono::steady_clock::now();
@@ -73,8 +71,7 @@ Call BroadcastFrom(int root, size_t count = 64) {
 
 Call ReduceTo(int root) {
   return [=](Communicator& comm, std::vector<float>& buffer) {
-    return comm.Reduce(buffer.data(), buffer.data(), 64, DataType::kFloat32, ReduceOp::kSum,
-                       root);
+    return comm.Reduce(buffer.data(), buffer.data(), 64, DataType::kFloat32, ReduceOp::kSum, root);
   };
 }
 
@@ -99,8 +96,8 @@ TEST_CASE("one rank with a different count", "[mismatch]") {
   absl::Duration elapsed;
   const Call normal = AllReduceOf(64, DataType::kFloat32, ReduceOp::kSum);
   auto statuses = RunDisagreement(
-      kTransport, 5,
-      {normal, normal, AllReduceOf(48, DataType::kFloat32, ReduceOp::kSum), normal}, &elapsed);
+      kTransport, 5, {normal, normal, AllReduceOf(48, DataType::kFloat32, ReduceOp::kSum), normal},
+      &elapsed);
   ExpectAllMismatch(statuses, elapsed);
   CHECK(absl::StrContains(statuses[2].message(), "count"));
 }
@@ -109,8 +106,7 @@ TEST_CASE("one rank with a different type", "[mismatch]") {
   absl::Duration elapsed;
   const Call normal = AllReduceOf(64, DataType::kFloat32, ReduceOp::kSum);
   auto statuses = RunDisagreement(
-      kTransport, 3, {normal, AllReduceOf(64, DataType::kInt32, ReduceOp::kSum), normal},
-      &elapsed);
+      kTransport, 3, {normal, AllReduceOf(64, DataType::kInt32, ReduceOp::kSum), normal}, &elapsed);
   ExpectAllMismatch(statuses, elapsed);
   CHECK(absl::StrContains(statuses[1].message(), "type"));
 }

@@ -2,7 +2,6 @@
 // receive from any of a set of ranks reports the sender, a wrong length is a MismatchError,
 // and a receive nobody answers times out naming the peer.
 #include <catch2/catch.hpp>
-
 #include <set>
 #include <vector>
 
@@ -32,8 +31,8 @@ TEST_CASE("every pair exchanges tagged messages in order", "[p2p]") {
           for (int k = 0; k < 3; ++k) {  // three messages on tag 5 (FIFO), one each on 9
             auto& message = out[peer * 3 + k];
             message.assign(10 + k, r * 1000 + peer * 10 + k);
-            works.push_back(comm.SendAsync(message.data(), message.size(), DataType::kInt64,
-                                           peer, k < 2 ? 5 : 9));
+            works.push_back(comm.SendAsync(message.data(), message.size(), DataType::kInt64, peer,
+                                           k < 2 ? 5 : 9));
           }
         }
         for (int peer = 0; peer < p; ++peer) {
@@ -100,8 +99,8 @@ TEST_CASE("a wrong length is a mismatch; an unanswered receive times out naming 
           return comm.Recv(data.data(), 1, DataType::kFloat32, 0, 4);
         }
         const absl::Status longer = comm.Recv(data.data(), 4, DataType::kFloat32, 1, 1);
-        CHORUS_RETURN_IF_ERROR(Expect(GetErrorKind(longer) == ErrorKind::kMismatch,
-                                      "longer: " + longer.ToString()));
+        CHORUS_RETURN_IF_ERROR(
+            Expect(GetErrorKind(longer) == ErrorKind::kMismatch, "longer: " + longer.ToString()));
         const absl::Status shorter = comm.Recv(data.data(), 4, DataType::kFloat32, 1, 2);
         CHORUS_RETURN_IF_ERROR(Expect(GetErrorKind(shorter) == ErrorKind::kMismatch &&
                                           absl::StrContains(shorter.message(), "8 bytes"),

@@ -1,15 +1,15 @@
 // The vectorised reduction kernels against a scalar reference computed here: every type and
 // op, lengths around the vector widths, in place and out of place, and (for the 16-bit floats)
 // random bit patterns so that rounding, subnormals and overflow are compared exactly.
-#include <catch2/catch.hpp>
+#include "chorus/collectives/reduce_kernels.h"
 
+#include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
 
-#include "chorus/collectives/reduce_kernels.h"
 #include "chorus/core/half.h"
 #include "chorus/core/types.h"
 
@@ -61,13 +61,15 @@ void CheckHalf(DataType type) {
     std::vector<uint16_t> a(n), b(n), out(n);
     for (size_t i = 0; i < n; ++i) {
       // NaN payloads may differ between conversions; everything else must match bit for bit.
-      do a[i] = static_cast<uint16_t>(bits(rng)); while (std::isnan(H::ToFloat(a[i])));
-      do b[i] = static_cast<uint16_t>(bits(rng)); while (std::isnan(H::ToFloat(b[i])));
+      do a[i] = static_cast<uint16_t>(bits(rng));
+      while (std::isnan(H::ToFloat(a[i])));
+      do b[i] = static_cast<uint16_t>(bits(rng));
+      while (std::isnan(H::ToFloat(b[i])));
     }
     ReduceBuffers(type, static_cast<ReduceOp>(op), a.data(), b.data(), out.data(), n);
     for (size_t i = 0; i < n; ++i) {
-      const float expected = Reference(static_cast<ReduceOp>(op), H::ToFloat(a[i]),
-                                       H::ToFloat(b[i]));
+      const float expected =
+          Reference(static_cast<ReduceOp>(op), H::ToFloat(a[i]), H::ToFloat(b[i]));
       if (std::isnan(expected)) {
         CHECK(std::isnan(H::ToFloat(out[i])));
       } else {
@@ -112,8 +114,7 @@ TEST_CASE("bfloat16 kernels round once, like the scalar conversion", "[kernels]"
   CheckHalf<BFloat16>(DataType::kBFloat16);
 }
 
-TEST_CASE("average division truncates integers toward zero and rounds floats once",
-          "[kernels]") {
+TEST_CASE("average division truncates integers toward zero and rounds floats once", "[kernels]") {
   std::vector<int8_t> i8 = {-7, 7, 127, -128};
   DivideBuffer(DataType::kInt8, i8.data(), i8.size(), 2);
   CHECK(i8 == std::vector<int8_t>{-3, 3, 63, -64});

@@ -1,13 +1,13 @@
 // Algorithm selection: the rule grammar (both spellings, errors that name the bad piece), the
 // cost model's choices by size and rank count, per-call choices, and CHORUS_ALGO applied to a
 // communicator and visible on the Work handle.
-#include <catch2/catch.hpp>
+#include "chorus/collectives/selector.h"
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <vector>
 
 #include "absl/strings/match.h"
-#include "chorus/collectives/selector.h"
 #include "chorus/core/status.h"
 #include "tests/collectives/world.h"
 
@@ -44,9 +44,9 @@ TEST_CASE("rules parse in both spellings", "[selector]") {
 }
 
 TEST_CASE("malformed rules are rejected with the offending text", "[selector]") {
-  for (const char* bad : {"allreduce", "allreduce:0-=ring", "allreduce:4k-1k=ring",
-                          "allreduce:0-inf=bogus", "allreduce:0-inf=pairwise", "frobnicate:0-1=ring",
-                          "allreduce:0-1k"}) {
+  for (const char* bad :
+       {"allreduce", "allreduce:0-=ring", "allreduce:4k-1k=ring", "allreduce:0-inf=bogus",
+        "allreduce:0-inf=pairwise", "frobnicate:0-1=ring", "allreduce:0-1k"}) {
     auto rules = ParseAlgorithmRules(bad);
     INFO(bad << " -> " << rules.status().ToString());
     CHECK(GetErrorKind(rules.status()) == ErrorKind::kInvalidArgument);
@@ -76,9 +76,8 @@ TEST_CASE("the cost model picks latency algorithms for small messages", "[select
 }
 
 TEST_CASE("rules and per-call choices override the model", "[selector]") {
-  const Selector selector(
-      *ParseAlgorithmRules("allreduce:0-1k=binomial,1k-inf=double_binary_tree"),
-      DefaultCostParams("tcp"), 256 * 1024);
+  const Selector selector(*ParseAlgorithmRules("allreduce:0-1k=binomial,1k-inf=double_binary_tree"),
+                          DefaultCostParams("tcp"), 256 * 1024);
   CHECK(Chosen(selector, AllReduceArgs(100), 8) == "binomial");
   CHECK(Chosen(selector, AllReduceArgs(1024), 8) == "double_binary_tree");
   CHECK(Chosen(selector, AllReduceArgs(100), 8, "ring") == "ring");
@@ -92,10 +91,9 @@ TEST_CASE("CHORUS_ALGO reaches the communicator and the Work handle", "[selector
       TransportKind::kInproc, 3,
       [](Communicator& comm) -> absl::Status {
         std::vector<float> data(10, 1.0f), gathered(30);
-        WorkPtr reduce = comm.AllReduceAsync(data.data(), data.data(), 10, DataType::kFloat32,
-                                             ReduceOp::kSum);
-        WorkPtr gather = comm.AllGatherAsync(data.data(), gathered.data(), 10,
-                                             DataType::kFloat32);
+        WorkPtr reduce =
+            comm.AllReduceAsync(data.data(), data.data(), 10, DataType::kFloat32, ReduceOp::kSum);
+        WorkPtr gather = comm.AllGatherAsync(data.data(), gathered.data(), 10, DataType::kFloat32);
         CHORUS_RETURN_IF_ERROR(reduce->Wait());
         CHORUS_RETURN_IF_ERROR(gather->Wait());
         if (reduce->algorithm() != "binomial" || gather->algorithm() != "ring") {
@@ -112,8 +110,7 @@ TEST_CASE("CHORUS_ALGO reaches the communicator and the Work handle", "[selector
 
   setenv("CHORUS_ALGO", "allreduce:0-inf=pairwise", 1);
   const absl::Status bad = RunOnThreads(
-      TransportKind::kInproc, 1, [](Communicator&) { return absl::OkStatus(); },
-      absl::Minutes(1));
+      TransportKind::kInproc, 1, [](Communicator&) { return absl::OkStatus(); }, absl::Minutes(1));
   unsetenv("CHORUS_ALGO");
   INFO(bad.ToString());
   CHECK(GetErrorKind(bad) == ErrorKind::kInvalidArgument);

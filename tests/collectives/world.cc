@@ -18,8 +18,8 @@ std::string FreshName() {
   return absl::StrCat("test", counter.fetch_add(1));
 }
 
-absl::Status RunRank(Store& store, const std::string& name, TransportKind kind, int rank,
-                     int ranks, const CommBody& body, const CommunicatorOptions& options) {
+absl::Status RunRank(Store& store, const std::string& name, TransportKind kind, int rank, int ranks,
+                     const CommBody& body, const CommunicatorOptions& options) {
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, MakeDevice(kind));
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
                           Communicator::Create(store, name, *device, rank, ranks, options));
@@ -50,8 +50,7 @@ std::vector<absl::Status> RunOnThreadsAll(TransportKind kind, int ranks, const C
   MemoryStore store;
   const std::string name = FreshName();
   return RunRanksAsThreads(
-      ranks,
-      [&](int rank) { return RunRank(store, name, kind, rank, ranks, body, options); },
+      ranks, [&](int rank) { return RunRank(store, name, kind, rank, ranks, body, options); },
       timeout);
 }
 

@@ -133,9 +133,8 @@ class Fabric {
       own.closed = true;
       own.close_reason = std::string(reason);
       for (const InprocRequestPtr& recv : own.recvs) {
-        recv->Complete(AbortedError(absl::StrCat("inproc: mesh of rank ", rank, " aborted: ",
-                                                 reason)),
-                       0);
+        recv->Complete(
+            AbortedError(absl::StrCat("inproc: mesh of rank ", rank, " aborted: ", reason)), 0);
       }
       own.recvs.clear();
       for (const InprocRequestPtr& send : own.sends) {
@@ -149,9 +148,8 @@ class Fabric {
       absl::MutexLock lock(&endpoint.mu);
       endpoint.sends.remove_if([&](const InprocRequestPtr& send) {
         if (send->sender != rank) return false;
-        send->Complete(AbortedError(absl::StrCat("inproc: mesh of rank ", rank, " aborted: ",
-                                                 reason)),
-                       0);
+        send->Complete(
+            AbortedError(absl::StrCat("inproc: mesh of rank ", rank, " aborted: ", reason)), 0);
         return true;
       });
       endpoint.recvs.remove_if([&](const InprocRequestPtr& recv) {
@@ -173,17 +171,16 @@ class Fabric {
   void PostSend(Endpoint& endpoint, const InprocRequestPtr& send)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(endpoint.mu) {
     if (IsClosed(send->sender)) {
-      send->Complete(AbortedError(absl::StrCat("inproc: mesh of rank ", send->sender,
-                                               " aborted")),
+      send->Complete(AbortedError(absl::StrCat("inproc: mesh of rank ", send->sender, " aborted")),
                      0);
       return;
     }
     if (endpoint.closed) {
-      send->Complete(PeerUnavailableError(absl::StrCat("inproc: rank ", send->owner(),
-                                                       " closed its connection (",
-                                                       endpoint.close_reason, ")"),
-                                          send->owner()),
-                     0);
+      send->Complete(
+          PeerUnavailableError(absl::StrCat("inproc: rank ", send->owner(),
+                                            " closed its connection (", endpoint.close_reason, ")"),
+                               send->owner()),
+          0);
       return;
     }
     for (auto it = endpoint.recvs.begin(); it != endpoint.recvs.end(); ++it) {
@@ -256,8 +253,8 @@ class FabricRegistry {
       entry.joined = 0;
     } else if (fabric->size() != size) {
       return InvalidArgumentError(absl::StrCat("inproc fabric ", id, " has ", fabric->size(),
-                                               " ranks but this rank was created with size ",
-                                               size, "; every rank must pass the same size"));
+                                               " ranks but this rank was created with size ", size,
+                                               "; every rank must pass the same size"));
     }
     CHORUS_RETURN_IF_ERROR(fabric->Join(rank));
     if (++entry.joined == size) entry.pin.reset();
@@ -327,10 +324,10 @@ class InprocMesh : public Mesh {
     request->recv_buffer = buffer;
     for (int peer : peers) {
       if (peer < 0 || peer >= size() || peer == rank_) {
-        request->Complete(InvalidArgumentError(absl::StrCat(
-                              "inproc: RecvFromAny on rank ", rank_, " names rank ", peer,
-                              ", not a peer in a mesh of ", size())),
-                          0);
+        request->Complete(
+            InvalidArgumentError(absl::StrCat("inproc: RecvFromAny on rank ", rank_, " names rank ",
+                                              peer, ", not a peer in a mesh of ", size())),
+            0);
         return request;
       }
       request->sources.push_back(peer);
@@ -391,8 +388,7 @@ absl::StatusOr<std::unique_ptr<Mesh>> InprocDevice::CreateMesh(Store& store, int
                                                                const MeshOptions& options,
                                                                Deadline deadline) {
   if (size < 1 || rank < 0 || rank >= size) {
-    return InvalidArgumentError(
-        absl::StrCat("inproc: rank ", rank, " is not in [0, ", size, ")"));
+    return InvalidArgumentError(absl::StrCat("inproc: rank ", rank, " is not in [0, ", size, ")"));
   }
   // Every rank counts itself in; the counter tells which generation of meshes under this store
   // scope the rank belongs to, so a communicator recreated under the same prefix gets a fresh
@@ -409,8 +405,8 @@ absl::StatusOr<std::unique_ptr<Mesh>> InprocDevice::CreateMesh(Store& store, int
   const std::vector<std::string> parts = absl::StrSplit(*id, ':');
   int pid = 0;
   if (parts.size() != 2 || !absl::SimpleAtoi(parts[0], &pid)) {
-    return InvalidArgumentError(absl::StrCat("inproc: malformed fabric id '", *id, "' under ",
-                                             key, " in ", store.Describe()));
+    return InvalidArgumentError(absl::StrCat("inproc: malformed fabric id '", *id, "' under ", key,
+                                             " in ", store.Describe()));
   }
   if (pid != getpid()) {
     return InvalidArgumentError(absl::StrCat(
