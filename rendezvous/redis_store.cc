@@ -121,7 +121,7 @@ absl::StatusOr<RedisStore::ContextPtr> RedisStore::OpenConnection(Deadline deadl
 }
 
 RedisStore::ContextPtr RedisStore::TakeIdle() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   while (!idle_.empty()) {
     ContextPtr context = std::move(idle_.back());
     idle_.pop_back();
@@ -135,7 +135,7 @@ RedisStore::ContextPtr RedisStore::TakeIdle() {
 
 void RedisStore::ReturnIdle(ContextPtr context) {
   if (context->err != 0) return;
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(context));
 }
 

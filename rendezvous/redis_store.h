@@ -4,11 +4,12 @@
 #define CHORUS_RENDEZVOUS_REDIS_STORE_H_
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "chorus/rendezvous/store.h"
 
@@ -91,7 +92,8 @@ class RedisStore : public Store {
   const RedisStoreOptions options_;
   const std::string address_;  // "host:port" for messages
 
-  absl::Mutex mu_;
+  // std::mutex, not absl::Mutex: the system Abseil is not built for ThreadSanitizer.
+  std::mutex mu_;
   std::vector<ContextPtr> idle_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -46,12 +46,14 @@ TEMPLATE_TEST_CASE("get waits until another thread sets the key", "[conformance]
   TestType fixture;
   Store& store = fixture.store();
   INFO(TestType::kName);
-  std::thread setter([&store] {
+  absl::Status set_status;  // Catch2 assertions are not thread-safe: check after the join
+  std::thread setter([&store, &set_status] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    CHECK(store.Set("late", "arrived").ok());
+    set_status = store.Set("late", "arrived");
   });
   const auto value = store.Get("late", Generous());
   setter.join();
+  CHECK(set_status.ok());
   REQUIRE(value.ok());
   CHECK(*value == "arrived");
 }
@@ -134,12 +136,15 @@ TEMPLATE_TEST_CASE("wait returns when all keys exist and names only the missing 
   Store& store = fixture.store();
   INFO(TestType::kName);
   REQUIRE(store.Set("ready-1", "x").ok());
-  std::thread setter([&store] {
+  absl::Status set_status;
+  std::thread setter([&store, &set_status] {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    CHECK(store.Set("ready-2", "y").ok());
+    set_status = store.Set("ready-2", "y");
   });
-  CHECK(store.Wait({"ready-1", "ready-2"}, Generous()).ok());
+  const absl::Status wait_status = store.Wait({"ready-1", "ready-2"}, Generous());
   setter.join();
+  CHECK(set_status.ok());
+  CHECK(wait_status.ok());
   const auto start = steady_clock::now();
   const absl::Status status = store.Wait({"ready-1", "missing-a", "missing-b"},
                                          Deadline::AfterMillis(100));
