@@ -53,8 +53,8 @@ absl::Status MemoryStore::Delete(absl::string_view key) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::string>> MemoryStore::MultiGet(
-    absl::Span<const std::string> keys, Deadline deadline) {
+absl::StatusOr<std::vector<std::string>> MemoryStore::MultiGet(absl::Span<const std::string> keys,
+                                                               Deadline deadline) {
   auto all_present = [this, keys]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (const std::string& key : keys) {
       if (values_.find(key) == values_.end()) return false;

@@ -76,7 +76,8 @@ absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Connect(RedisStoreOption
     return InvalidArgumentError("redis store: attempts and max_keys_per_command must be >= 1");
   }
   std::unique_ptr<RedisStore> store(new RedisStore(std::move(options)));
-  CHORUS_RETURN_IF_ERROR(store->Run({"PING"}, Deadline::Infinite(), Resend::kSafe, "PING").status());
+  CHORUS_RETURN_IF_ERROR(
+      store->Run({"PING"}, Deadline::Infinite(), Resend::kSafe, "PING").status());
   return store;
 }
 
@@ -106,16 +107,16 @@ absl::StatusOr<RedisStore::ContextPtr> RedisStore::OpenConnection(Deadline deadl
   ReplyPtr reply;
   {
     ScopedSigpipeBlock no_sigpipe;
-    reply.reset(static_cast<redisReply*>(
-        redisCommandArgv(context.get(), static_cast<int>(argv.size()), argv.data(), lengths.data())));
+    reply.reset(static_cast<redisReply*>(redisCommandArgv(
+        context.get(), static_cast<int>(argv.size()), argv.data(), lengths.data())));
   }
   if (reply == nullptr) return PeerUnavailableError(absl::StrCat("AUTH: ", context->errstr));
   if (reply->type == REDIS_REPLY_ERROR) {
     // Not retried: a wrong password does not become right by asking again.
     return InvalidArgumentError(absl::StrCat(
         Describe(), ": the server refused AUTH",
-        options_.username.empty() ? "" : absl::StrCat(" for user '", options_.username, "'"),
-        " (", reply->str, "); check the password in the store URL (redis://:PASSWORD@host:port)"));
+        options_.username.empty() ? "" : absl::StrCat(" for user '", options_.username, "'"), " (",
+        reply->str, "); check the password in the store URL (redis://:PASSWORD@host:port)"));
   }
   return context;
 }
@@ -179,9 +180,9 @@ absl::StatusOr<RedisStore::ReplyPtr> RedisStore::Run(const std::vector<absl::str
     if (reply == nullptr) {
       last_error = absl::StrCat(what, ": ", context->errstr);
       if (resend == Resend::kUnsafe) {
-        return PeerUnavailableError(absl::StrCat(
-            Describe(), ": the connection broke during ", what, " (", context->errstr,
-            "); it may or may not have been applied, so it is not retried"));
+        return PeerUnavailableError(
+            absl::StrCat(Describe(), ": the connection broke during ", what, " (", context->errstr,
+                         "); it may or may not have been applied, so it is not retried"));
       }
       continue;
     }
@@ -189,9 +190,9 @@ absl::StatusOr<RedisStore::ReplyPtr> RedisStore::Run(const std::vector<absl::str
       const std::string text = reply->str;
       ReturnIdle(std::move(context));
       if (absl::StartsWith(text, "NOAUTH")) {
-        return InvalidArgumentError(absl::StrCat(
-            Describe(), ": the server requires a password (", text,
-            "); put it in the store URL: redis://:PASSWORD@", address_));
+        return InvalidArgumentError(
+            absl::StrCat(Describe(), ": the server requires a password (", text,
+                         "); put it in the store URL: redis://:PASSWORD@", address_));
       }
       const std::string message = absl::StrCat(Describe(), ": ", what, " failed: ", text);
       if (absl::StartsWith(text, "WRONGTYPE") || absl::StrContains(text, "not an integer")) {
@@ -205,15 +206,15 @@ absl::StatusOr<RedisStore::ReplyPtr> RedisStore::Run(const std::vector<absl::str
   const std::string waited =
       absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1)));
   if (tries < options_.attempts) {
-    return DeadlineExceededError(absl::StrCat(
-        Describe(), ": ", what, " did not complete before the deadline (", tries,
-        " tries over ", waited, "; last error: ", last_error,
-        "); check that redis-server is running and responsive at ", address_));
+    return DeadlineExceededError(
+        absl::StrCat(Describe(), ": ", what, " did not complete before the deadline (", tries,
+                     " tries over ", waited, "; last error: ", last_error,
+                     "); check that redis-server is running and responsive at ", address_));
   }
   return PeerUnavailableError(absl::StrCat(
       Describe(), ": ", what, " failed: cannot reach the server after ", tries, " tries over ",
-      waited, " (last error: ", last_error, "); check that redis-server is running at ",
-      address_, ", reachable from this host, and that the store URL names it"));
+      waited, " (last error: ", last_error, "); check that redis-server is running at ", address_,
+      ", reachable from this host, and that the store URL names it"));
 }
 
 absl::Status RedisStore::Set(absl::string_view key, absl::string_view value) {
@@ -236,8 +237,8 @@ absl::StatusOr<std::optional<std::string>> RedisStore::TryGet(absl::string_view 
                                               absl::StrCat("GET ", Quoted(key))));
   if (reply->type == REDIS_REPLY_NIL) return std::optional<std::string>();
   if (reply->type != REDIS_REPLY_STRING) {
-    return InternalError(absl::StrCat(Describe(), ": GET ", Quoted(key),
-                                      " returned reply type ", reply->type));
+    return InternalError(
+        absl::StrCat(Describe(), ": GET ", Quoted(key), " returned reply type ", reply->type));
   }
   return std::optional<std::string>(std::string(reply->str, reply->len));
 }
@@ -249,8 +250,8 @@ absl::StatusOr<int64_t> RedisStore::Add(absl::string_view key, int64_t delta) {
                           Run({"INCRBY", key, delta_text}, Deadline::Infinite(), Resend::kUnsafe,
                               absl::StrCat("INCRBY ", Quoted(key))));
   if (reply->type != REDIS_REPLY_INTEGER) {
-    return InternalError(absl::StrCat(Describe(), ": INCRBY ", Quoted(key),
-                                      " returned reply type ", reply->type));
+    return InternalError(
+        absl::StrCat(Describe(), ": INCRBY ", Quoted(key), " returned reply type ", reply->type));
   }
   return static_cast<int64_t>(reply->integer);
 }
@@ -308,11 +309,11 @@ absl::StatusOr<std::vector<std::string>> RedisStore::MultiGet(absl::Span<const s
       const size_t last = std::min(missing.size(), first + batch);
       std::vector<absl::string_view> args = {"MGET"};
       for (size_t j = first; j < last; ++j) args.push_back(keys[missing[j]]);
-      absl::StatusOr<ReplyPtr> reply = Run(args, deadline, Resend::kSafe,
-                                           absl::StrCat("MGET of ", last - first, " keys"));
+      absl::StatusOr<ReplyPtr> reply =
+          Run(args, deadline, Resend::kSafe, absl::StrCat("MGET of ", last - first, " keys"));
       if (!reply.ok()) {
-        return Annotate(reply.status(), absl::StrCat("waiting for keys [",
-                                                     DescribeKeys(missing_keys()), "]"));
+        return Annotate(reply.status(),
+                        absl::StrCat("waiting for keys [", DescribeKeys(missing_keys()), "]"));
       }
       if ((*reply)->type != REDIS_REPLY_ARRAY || (*reply)->elements != last - first) {
         return InternalError(absl::StrCat(Describe(), ": MGET returned an unexpected reply"));

@@ -4,10 +4,9 @@
 
 #include <signal.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <thread>
-
-#include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -71,8 +70,8 @@ TEST_CASE("waits fail promptly and clearly when the server stops under them") {
   server->Stop();
   getter.join();
   waiter.join();
-  for (const auto& [status, seconds] : {std::pair{get_status, get_seconds},
-                                        std::pair{wait_status, wait_seconds}}) {
+  for (const auto& [status, seconds] :
+       {std::pair{get_status, get_seconds}, std::pair{wait_status, wait_seconds}}) {
     INFO(status.ToString());
     CHECK(IsPeerUnavailableOrDeadline(status));
     CHECK(absl::StrContains(status.message(), address));

@@ -1,10 +1,9 @@
 // One behavioural contract (rendezvous/store.h), checked against every store.
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <set>
 #include <thread>
-
-#include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -23,8 +22,7 @@ double SecondsSince(steady_clock::time_point start) {
   return std::chrono::duration<double>(steady_clock::now() - start).count();
 }
 
-#define STORE_FIXTURES \
-  MemoryStoreFixture, FileStoreFixture, PrefixStoreFixture, RedisStoreFixture
+#define STORE_FIXTURES MemoryStoreFixture, FileStoreFixture, PrefixStoreFixture, RedisStoreFixture
 
 TEMPLATE_TEST_CASE("set, get and overwrite", "[conformance]", STORE_FIXTURES) {
   TestType fixture;
@@ -41,8 +39,7 @@ TEMPLATE_TEST_CASE("set, get and overwrite", "[conformance]", STORE_FIXTURES) {
   CHECK(store.TryGet("dir").value() == std::nullopt);
 }
 
-TEMPLATE_TEST_CASE("get waits until another thread sets the key", "[conformance]",
-                   STORE_FIXTURES) {
+TEMPLATE_TEST_CASE("get waits until another thread sets the key", "[conformance]", STORE_FIXTURES) {
   TestType fixture;
   Store& store = fixture.store();
   INFO(TestType::kName);
@@ -146,8 +143,8 @@ TEMPLATE_TEST_CASE("wait returns when all keys exist and names only the missing 
   CHECK(set_status.ok());
   CHECK(wait_status.ok());
   const auto start = steady_clock::now();
-  const absl::Status status = store.Wait({"ready-1", "missing-a", "missing-b"},
-                                         Deadline::AfterMillis(100));
+  const absl::Status status =
+      store.Wait({"ready-1", "missing-a", "missing-b"}, Deadline::AfterMillis(100));
   CHECK(SecondsSince(start) < 0.1 + 0.5);
   CHECK(GetErrorKind(status) == ErrorKind::kDeadlineExceeded);
   CHECK(absl::StrContains(status.message(), "missing-a"));
