@@ -62,6 +62,24 @@ class ScopedSigpipeBlock {
 
 std::string Quoted(absl::string_view key) { return absl::StrCat("'", absl::CHexEscape(key), "'"); }
 
+// Sends one command and reads its reply, both bounded by `timeout`. nullptr when the connection
+// failed (context->errstr says why); the context is then unusable.
+redisReply* SendCommand(redisContext* context, const std::vector<absl::string_view>& args,
+                        timeval timeout) {
+  std::vector<const char*> argv;
+  std::vector<size_t> lengths;
+  argv.reserve(args.size());
+  lengths.reserve(args.size());
+  for (absl::string_view arg : args) {
+    argv.push_back(arg.data());
+    lengths.push_back(arg.size());
+  }
+  redisSetTimeout(context, timeout);
+  ScopedSigpipeBlock no_sigpipe;
+  return static_cast<redisReply*>(
+      redisCommandArgv(context, static_cast<int>(argv.size()), argv.data(), lengths.data()));
+}
+
 }  // namespace
 
 void RedisStore::ContextDeleter::operator()(redisContext* context) const { redisFree(context); }
@@ -95,21 +113,11 @@ absl::StatusOr<RedisStore::ContextPtr> RedisStore::OpenConnection(Deadline deadl
   if (context->err != 0) return PeerUnavailableError(absl::StrCat("connect: ", context->errstr));
   if (options_.password.empty()) return context;
 
-  std::vector<const char*> argv = {"AUTH"};
-  std::vector<size_t> lengths = {4};
-  if (!options_.username.empty()) {
-    argv.push_back(options_.username.data());
-    lengths.push_back(options_.username.size());
-  }
-  argv.push_back(options_.password.data());
-  lengths.push_back(options_.password.size());
-  redisSetTimeout(context.get(), BoundedTimeval(options_.command_timeout, deadline));
-  ReplyPtr reply;
-  {
-    ScopedSigpipeBlock no_sigpipe;
-    reply.reset(static_cast<redisReply*>(redisCommandArgv(
-        context.get(), static_cast<int>(argv.size()), argv.data(), lengths.data())));
-  }
+  std::vector<absl::string_view> auth = {"AUTH"};
+  if (!options_.username.empty()) auth.push_back(options_.username);
+  auth.push_back(options_.password);
+  const ReplyPtr reply(
+      SendCommand(context.get(), auth, BoundedTimeval(options_.command_timeout, deadline)));
   if (reply == nullptr) return PeerUnavailableError(absl::StrCat("AUTH: ", context->errstr));
   if (reply->type == REDIS_REPLY_ERROR) {
     // Not retried: a wrong password does not become right by asking again.
@@ -140,17 +148,22 @@ void RedisStore::ReturnIdle(ContextPtr context) {
   if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(context));
 }
 
+absl::Status RedisStore::ErrorReplyStatus(absl::string_view text, absl::string_view what) const {
+  if (absl::StartsWith(text, "NOAUTH")) {
+    return InvalidArgumentError(absl::StrCat(Describe(), ": the server requires a password (", text,
+                                             "); put it in the store URL: redis://:PASSWORD@",
+                                             address_));
+  }
+  const std::string message = absl::StrCat(Describe(), ": ", what, " failed: ", text);
+  if (absl::StartsWith(text, "WRONGTYPE") || absl::StrContains(text, "not an integer")) {
+    return InvalidArgumentError(message);
+  }
+  return PeerUnavailableError(message);
+}
+
 absl::StatusOr<RedisStore::ReplyPtr> RedisStore::Run(const std::vector<absl::string_view>& args,
                                                      Deadline deadline, Resend resend,
                                                      absl::string_view what) {
-  std::vector<const char*> argv;
-  std::vector<size_t> lengths;
-  argv.reserve(args.size());
-  lengths.reserve(args.size());
-  for (absl::string_view arg : args) {
-    argv.push_back(arg.data());
-    lengths.push_back(arg.size());
-  }
   const absl::Time start = absl::Now();
   PollBackoff backoff(options_.retry_backoff_initial, options_.retry_backoff_max);
   std::string last_error;
@@ -170,13 +183,8 @@ absl::StatusOr<RedisStore::ReplyPtr> RedisStore::Run(const std::vector<absl::str
       }
       context = *std::move(opened);
     }
-    redisSetTimeout(context.get(), BoundedTimeval(options_.command_timeout, deadline));
-    ReplyPtr reply;
-    {
-      ScopedSigpipeBlock no_sigpipe;
-      reply.reset(static_cast<redisReply*>(redisCommandArgv(
-          context.get(), static_cast<int>(argv.size()), argv.data(), lengths.data())));
-    }
+    ReplyPtr reply(
+        SendCommand(context.get(), args, BoundedTimeval(options_.command_timeout, deadline)));
     if (reply == nullptr) {
       last_error = absl::StrCat(what, ": ", context->errstr);
       if (resend == Resend::kUnsafe) {
@@ -186,21 +194,9 @@ absl::StatusOr<RedisStore::ReplyPtr> RedisStore::Run(const std::vector<absl::str
       }
       continue;
     }
-    if (reply->type == REDIS_REPLY_ERROR) {
-      const std::string text = reply->str;
-      ReturnIdle(std::move(context));
-      if (absl::StartsWith(text, "NOAUTH")) {
-        return InvalidArgumentError(
-            absl::StrCat(Describe(), ": the server requires a password (", text,
-                         "); put it in the store URL: redis://:PASSWORD@", address_));
-      }
-      const std::string message = absl::StrCat(Describe(), ": ", what, " failed: ", text);
-      if (absl::StartsWith(text, "WRONGTYPE") || absl::StrContains(text, "not an integer")) {
-        return InvalidArgumentError(message);
-      }
-      return PeerUnavailableError(message);
-    }
-    ReturnIdle(std::move(context));
+    const bool error_reply = reply->type == REDIS_REPLY_ERROR;
+    ReturnIdle(std::move(context));  // an error reply leaves the connection usable
+    if (error_reply) return ErrorReplyStatus(reply->str, what);
     return reply;
   }
   const std::string waited =

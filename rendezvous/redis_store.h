@@ -83,6 +83,8 @@ class RedisStore : public Store {
   // (never an error reply: those become statuses naming `what`).
   absl::StatusOr<ReplyPtr> Run(const std::vector<absl::string_view>& args, Deadline deadline,
                                Resend resend, absl::string_view what);
+  // The status for an error reply `text` to command `what`.
+  absl::Status ErrorReplyStatus(absl::string_view text, absl::string_view what) const;
   // One connect + AUTH attempt bounded by `deadline`.
   absl::StatusOr<ContextPtr> OpenConnection(Deadline deadline) const;
   // An idle pooled connection that still looks alive, or nullptr.
