@@ -110,7 +110,7 @@ TEST_CASE("a hung server cannot make a wait outlive its deadline") {
   REQUIRE_FALSE(value.ok());
   INFO(value.status().ToString());
   CHECK(GetErrorKind(value.status()) == ErrorKind::kDeadlineExceeded);
-  CHECK(seconds < 0.5 + 0.5);
+  CHECK(seconds < 0.5 + 1.0);
 }
 
 TEST_CASE("the store reconnects after the server restarts") {
@@ -143,13 +143,14 @@ TEST_CASE("AUTH: the right password works, a wrong or missing one fails clearly"
   CHECK(store->Get("k", Deadline::AfterMillis(5000)).value() == "v");
 
   options.password = "wrong";
+  options.retry_backoff_initial = absl::Seconds(2);  // a retry would show in the time taken
   const auto start = steady_clock::now();
   const auto refused = RedisStore::Connect(options);
   REQUIRE_FALSE(refused.ok());
   INFO(refused.status().ToString());
   CHECK(GetErrorKind(refused.status()) == ErrorKind::kInvalidArgument);
   CHECK(absl::StrContains(refused.status().message(), "refused AUTH"));
-  CHECK(SecondsSince(start) < 1.0);  // not retried
+  CHECK(SecondsSince(start) < 1.5);  // not retried
 
   options.password.clear();
   const auto anonymous = RedisStore::Connect(options);

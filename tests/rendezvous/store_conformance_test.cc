@@ -67,7 +67,7 @@ TEMPLATE_TEST_CASE("get times out naming the key, within the deadline", "[confor
   CHECK(GetErrorKind(value.status()) == ErrorKind::kDeadlineExceeded);
   CHECK(absl::StrContains(value.status().message(), "never-set-key"));
   CHECK(elapsed >= 0.19);
-  CHECK(elapsed < 0.2 + 0.5);
+  CHECK(elapsed < 0.2 + 1.0);  // deadline plus a margin for a loaded machine
 }
 
 TEMPLATE_TEST_CASE("try-get never waits", "[conformance]", STORE_FIXTURES) {
@@ -76,7 +76,7 @@ TEMPLATE_TEST_CASE("try-get never waits", "[conformance]", STORE_FIXTURES) {
   INFO(TestType::kName);
   const auto start = steady_clock::now();
   CHECK(store.TryGet("absent").value() == std::nullopt);
-  CHECK(SecondsSince(start) < 0.5);
+  CHECK(SecondsSince(start) < 1.0);
   REQUIRE(store.Set("present", "here").ok());
   CHECK(store.TryGet("present").value() == std::optional<std::string>("here"));
 }
@@ -145,7 +145,7 @@ TEMPLATE_TEST_CASE("wait returns when all keys exist and names only the missing 
   const auto start = steady_clock::now();
   const absl::Status status =
       store.Wait({"ready-1", "missing-a", "missing-b"}, Deadline::AfterMillis(100));
-  CHECK(SecondsSince(start) < 0.1 + 0.5);
+  CHECK(SecondsSince(start) < 0.1 + 1.0);
   CHECK(GetErrorKind(status) == ErrorKind::kDeadlineExceeded);
   CHECK(absl::StrContains(status.message(), "missing-a"));
   CHECK(absl::StrContains(status.message(), "missing-b"));
