@@ -3,10 +3,7 @@
 #include <limits>
 #include <optional>
 
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "chorus/core/env.h"
 #include "chorus/core/status.h"
 
@@ -65,58 +62,16 @@ absl::StatusOr<RankIdentity> ReadRankIdentity() {
       "program with chorusrun -n <ranks>, torchrun, or srun)");
 }
 
-absl::StatusOr<StoreAddress> ParseStoreUrl(absl::string_view url) {
-  StoreAddress address;
-  address.url = std::string(url);
-  absl::string_view rest = url;
-  const auto bad = [&](absl::string_view why) {
-    return InvalidArgumentError(absl::StrCat(
-        "store URL '", url, "' ", why,
-        "; expected file:///absolute/dir or redis://host:port[/prefix]"));
-  };
-  if (absl::ConsumePrefix(&rest, "file://")) {
-    if (!absl::StartsWith(rest, "/")) return bad("does not name an absolute directory");
-    address.kind = StoreAddress::Kind::kFile;
-    address.path = std::string(rest);
-    return address;
-  }
-  if (!absl::ConsumePrefix(&rest, "redis://")) return bad("has an unknown scheme");
-  address.kind = StoreAddress::Kind::kRedis;
-  const size_t slash = rest.find('/');
-  if (slash != absl::string_view::npos) {
-    address.prefix = std::string(rest.substr(slash + 1));
-    rest = rest.substr(0, slash);
-  }
-  // The port follows the last ':' after any bracketed IPv6 host.
-  const size_t colon = rest.rfind(':');
-  const size_t bracket = rest.rfind(']');
-  if (colon == absl::string_view::npos || (bracket != absl::string_view::npos && colon < bracket)) {
-    return bad("has no port");
-  }
-  absl::string_view host = rest.substr(0, colon);
-  if (absl::ConsumePrefix(&host, "[") && !absl::ConsumeSuffix(&host, "]")) {
-    return bad("has an unclosed '[' in its host");
-  }
-  if (host.empty()) return bad("has no host");
-  int port = 0;
-  if (!absl::SimpleAtoi(rest.substr(colon + 1), &port) || port < 1 || port > 65535) {
-    return bad("has a port that is not in [1, 65535]");
-  }
-  address.host = std::string(host);
-  address.port = port;
-  return address;
-}
-
-absl::StatusOr<StoreAddress> ReadStoreAddress() {
+absl::StatusOr<StoreUrl> ReadStoreUrl() {
   const std::optional<std::string> url = GetEnv("CHORUS_STORE");
   if (!url) {
     return InvalidArgumentError(
         "CHORUS_STORE is not set: set it to file:///shared/dir or redis://host:port/prefix (or "
         "start the program with chorusrun, which sets it)");
   }
-  auto address = ParseStoreUrl(*url);
-  if (!address.ok()) return Annotate(address.status(), "CHORUS_STORE");
-  return address;
+  auto parsed = ParseStoreUrl(*url);
+  if (!parsed.ok()) return Annotate(parsed.status(), absl::StrCat("CHORUS_STORE='", *url, "'"));
+  return parsed;
 }
 
 }  // namespace chorus

@@ -4,7 +4,7 @@
 //                 else SLURM_PROCID + SLURM_NTASKS (srun); the first pair with either variable
 //                 set is used, and both of that pair must then be set and valid.
 //   local rank    CHORUS_LOCAL_RANK, LOCAL_RANK or SLURM_LOCALID (same order); -1 when unset.
-//   store         CHORUS_STORE: file:///absolute/dir or redis://host:port[/prefix]
+//   store         CHORUS_STORE: a store URL (see rendezvous/store_url.h)
 //
 // Every error names the variable, the value and what would be accepted.
 #ifndef CHORUS_INTEGRATIONS_LAUNCHER_RANK_ENV_H_
@@ -14,6 +14,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "chorus/rendezvous/store_url.h"
 
 namespace chorus {
 
@@ -28,22 +29,10 @@ struct RankIdentity {
 // when one of a pair is missing, or when rank is not in [0, size).
 absl::StatusOr<RankIdentity> ReadRankIdentity();
 
-// Where the ranks meet.
-struct StoreAddress {
-  enum class Kind { kFile, kRedis };
-  Kind kind = Kind::kFile;
-  std::string path;    // kFile: the shared directory
-  std::string host;    // kRedis
-  int port = 0;        // kRedis
-  std::string prefix;  // kRedis: key prefix (may be empty)
-  std::string url;     // as given
-};
-
-// Parses "file:///absolute/dir" or "redis://host:port[/prefix]" (host may be "[::1]").
-absl::StatusOr<StoreAddress> ParseStoreUrl(absl::string_view url);
-
-// Reads and parses CHORUS_STORE; InvalidArgument naming the variable when it is unset or bad.
-absl::StatusOr<StoreAddress> ReadStoreAddress();
+// Parses CHORUS_STORE with rendezvous's ParseStoreUrl (file:///dir or
+// redis://[[user]:password@]host[:port][/prefix]); InvalidArgument naming the variable when it
+// is unset or unusable. OpenStoreFromEnvironment() (rendezvous/store_url.h) opens it instead.
+absl::StatusOr<StoreUrl> ReadStoreUrl();
 
 }  // namespace chorus
 
