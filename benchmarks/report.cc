@@ -435,6 +435,21 @@ int64_t TotalWrong(const std::vector<ResultRow>& rows) {
   return wrong;
 }
 
+absl::Status CheckNoWrongElements(const std::vector<RunReport>& runs) {
+  std::vector<std::string> failed;
+  for (const RunReport& run : runs) {
+    const int64_t wrong = TotalWrong(run.rows);
+    if (wrong > 0) {
+      failed.push_back(absl::StrCat(wrong, " in ", run.library, " ", run.algorithm, " ",
+                                    CollectiveName(run.options.collective)));
+    }
+  }
+  if (failed.empty()) return absl::OkStatus();
+  return InternalError(absl::StrCat("verification failed, wrong elements: ",
+                                    absl::StrJoin(failed, "; "),
+                                    " (rows with a non-zero #wrong column are not correct)"));
+}
+
 std::string ReportJson(absl::string_view command_line, const MachineDescription& machine,
                        const std::optional<MachineLimits>& limits,
                        const std::vector<RunReport>& runs) {

@@ -115,6 +115,10 @@ double AverageBusBandwidth(const std::vector<ResultRow>& rows);
 // Sum of #wrong over every checked mode; 0 when nothing was checked.
 int64_t TotalWrong(const std::vector<ResultRow>& rows);
 
+// OK when no run found a wrong element; otherwise an error naming each run that did, so the
+// tool exits non-zero (as nccl-tests does) after printing and writing everything.
+absl::Status CheckNoWrongElements(const std::vector<RunReport>& runs);
+
 // The JSON document (schema "chorus-bench/1", see docs/benchmarks.md).
 std::string ReportJson(absl::string_view command_line, const MachineDescription& machine,
                        const std::optional<MachineLimits>& limits,

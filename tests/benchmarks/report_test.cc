@@ -179,6 +179,15 @@ TEST_CASE("unchecked runs say so") {
   CHECK(FormatRow(run, run.rows[0]).find("N/A") != std::string::npos);
 }
 
+TEST_CASE("wrong elements make the run fail, naming the run") {
+  RunReport run = SampleRun();
+  const absl::Status status = CheckNoWrongElements({run});
+  CHECK(GetErrorKind(status) == ErrorKind::kInternal);
+  CHECK(std::string(status.message()).find("3 in gloo ring allreduce") != std::string::npos);
+  run.rows.pop_back();
+  CHECK(CheckNoWrongElements({run}).ok());
+}
+
 TEST_CASE("the JSON report carries the machine, the limits and every row") {
   MachineDescription machine;
   machine.hostname = "host \"one\"";
