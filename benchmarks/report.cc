@@ -34,7 +34,9 @@ absl::Status ParseSmallInt(absl::string_view flag, absl::string_view text, int m
                            int* out) {
   int64_t value = 0;
   CHORUS_RETURN_IF_ERROR(ParseInt(flag, text, min_value, &value));
-  if (value > 1000000000) return InvalidArgumentError(absl::StrCat(flag, " '", text, "' is too large"));
+  if (value > 1000000000) {
+    return InvalidArgumentError(absl::StrCat(flag, " '", text, "' is too large"));
+  }
   *out = static_cast<int>(value);
   return absl::OkStatus();
 }
@@ -76,7 +78,8 @@ const std::vector<CommonFlag>& CommonFlags() {
        [](absl::string_view v, BenchmarkOptions& o) {
          return ParseSmallInt("-c", v, 0, &o.check_iterations);
        }},
-      {"-d", "--datatype", "element type: float32, float64, float16, bfloat16, int8, ...  [float32]",
+      {"-d", "--datatype",
+       "element type: float32, float64, float16, bfloat16, int8, ...  [float32]",
        [](absl::string_view v, BenchmarkOptions& o) -> absl::Status {
          CHORUS_ASSIGN_OR_RETURN(o.type, ParseDataType(v));
          return absl::OkStatus();

@@ -5,39 +5,42 @@
 #include "chorus/benchmarks/sweep.h"
 
 #include <catch2/catch.hpp>
+#include <condition_variable>
+#include <mutex>
 #include <cstdio>
 #include <cstring>
+#include <functional>
+#include <thread>
 #include <memory>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
 #include "chorus/benchmarks/verify.h"
 #include "chorus/core/half.h"
 #include "chorus/core/status.h"
-#include "tests/harness/multirank.h"
 
 namespace chorus::bench {
 namespace {
 
-// A reusable barrier for the rank threads. Thread-safe.
+// A reusable barrier for the rank threads. Thread-safe. (std::mutex rather than absl::Mutex:
+// the system Abseil is not instrumented, so ThreadSanitizer would not see its ordering.)
 class Rendezvous {
  public:
   explicit Rendezvous(int ranks) : ranks_(ranks) {}
   void Arrive() {
-    absl::MutexLock lock(&mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     const int64_t generation = generation_;
     if (++arrived_ == ranks_) {
       arrived_ = 0;
       ++generation_;
-      all_arrived_.SignalAll();
+      all_arrived_.notify_all();
       return;
     }
-    while (generation_ == generation) all_arrived_.Wait(&mu_);
+    all_arrived_.wait(lock, [&] { return generation_ != generation; });
   }
 
  private:
-  absl::Mutex mu_;
-  absl::CondVar all_arrived_;
+  std::mutex mu_;
+  std::condition_variable all_arrived_;
   const int ranks_;
   int arrived_ = 0;
   int64_t generation_ = 0;
@@ -251,6 +254,36 @@ class ReferenceTarget : public CollectiveTarget {
   int runs_ = 0;
 };
 
+// Runs body(rank) on `ranks` threads and returns their statuses; aborts the test if they have
+// not all finished within a minute (a hang is a failure). Written with std::thread and
+// std::mutex instead of testing::RunRanksAsThreads because the system Abseil's Mutex is not
+// instrumented, so ThreadSanitizer reports the harness's own bookkeeping as a race.
+std::vector<absl::Status> RunThreads(int ranks, const std::function<absl::Status(int)>& body) {
+  std::vector<absl::Status> statuses(ranks);
+  std::mutex mu;
+  std::condition_variable done;
+  int finished = 0;
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < ranks; ++rank) {
+    threads.emplace_back([&, rank] {
+      absl::Status status = body(rank);
+      std::lock_guard<std::mutex> lock(mu);
+      statuses[rank] = std::move(status);
+      ++finished;
+      done.notify_all();
+    });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    if (!done.wait_for(lock, std::chrono::seconds(60), [&] { return finished == ranks; })) {
+      std::fprintf(stderr, "sweep_test: rank threads still running after 60 s; aborting\n");
+      std::abort();
+    }
+  }
+  for (std::thread& thread : threads) thread.join();
+  return statuses;
+}
+
 struct SweepResult {
   std::vector<RunReport> runs;  // one per rank
   std::vector<int> binds;
@@ -265,20 +298,17 @@ SweepResult Sweep(const BenchmarkOptions& options, int ranks, Fault fault = Faul
   result.binds.resize(ranks);
   result.runs_count.resize(ranks);
   std::FILE* sink = std::tmpfile();
-  const auto statuses = testing::RunRanksAsThreads(
-      ranks,
-      [&](int rank) {
-        ReferenceTarget target(shared, options, rank, ranks, fault, out_of_place);
-        RunReport& run = result.runs[rank];
-        run.library = "reference";
-        run.ranks = ranks;
-        run.options = options;
-        absl::Status status = RunSweep(target, run, sink);
-        result.binds[rank] = target.binds();
-        result.runs_count[rank] = target.runs();
-        return status;
-      },
-      absl::Seconds(60));
+  const std::vector<absl::Status> statuses = RunThreads(ranks, [&](int rank) {
+    ReferenceTarget target(shared, options, rank, ranks, fault, out_of_place);
+    RunReport& run = result.runs[rank];
+    run.library = "reference";
+    run.ranks = ranks;
+    run.options = options;
+    absl::Status status = RunSweep(target, run, sink);
+    result.binds[rank] = target.binds();
+    result.runs_count[rank] = target.runs();
+    return status;
+  });
   std::fclose(sink);
   for (const absl::Status& status : statuses) REQUIRE(status.ok());
   return result;
