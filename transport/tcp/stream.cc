@@ -85,7 +85,7 @@ void Stream::UpdateInterest() {
       want = EPOLLIN;
       break;
     case State::kOpen:
-      want = (paused_header_ ? 0 : EPOLLIN) | (send_queue_.empty() ? 0 : EPOLLOUT);
+      want = (paused_header_ ? 0u : uint32_t{EPOLLIN}) | (send_queue_.empty() ? 0u : uint32_t{EPOLLOUT});
       break;
     case State::kClosed:
       return;
