@@ -175,9 +175,11 @@ void Acceptor::Decide(Handshake& handshake, TcpMesh& mesh) {
     mesh.AdoptStream(hello, std::move(fd));
     return;
   }
-  if (verdict == HandshakeVerdict::kSimultaneousDial) {
-    CHORUS_LOG(kDebug, "tcp") << "declined the dial of rank " << hello.source_rank
-                              << ": our own dial to it is kept";
+  if (verdict == HandshakeVerdict::kSimultaneousDial ||
+      verdict == HandshakeVerdict::kAlreadyConnected) {
+    // A genuine peer of this mesh whose dial crossed ours; not an attack.
+    CHORUS_LOG(kDebug, "tcp") << "declined the dial of rank " << hello.source_rank << ": "
+                              << VerdictName(verdict);
   } else {
     CHORUS_LOG(kWarn, "tcp") << "refused connection from " << handshake.remote
                              << " claiming to be rank " << hello.source_rank << " of job "

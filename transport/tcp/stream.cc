@@ -189,6 +189,12 @@ void Stream::Fail(absl::string_view why) {
   Close();
 }
 
+void Stream::Eof() {
+  const bool mid_frame = body_remaining_ > 0 || staged_end_ > staged_begin_;
+  Close();
+  owner_->OnStreamEof(*this, mid_frame);
+}
+
 void Stream::Flush() {
   while (state_ == State::kOpen && !send_queue_.empty()) {
     iovec iov[2 * kFramesPerWrite];
@@ -275,7 +281,7 @@ void Stream::ReadFrames() {
         continue;
       }
       if (got == 0) {
-        Fail("closed the connection (EOF) in the middle of a message");
+        Eof();
         return;
       }
       if (errno == EINTR) continue;
@@ -296,8 +302,7 @@ void Stream::ReadFrames() {
       continue;
     }
     if (got == 0) {
-      Fail(body_ != nullptr || staged > 0 ? "closed the connection (EOF) in the middle of a message"
-                                          : "closed the connection (EOF)");
+      Eof();
       return;
     }
     if (errno == EINTR) continue;

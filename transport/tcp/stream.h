@@ -43,8 +43,11 @@ class StreamOwner {
   virtual FrameTarget OnFrameHeader(Stream& stream, const FrameHeader& header) = 0;
   // Every byte of `message` has arrived.
   virtual void OnMessageComplete(const std::shared_ptr<InboundMessage>& message) = 0;
-  // An open stream broke: EOF, a socket error or a malformed frame.
+  // An open stream broke: a socket error or a malformed frame.
   virtual void OnStreamFailed(Stream& stream, absl::string_view why) = 0;
+  // The peer closed an open stream (which is now closed); `mid_frame` if it stopped in the
+  // middle of a frame. Data read before the EOF has been delivered.
+  virtual void OnStreamEof(Stream& stream, bool mid_frame) = 0;
 };
 
 class Stream : public EventHandler {
@@ -97,6 +100,7 @@ class Stream : public EventHandler {
   // `count` payload bytes of the current frame have arrived (copied from `from` unless null).
   void AccountBody(const uint8_t* from, size_t count);
   void Fail(absl::string_view why);
+  void Eof();
   void UpdateInterest();
 
   StreamOwner* const owner_;

@@ -54,6 +54,8 @@ RequestPtr TcpConnection::Send(Tag tag, ConstMemoryRef buffer) {
     request->Finish(mesh_.aborted(), 0);
   } else if (state_ == State::kFailed) {
     request->Finish(failure_, 0);
+  } else if (peer_closed_) {
+    request->Finish(PeerClosedError(), 0);
   } else {
     auto message = std::make_shared<OutboundMessage>();
     message->request = request;
@@ -271,6 +273,7 @@ void TcpConnection::OnMessageComplete(const std::shared_ptr<InboundMessage>& mes
   inbound_.erase(message->seq);
   if (!message->discard && message->slot != nullptr) Deliver(*message);
   // Otherwise a buffered message waits in unexpected_ for its receive.
+  FailIfPeerGone();
 }
 
 // --- Cancel ------------------------------------------------------------------------------
@@ -546,6 +549,36 @@ void TcpConnection::OnStreamFailed(Stream& stream, absl::string_view why) {
       absl::StrCat(label_, " is unavailable: stream ", stream.index(), " ", why,
                    " (did that process exit or crash?)"),
       peer_));
+}
+
+absl::Status TcpConnection::PeerClosedError() const {
+  return PeerUnavailableError(
+      absl::StrCat(label_, " closed the connection (EOF); did that process exit or crash?"),
+      peer_);
+}
+
+void TcpConnection::OnStreamEof(Stream& stream, bool mid_frame) {
+  if (state_ == State::kFailed) return;
+  if (mid_frame) {
+    Fail(PeerUnavailableError(
+        absl::StrCat(label_, " is unavailable: stream ", stream.index(),
+                     " closed the connection (EOF) in the middle of a message (did that "
+                     "process exit or crash?)"),
+        peer_));
+    return;
+  }
+  if (stream.index() == 0) peer_closed_ = true;
+  FailIfPeerGone();
+}
+
+void TcpConnection::FailIfPeerGone() {
+  if (!peer_closed_ || state_ == State::kFailed) return;
+  // Streams paused on a message that was never announced wait for nothing now.
+  for (size_t index = 1; index < streams_.size() && !inbound_.empty(); ++index) {
+    const Stream* stream = streams_[index].get();
+    if (stream != nullptr && stream->open() && !stream->paused()) return;
+  }
+  Fail(PeerClosedError());
 }
 
 size_t TcpConnection::PendingCount() const {

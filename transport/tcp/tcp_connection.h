@@ -64,6 +64,7 @@ class TcpConnection : public Connection, public StreamOwner, public RequestOwner
   FrameTarget OnFrameHeader(Stream& stream, const FrameHeader& header) override;
   void OnMessageComplete(const std::shared_ptr<InboundMessage>& message) override;
   void OnStreamFailed(Stream& stream, absl::string_view why) override;
+  void OnStreamEof(Stream& stream, bool mid_frame) override;
   // RequestOwner.
   void CancelLocked(TcpRequest& request) override;
 
@@ -88,6 +89,9 @@ class TcpConnection : public Connection, public StreamOwner, public RequestOwner
   void ResumeStreamsPausedOn(uint64_t seq);
   FrameTarget ProtocolError(absl::string_view why);
   void RetireStream(std::unique_ptr<Stream> stream);
+  // After the peer closed stream 0: fails the connection once nothing more can arrive.
+  void FailIfPeerGone();
+  absl::Status PeerClosedError() const;
   void LogPending() const;
   size_t PendingCount() const;
 
@@ -118,6 +122,9 @@ class TcpConnection : public Connection, public StreamOwner, public RequestOwner
   std::deque<std::shared_ptr<OutboundMessage>> unassigned_sends_;  // posted before kUp
 
   // Receiving.
+  // The peer closed stream 0 (at a frame boundary): no new message can be announced, but
+  // chunks of announced ones may still be arriving on the other streams.
+  bool peer_closed_ = false;
   uint64_t last_announced_seq_ = 0;
   std::map<uint64_t, std::shared_ptr<InboundMessage>> inbound_;  // announced, not whole
   absl::flat_hash_map<Tag, std::deque<std::shared_ptr<RecvSlot>>> posted_;
