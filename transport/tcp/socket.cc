@@ -88,9 +88,10 @@ absl::StatusOr<SocketAddress> SocketAddress::Parse(absl::string_view host_port) 
     host = host_port.substr(1, close - 1);
     port_text = host_port.substr(close + 2);
   } else {
-    const size_t colon = host_port.rfind(':');
-    if (colon == absl::string_view::npos) {
-      return InvalidArgumentError(absl::StrCat("'", host_port, "' is not host:port"));
+    const size_t colon = host_port.find(':');
+    if (colon == absl::string_view::npos || host_port.rfind(':') != colon) {
+      return InvalidArgumentError(
+          absl::StrCat("'", host_port, "' is not ipv4:port or [ipv6]:port"));
     }
     host = host_port.substr(0, colon);
     port_text = host_port.substr(colon + 1);
