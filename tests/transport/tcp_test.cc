@@ -3,6 +3,7 @@
 // (The behaviour every transport shares is in conformance_test.cc.)
 #include <arpa/inet.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
@@ -654,8 +655,8 @@ double RawTcpRoundTripUs(int iterations) {
   tcp::SocketAddress address = *tcp::SocketAddress::FromIp("127.0.0.1", 0);
   auto listener = tcp::Listen(address, 0);
   REQUIRE(listener.ok());
+  fcntl(listener->get(), F_SETFL, 0);  // a blocking accept for this plain echo
   const int one = 1;
-  int flags = 0;
   std::thread echo([&] {
     tcp::ScopedFd fd(accept(listener->get(), nullptr, nullptr));
     setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
@@ -665,7 +666,7 @@ double RawTcpRoundTripUs(int iterations) {
       if (send(fd.get(), buffer, 8, MSG_NOSIGNAL) != 8) break;
     }
   });
-  tcp::ScopedFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, flags));
+  tcp::ScopedFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
   setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   REQUIRE(connect(fd.get(), address.sockaddr_ptr(), address.length()) == 0);
   std::vector<double> samples;
@@ -716,8 +717,9 @@ TEST_CASE("8-byte round trips stay close to raw TCP") {
   const double chorus_us = samples[samples.size() / 2];
   WARN("8-byte round trip, median: raw TCP " << raw_us << " us, Chorus TCP " << chorus_us
                                              << " us (" << chorus_us / raw_us << "x)");
-  // A loose bound that a loaded machine still meets; it catches hand-offs of milliseconds.
-  CHECK(chorus_us < 4 * raw_us + 50);
+  // The goal is 2x; the bound leaves room for a loaded machine but catches an extra thread
+  // hand-off or a poll loop that sleeps.
+  CHECK(chorus_us < 3 * raw_us + 10);
 }
 
 }  // namespace
