@@ -233,6 +233,7 @@ TEST_CASE("a cancelled receive never touches its buffer again", "[conformance]")
       const std::vector<uint8_t> large = Pattern(3, kLarge);
       CHORUS_RETURN_IF_ERROR(Barrier(env, "large posted"));
       RequestPtr send = connection->Send(41, large.data(), large.size());
+      CHORUS_RETURN_IF_ERROR(env.store->Set("large sending", "1"));
       RequestPtr send_marker = connection->Send(41, marker.data(), marker.size());
       return WaitAll({send, send_marker}, WaitDeadline());
     }
@@ -249,14 +250,12 @@ TEST_CASE("a cancelled receive never touches its buffer again", "[conformance]")
     SCENARIO_EXPECT(CheckPattern(other.data(), 64, 1).empty(), "");
     SCENARIO_EXPECT(std::all_of(buffer.begin(), buffer.end(), [](uint8_t b) { return b == 0xAB; }),
                     "the cancelled receive's buffer was written");
-    // A receive cancelled while its message streams in: the rest is discarded.
+    // A receive cancelled while (most likely) its message streams in: the rest is discarded.
+    // (tcp_test stops the sender to cancel mid-message for certain.)
     std::vector<uint8_t> large(kLarge, 0);
     RequestPtr streaming = connection->Recv(41, large.data(), large.size());
     CHORUS_RETURN_IF_ERROR(Barrier(env, "large posted"));
-    const auto start = std::chrono::steady_clock::now();
-    while (large[0] == 0 && !streaming->IsDone() && ElapsedMs(start) < 20000) {
-      std::this_thread::yield();
-    }
+    CHORUS_RETURN_IF_ERROR(env.store->Get("large sending", WaitDeadline()).status());
     streaming->Cancel();
     const std::vector<uint8_t> snapshot = large;
     const bool finished_first = streaming->IsDone() && streaming->status().ok();

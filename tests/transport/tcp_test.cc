@@ -359,8 +359,9 @@ TEST_CASE("meshes sharing a device pair keep their messages apart") {
 }
 
 // A raw connection to a rank's port: sends `bytes`, then reads until the rank closes it (or
-// 3 s pass). What it read and how long that took.
+// 3 s pass). What it read and how long that took. Runs on any thread (no Catch2 assertions).
 struct AttackOutcome {
+  bool sent = false;
   std::string reply;
   bool closed = false;
   int64_t elapsed_ms = 0;
@@ -378,10 +379,8 @@ AttackOutcome Attack(const tcp::SocketAddress& target, const std::string& bytes)
   getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &length);
   outcome.local_port = ntohs(local.sin_port);
   const auto start = std::chrono::steady_clock::now();
-  if (!bytes.empty()) {
-    REQUIRE(send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
-            static_cast<ssize_t>(bytes.size()));
-  }
+  outcome.sent = bytes.empty() || send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+                                       static_cast<ssize_t>(bytes.size());
   char buffer[256];
   while (true) {
     const ssize_t got = recv(fd.get(), buffer, sizeof(buffer), 0);
@@ -458,6 +457,10 @@ TEST_CASE("garbage and forged handshakes are refused and logged; real peers keep
   truncated.join();
 
   CHECK(during.ok());
+  for (const AttackOutcome& outcome : {garbage, magic, job, out_of_range, wrong_target,
+                                       foreign_mesh, unknown_mesh, replay, slow[0], slow[1]}) {
+    REQUIRE(outcome.sent);
+  }
   for (const AttackOutcome* closed_silently : {&garbage, &magic}) {
     CHECK(closed_silently->closed);
     CHECK(closed_silently->reply.empty());
@@ -495,10 +498,11 @@ TEST_CASE("garbage and forged handshakes are refused and logged; real peers keep
          absl::StrContains(text, "no complete handshake")));
 }
 
-// Two forked ranks over a FileStore in `directory`; rank 1 connects, then runs `rank1_after`.
+// Two forked ranks over a FileStore in `directory`, connected by a ping from rank 0 to rank 1;
+// then each runs its part.
 RankBody KillableRanks(const std::string& directory,
                        std::function<absl::Status(Mesh&, Connection&, Store&)> rank0,
-                       std::function<void(Connection&, Store&)> rank1) {
+                       std::function<absl::Status(Connection&, Store&)> rank1) {
   return [=](int rank) -> absl::Status {
     CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(directory));
     CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, CreateTcpDevice(Loopback()));
@@ -508,8 +512,7 @@ RankBody KillableRanks(const std::string& directory,
     uint8_t ping = 1;
     if (rank == 1) {
       CHORUS_RETURN_IF_ERROR(connection->Recv(1, &ping, 1)->Wait(Deadline::After(kSetup)));
-      rank1(*connection, *store);
-      return InternalError("rank 1 should have been killed");
+      return rank1(*connection, *store);
     }
     // Posted before the ping, so rank 1's data lands straight in it.
     const absl::Status status = rank0(*mesh, *connection, *store);
@@ -528,13 +531,10 @@ TEST_CASE("a peer killed mid-transfer fails the survivor's receive within 1 s, n
                RequestPtr receive = connection.Recv(2, buffer.data(), buffer.size());
                uint8_t ping = 1;
                CHORUS_RETURN_IF_ERROR(connection.Send(1, &ping, 1)->Wait(Deadline::After(kSetup)));
-               // Rank 1 starts its send and stops itself; part of the data lands here.
-               const auto start = std::chrono::steady_clock::now();
-               while (buffer[0] == 0 && ElapsedMs(start) < 20000) {
-                 std::this_thread::sleep_for(std::chrono::milliseconds(1));
-               }
+               // Rank 1 posts its send (which writes what the sockets take at once) and stops
+               // itself: the message is cut off part-way.
+               CHORUS_RETURN_IF_ERROR(store.Get("stopping", Deadline::After(kSetup)).status());
                std::this_thread::sleep_for(std::chrono::milliseconds(100));
-               SCENARIO_EXPECT(buffer[0] != 0, "no data arrived from rank 1");
                SCENARIO_EXPECT(!receive->IsDone(), "the transfer was not cut short: ",
                                receive->status().ToString());
                CHORUS_RETURN_IF_ERROR(store.Set("mid-transfer", "1"));
@@ -556,10 +556,12 @@ TEST_CASE("a peer killed mid-transfer fails the survivor's receive within 1 s, n
                                later.ToString());
                return absl::OkStatus();
              },
-             [](Connection& connection, Store&) {
+             [](Connection& connection, Store& store) -> absl::Status {
                const std::vector<uint8_t> data = Pattern(1, kSize);
                RequestPtr send = connection.Send(2, data.data(), data.size());
+               CHORUS_RETURN_IF_ERROR(store.Set("stopping", "1"));
                raise(SIGSTOP);  // frozen mid-transfer until the test kills it
+               return InternalError("rank 1 should have been killed");
              }));
   auto store = FileStore::Open(directory.path());
   REQUIRE(store.ok());
@@ -571,6 +573,55 @@ TEST_CASE("a peer killed mid-transfer fails the survivor's receive within 1 s, n
   INFO(outcomes[0].Describe());
   CHECK(outcomes[0].ok());
   CHECK(outcomes[1].term_signal == SIGKILL);
+}
+
+TEST_CASE("a receive cancelled mid-message is never written again; the stream stays in step") {
+  constexpr size_t kSize = 64 << 20;
+  TempDir directory;
+  RankProcesses processes(
+      2, KillableRanks(
+             directory.path(),
+             [](Mesh&, Connection& connection, Store& store) -> absl::Status {
+               std::vector<uint8_t> buffer(kSize, 0);
+               RequestPtr receive = connection.Recv(2, buffer.data(), buffer.size());
+               uint8_t ping = 1;
+               CHORUS_RETURN_IF_ERROR(connection.Send(1, &ping, 1)->Wait(Deadline::After(kSetup)));
+               CHORUS_RETURN_IF_ERROR(store.Get("stopping", Deadline::After(kSetup)).status());
+               std::this_thread::sleep_for(std::chrono::milliseconds(100));
+               SCENARIO_EXPECT(!receive->IsDone(), receive->status().ToString());
+               receive->Cancel();
+               SCENARIO_EXPECT(GetErrorKind(receive->status()) == ErrorKind::kAborted, "");
+               // Part of the message is in the buffer (rank 1 wrote before it stopped).
+               const std::vector<uint8_t> snapshot = buffer;
+               SCENARIO_EXPECT(snapshot[0] != 0, "nothing of the message had arrived");
+               CHORUS_RETURN_IF_ERROR(store.Set("cancelled", "1"));  // the test resumes rank 1
+               std::vector<uint8_t> marker(16);
+               RequestPtr next = connection.Recv(2, marker.data(), marker.size());
+               CHORUS_RETURN_IF_ERROR(next->Wait(Deadline::After(kSetup)));
+               SCENARIO_EXPECT(CheckPattern(marker.data(), 16, 7).empty(),
+                               "the message after the cancelled one");
+               SCENARIO_EXPECT(buffer == snapshot, "the buffer changed after Cancel() returned");
+               return store.Set("done", "1");
+             },
+             [](Connection& connection, Store& store) -> absl::Status {
+               const std::vector<uint8_t> data = Pattern(1, kSize);
+               const std::vector<uint8_t> marker = Pattern(7, 16);
+               RequestPtr send = connection.Send(2, data.data(), data.size());
+               CHORUS_RETURN_IF_ERROR(store.Set("stopping", "1"));
+               raise(SIGSTOP);  // until the receiver has cancelled
+               RequestPtr send_marker = connection.Send(2, marker.data(), marker.size());
+               CHORUS_RETURN_IF_ERROR(WaitAll({send, send_marker}, Deadline::After(kSetup)));
+               return store.Get("done", Deadline::After(kSetup)).status();
+             }));
+  auto store = FileStore::Open(directory.path());
+  REQUIRE(store.ok());
+  CHECK((*store)->Get("cancelled", Deadline::After(absl::Seconds(30))).ok());
+  processes.Signal(1, SIGCONT);
+  CHECK((*store)->Get("done", Deadline::After(absl::Seconds(30))).ok());
+  const auto outcomes = processes.Wait(absl::Seconds(30));
+  INFO(outcomes[0].Describe() << "; " << outcomes[1].Describe());
+  CHECK(outcomes[0].ok());
+  CHECK(outcomes[1].ok());
 }
 
 TEST_CASE("a stopped peer makes a wait fail at its deadline, naming it") {
@@ -596,9 +647,10 @@ TEST_CASE("a stopped peer makes a wait fail at its deadline, naming it") {
                receive->Cancel();
                return store.Set("done", "1");
              },
-             [](Connection&, Store& store) {
-               (void)store.Set("stopping", "1");
+             [](Connection&, Store& store) -> absl::Status {
+               CHORUS_RETURN_IF_ERROR(store.Set("stopping", "1"));
                raise(SIGSTOP);
+               return InternalError("rank 1 should have been killed");
              }));
   auto store = FileStore::Open(directory.path());
   REQUIRE(store.ok());

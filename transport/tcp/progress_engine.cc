@@ -53,7 +53,7 @@ ProgressEngine::ProgressEngine(ScopedFd epoll, ScopedFd wake, absl::Duration spi
 
 ProgressEngine::~ProgressEngine() {
   StopBackgroundThread();
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   retired_.clear();
 }
 
@@ -117,9 +117,9 @@ void ProgressEngine::BeginWait() {
 
 void ProgressEngine::EndWait() { waiters_.fetch_sub(1); }
 
-bool ProgressEngine::TryAcquireDriver() { return driver_mu_.TryLock(); }
+bool ProgressEngine::TryAcquireDriver() { return driver_mu_.try_lock(); }
 
-void ProgressEngine::ReleaseDriver() { driver_mu_.Unlock(); }
+void ProgressEngine::ReleaseDriver() { driver_mu_.unlock(); }
 
 void ProgressEngine::Wake() {
   const uint64_t one = 1;
@@ -179,7 +179,7 @@ void ProgressEngine::PollOnce(int timeout_ms, const Request* waiting_for) {
       SteadyNowNs() < next_tick_ns_.load()) {
     return;
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   for (int i = 0; i < count; ++i) {
     const uint64_t token = events[i].data.u64;
     if (token == kWakeToken) {
@@ -212,10 +212,10 @@ void ProgressEngine::StartBackgroundThread(int log_rank) {
 
 void ProgressEngine::StopBackgroundThread() {
   {
-    absl::MutexLock lock(&background_mu_);
+    std::lock_guard<std::mutex> lock(background_mu_);
     stop_ = true;
   }
-  background_cv_.SignalAll();
+  background_cv_.notify_all();
   Wake();
   if (background_.joinable()) background_.join();
 }
@@ -225,22 +225,22 @@ void ProgressEngine::BackgroundLoop(int log_rank) {
   uint64_t seen_epoch = wait_epoch_.load();
   while (true) {
     {
-      absl::MutexLock lock(&background_mu_);
+      std::unique_lock<std::mutex> lock(background_mu_);
       while (!stop_) {
         const uint64_t epoch = wait_epoch_.load();
         if (waiters_.load() == 0 && epoch == seen_epoch) break;
         seen_epoch = epoch;
-        background_cv_.WaitWithTimeout(&background_mu_, kBackgroundGrace);
+        background_cv_.wait_for(lock, absl::ToChronoNanoseconds(kBackgroundGrace));
       }
       if (stop_) return;
     }
-    driver_mu_.Lock();
+    driver_mu_.lock();
     background_polling_.store(true);
     // Pairs with BeginWait: a waiter that arrived before the store above is seen here; one
     // that arrives after it sees background_polling_ and wakes the poll.
     if (waiters_.load() == 0) PollOnce(kIdlePollMs, nullptr);
     background_polling_.store(false);
-    driver_mu_.Unlock();
+    driver_mu_.unlock();
   }
 }
 

@@ -18,15 +18,15 @@
 #define CHORUS_TRANSPORT_TCP_PROGRESS_ENGINE_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "chorus/core/deadline.h"
 #include "chorus/transport/request.h"
@@ -62,33 +62,33 @@ class ProgressEngine {
   ProgressEngine(const ProgressEngine&) = delete;
   ProgressEngine& operator=(const ProgressEngine&) = delete;
 
-  absl::Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
+  std::mutex& mu() { return mu_; }
   absl::Duration spin() const { return spin_; }
 
   // --- Registration (mu() held) ---
   // Adds `fd` with interest `events` (EPOLLIN/EPOLLOUT); returns the handler's token.
   uint64_t Register(int fd, uint32_t events, EventHandler* handler)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SetInterest(uint64_t token, int fd, uint32_t events) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+     ;
+  void SetInterest(uint64_t token, int fd, uint32_t events);
   // Removes the handler; events already fetched for it are dropped. Close `fd` afterwards.
-  void Unregister(uint64_t token, int fd) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Unregister(uint64_t token, int fd);
   // Runs the handler's OnEvents(EPOLLIN) in the current or next poll pass even if its socket
   // has nothing new (it has bytes of its own left to process).
-  void MarkReady(uint64_t token) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkReady(uint64_t token);
   // Keeps `object` alive until the current poll pass ends: handlers that close themselves
   // from inside OnEvents hand themselves over here instead of deleting themselves.
-  void Retire(std::unique_ptr<EventHandler> object) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void AddTickable(Tickable* tickable) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RemoveTickable(Tickable* tickable) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Retire(std::unique_ptr<EventHandler> object);
+  void AddTickable(Tickable* tickable);
+  void RemoveTickable(Tickable* tickable);
   // Asks for a tick within kTickInterval (something with a timer was created).
-  void RequestTick() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RequestTick();
 
   // --- Waiting (see TcpRequest::Wait) ---
   void BeginWait();
   void EndWait();
   // Takes the driver token if free; the holder may call PollOnce and must ReleaseDriver.
-  bool TryAcquireDriver() ABSL_NO_THREAD_SAFETY_ANALYSIS;
-  void ReleaseDriver() ABSL_NO_THREAD_SAFETY_ANALYSIS;
+  bool TryAcquireDriver();
+  void ReleaseDriver();
   // One pass: epoll_wait for up to `timeout_ms` (0: don't sleep; capped by the next tick),
   // then handle every event, ready handler and due tick. `waiting_for` (may be null) is the
   // request the caller waits for; completing it from another thread wakes the poll.
@@ -110,32 +110,35 @@ class ProgressEngine {
   ProgressEngine(ScopedFd epoll, ScopedFd wake, absl::Duration spin);
   void BackgroundLoop(int log_rank);
   int CapByNextTick(int timeout_ms) const;
-  void RunTicksIfDue() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RunTicksIfDue();
 
   const ScopedFd epoll_;
   const ScopedFd wake_;
   const absl::Duration spin_;
 
-  absl::Mutex mu_;
-  uint64_t next_token_ ABSL_GUARDED_BY(mu_) = 1;
-  absl::flat_hash_map<uint64_t, EventHandler*> handlers_ ABSL_GUARDED_BY(mu_);
-  std::vector<uint64_t> ready_ ABSL_GUARDED_BY(mu_);
+  // Guards every piece of transport state of the device (see above), including these.
+  // std::mutex rather than absl::Mutex: Debian's Abseil is built without ThreadSanitizer
+  // annotations, so TSan cannot see absl::Mutex synchronize.
+  std::mutex mu_;
+  uint64_t next_token_ = 1;
+  absl::flat_hash_map<uint64_t, EventHandler*> handlers_;
+  std::vector<uint64_t> ready_;
   std::atomic<bool> has_ready_{false};
-  std::vector<std::unique_ptr<EventHandler>> retired_ ABSL_GUARDED_BY(mu_);
-  std::vector<Tickable*> tickables_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<EventHandler>> retired_;
+  std::vector<Tickable*> tickables_;
   // Steady-clock nanoseconds of the next tick; INT64_MAX when none is pending.
   std::atomic<int64_t> next_tick_ns_{INT64_MAX};
 
-  absl::Mutex driver_mu_;  // the driver token
+  std::mutex driver_mu_;  // the driver token
   // The request the driver sleeps in epoll_wait for (nullptr: none, or the background thread).
   std::atomic<const Request*> sleeping_for_{nullptr};
   std::atomic<bool> driver_sleeping_{false};
   std::atomic<int> waiters_{0};
   std::atomic<uint64_t> wait_epoch_{0};
 
-  absl::Mutex background_mu_;
-  absl::CondVar background_cv_;
-  bool stop_ ABSL_GUARDED_BY(background_mu_) = false;
+  std::mutex background_mu_;
+  std::condition_variable background_cv_;
+  bool stop_ = false;  // guarded by background_mu_
   std::atomic<bool> background_polling_{false};
   std::thread background_;
 };

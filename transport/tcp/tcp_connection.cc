@@ -41,7 +41,7 @@ TcpConnection::~TcpConnection() {
 RequestPtr TcpConnection::Send(Tag tag, ConstMemoryRef buffer) {
   auto request = std::make_shared<TcpRequest>(RequestKind::kSend, peer_, tag,
                                               mesh_.engine_ptr(), label_);
-  absl::MutexLock lock(&engine_.mu());
+  std::lock_guard<std::mutex> lock(engine_.mu());
   const uint64_t max_bytes = static_cast<uint64_t>(mesh_.device_options().max_message_bytes);
   if (buffer.type != MemoryType::kHost) {
     request->Finish(InvalidArgumentError("the TCP transport sends host memory only"), 0);
@@ -76,7 +76,7 @@ RequestPtr TcpConnection::Send(Tag tag, ConstMemoryRef buffer) {
 RequestPtr TcpConnection::Recv(Tag tag, MemoryRef buffer) {
   auto request = std::make_shared<TcpRequest>(RequestKind::kRecv, peer_, tag,
                                               mesh_.engine_ptr(), label_);
-  absl::MutexLock lock(&engine_.mu());
+  std::lock_guard<std::mutex> lock(engine_.mu());
   if (buffer.type != MemoryType::kHost) {
     request->Finish(InvalidArgumentError("the TCP transport receives into host memory only"), 0);
     return request;

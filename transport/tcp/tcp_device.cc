@@ -30,7 +30,7 @@ class TcpDevice : public Device {
 
   ~TcpDevice() override {
     context_->engine->StopBackgroundThread();
-    absl::MutexLock lock(&context_->engine->mu());
+    std::lock_guard<std::mutex> lock(context_->engine->mu());
     acceptor_.reset();
     if (!context_->meshes.empty()) {
       CHORUS_LOG(kWarn, "tcp") << "TCP device " << address_ << " destroyed while "
@@ -52,7 +52,7 @@ class TcpDevice : public Device {
     }
     uint64_t mesh_id = RandomId();
     {
-      absl::MutexLock lock(&context_->engine->mu());
+      std::lock_guard<std::mutex> lock(context_->engine->mu());
       while (context_->meshes.contains(mesh_id)) mesh_id = RandomId();
     }
     auto mesh = std::make_unique<TcpMesh>(context_, rank, size, options, mesh_id);
@@ -72,7 +72,7 @@ class TcpDevice : public Device {
       peers[peer] = {*address, endpoint->mesh_id};
     }
     {
-      absl::MutexLock lock(&context_->engine->mu());
+      std::lock_guard<std::mutex> lock(context_->engine->mu());
       mesh->SetPeers(bootstrap.job_id, std::move(peers));
       if (acceptor_ != nullptr) acceptor_->MeshReady(mesh_id);
     }
@@ -137,7 +137,7 @@ absl::StatusOr<std::unique_ptr<Device>> CreateTcpDevice(const TcpDeviceOptions& 
   context->listen_address = address;
   std::unique_ptr<Acceptor> acceptor;
   {
-    absl::MutexLock lock(&engine->mu());
+    std::lock_guard<std::mutex> lock(engine->mu());
     acceptor = std::make_unique<Acceptor>(context.get(), std::move(listener));
   }
   engine->StartBackgroundThread(ThreadLogRank());

@@ -29,13 +29,13 @@ TcpMesh::TcpMesh(std::shared_ptr<TcpContext> context, int rank, int size,
       options_(options),
       mesh_id_(mesh_id),
       connections_(size) {
-  absl::MutexLock lock(&engine().mu());
+  std::lock_guard<std::mutex> lock(engine().mu());
   context_->meshes[mesh_id_] = this;
   engine().AddTickable(this);
 }
 
 TcpMesh::~TcpMesh() {
-  absl::MutexLock lock(&engine().mu());
+  std::lock_guard<std::mutex> lock(engine().mu());
   if (aborted_.ok()) {
     aborted_ = AbortedError(absl::StrCat("the mesh of rank ", rank_, " was destroyed"));
   }
@@ -78,7 +78,7 @@ absl::StatusOr<Connection*> TcpMesh::GetConnection(int peer) {
                                              peer, ", which is not another rank of its mesh of ",
                                              size_));
   }
-  absl::MutexLock lock(&engine().mu());
+  std::lock_guard<std::mutex> lock(engine().mu());
   return ConnectionLocked(peer);
 }
 
@@ -86,7 +86,7 @@ RequestPtr TcpMesh::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef 
   auto request = std::make_shared<TcpRequest>(
       RequestKind::kRecv, -1, tag, engine_ptr(),
       absl::StrCat("any of ranks [", absl::StrJoin(peers, ", "), "]"));
-  absl::MutexLock lock(&engine().mu());
+  std::lock_guard<std::mutex> lock(engine().mu());
   absl::flat_hash_set<int> seen;
   for (int peer : peers) {
     if (peer < 0 || peer >= size_ || peer == rank_ || !seen.insert(peer).second) {
@@ -157,7 +157,7 @@ void TcpMesh::CancelLocked(TcpRequest& request) {
 }
 
 void TcpMesh::Abort(absl::string_view reason) {
-  absl::MutexLock lock(&engine().mu());
+  std::lock_guard<std::mutex> lock(engine().mu());
   if (!aborted_.ok()) return;
   aborted_ = AbortedError(absl::StrCat("the mesh of rank ", rank_, " was aborted: ", reason));
   CHORUS_LOG(kWarn, "tcp") << aborted_.message();

@@ -67,7 +67,7 @@ absl::Status TcpRequest::Wait(Deadline deadline) {
 
 void TcpRequest::Cancel() {
   if (IsDone()) return;
-  absl::MutexLock lock(&engine_->mu());
+  std::lock_guard<std::mutex> lock(engine_->mu());
   if (IsDone()) return;
   if (owner_ != nullptr) owner_->CancelLocked(*this);
   Finish(AbortedError(absl::StrCat(kind() == RequestKind::kSend ? "send to " : "receive from ",

@@ -7,7 +7,6 @@
 #include <memory>
 #include <string>
 
-#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "chorus/transport/request.h"
 #include "chorus/transport/tcp/progress_engine.h"
