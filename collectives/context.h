@@ -81,7 +81,7 @@ class CollectiveContext {
   // A scratch buffer (contents undefined) owned by the context until it ends.
   uint8_t* Scratch(size_t bytes);
 
-  // "allreduce #17 (ring, 1000 x float32, sum) on rank 2".
+  // "allreduce #17 (ring, 1000 x float32 (3.9 KiB), sum) on rank 2".
   std::string Describe() const;
 
  private:

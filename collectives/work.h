@@ -32,7 +32,7 @@ class Work {
   uint64_t sequence() const { return sequence_; }
   // The algorithm chosen ("ring", "binomial", ...; "direct" for point-to-point).
   const std::string& algorithm() const { return algorithm_; }
-  // "allreduce #17 (ring, 1000 x float32, sum)".
+  // "allreduce #17 (ring, 1000 x float32 (3.9 KiB), sum)".
   const std::string& description() const { return description_; }
 
   // Waits up to `timeout` and returns the operation's outcome. If it is still running then,
