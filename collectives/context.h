@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "chorus/collectives/collective_args.h"
@@ -91,6 +92,8 @@ class CollectiveContext {
     bool checked = false;
   };
 
+  Transfer Post(int peer, uint64_t step, size_t bytes, bool is_recv,
+                absl::FunctionRef<RequestPtr(Connection&, Tag)> post);
   void SendHeaderTo(int peer);
   void ExpectHeaderFrom(int peer);
   void Register(const RequestPtr& request);

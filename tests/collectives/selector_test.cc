@@ -105,10 +105,11 @@ TEST_CASE("CHORUS_ALGO reaches the communicator and the Work handle", "[selector
   const absl::Status status = RunOnThreads(
       TransportKind::kInproc, 3,
       [](Communicator& comm) -> absl::Status {
-        std::vector<float> data(10, 1.0f), gathered(30);
+        // Separate buffers: the two collectives are in flight at the same time.
+        std::vector<float> data(10, 1.0f), mine(10, 2.0f), gathered(30);
         WorkPtr reduce =
             comm.AllReduceAsync(data.data(), data.data(), 10, DataType::kFloat32, ReduceOp::kSum);
-        WorkPtr gather = comm.AllGatherAsync(data.data(), gathered.data(), 10, DataType::kFloat32);
+        WorkPtr gather = comm.AllGatherAsync(mine.data(), gathered.data(), 10, DataType::kFloat32);
         CHORUS_RETURN_IF_ERROR(reduce->Wait());
         CHORUS_RETURN_IF_ERROR(gather->Wait());
         if (reduce->algorithm() != "binomial" || gather->algorithm() != "ring") {
