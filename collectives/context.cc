@@ -46,7 +46,7 @@ CollectiveContext::CollectiveContext(CommState& comm, const CollectiveArgs& args
 
 CollectiveContext::~CollectiveContext() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     CancelAll(requests_);
   }
   for (ScratchBuffer& buffer : scratch_) {
@@ -59,7 +59,7 @@ std::string CollectiveContext::Describe() const {
 }
 
 void CollectiveContext::Register(const RequestPtr& request) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   requests_.push_back(request);
   if (cancelled_) request->Cancel();
 }
@@ -134,7 +134,7 @@ uint8_t* CollectiveContext::Scratch(size_t bytes) {
 }
 
 void CollectiveContext::Cancel() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   cancelled_ = true;
   CancelAll(requests_);
 }
@@ -239,7 +239,7 @@ absl::Status CollectiveContext::Fatal(absl::Status error) {
 absl::Status CollectiveContext::Failed(const Transfer& transfer, const absl::Status& status) {
   const int peer = transfer.peer;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (cancelled_) {
       return AbortedError(absl::StrCat(Describe(), ": aborted by the caller (Work::Abort)"));
     }

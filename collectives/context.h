@@ -17,11 +17,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "chorus/collectives/collective_args.h"
 #include "chorus/collectives/comm_state.h"
@@ -116,7 +117,7 @@ class CollectiveContext {
   int unchecked_headers_ = 0;
   std::vector<Transfer> sends_;
 
-  absl::Mutex mu_;
+  std::mutex mu_;
   std::vector<RequestPtr> requests_ ABSL_GUARDED_BY(mu_);  // everything posted, for Cancel
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };

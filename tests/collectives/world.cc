@@ -8,6 +8,7 @@
 #include "chorus/rendezvous/file_store.h"
 #include "chorus/rendezvous/memory_store.h"
 #include "chorus/transport/inproc/inproc_device.h"
+#include "chorus/transport/tcp/tcp_device.h"
 #include "tests/harness/multirank.h"
 
 namespace chorus::testing {
@@ -41,7 +42,9 @@ std::string TransportName(TransportKind kind) {
 
 absl::StatusOr<std::unique_ptr<Device>> MakeDevice(TransportKind kind) {
   if (kind == TransportKind::kInproc) return std::unique_ptr<Device>(new InprocDevice());
-  return InternalError("the tcp transport has not landed in this branch yet");
+  tcp::TcpDeviceOptions options;
+  options.address = "127.0.0.1";  // tests stay on loopback
+  return tcp::CreateTcpDevice(options);
 }
 
 std::vector<absl::Status> RunOnThreadsAll(TransportKind kind, int ranks, const CommBody& body,
