@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds, runs every test, and ends with the line
-# "N passed, N failed" counting test targets. Extra arguments go to `bazel test`
+# "N passed, N failed" counting Catch2 test cases. Extra arguments go to `bazel test`
 # (e.g. tools/test.sh --config=asan //tests/transport/...).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -16,15 +16,8 @@ bazel test --curses=no --color=no --show_progress_rate_limit=30 --test_summary=s
   "${targets[@]}" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 
-passed=$(grep -cE '^//[^ ]+ +(\(cached\) )?PASSED' "$log")
-failed=$(grep -cE '^//[^ ]+ +(\(cached\) )?(FAILED|TIMEOUT|NO STATUS|INCOMPLETE|FLAKY)' "$log")
-skipped=$(grep -cE '^//[^ ]+ +SKIPPED' "$log")
-# A build failure fails the run even when no test target reported.
-if [ "$status" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
 echo
-if [ "$skipped" -gt 0 ]; then
-  echo "$passed passed, $failed failed, $skipped skipped"
-else
-  echo "$passed passed, $failed failed"
-fi
-[ "$status" -eq 0 ] && [ "$failed" -eq 0 ]
+# Counts Catch2 test cases per target from the logs (see tools/summarize_tests.py).
+python3 tools/summarize_tests.py "$log" "$status"
+summary=$?
+[ "$status" -eq 0 ] && [ "$summary" -eq 0 ]

@@ -1,0 +1,29 @@
+#include "tests/rendezvous/store_fixtures.h"
+
+#include <catch2/catch.hpp>
+
+namespace chorus::testing {
+namespace {
+
+template <typename T>
+T ValueOrFail(absl::StatusOr<T> value) {
+  if (!value.ok()) FAIL("store fixture setup failed: " << value.status().ToString());
+  return *std::move(value);
+}
+
+}  // namespace
+
+FileStoreFixture::FileStoreFixture()
+    : store_(ValueOrFail(FileStore::Open(dir_.path() + "/store"))) {}
+
+PrefixStoreFixture::PrefixStoreFixture()
+    : store_(std::make_unique<PrefixStore>("communicator-7", inner_.store())) {}
+
+RedisStoreFixture::RedisStoreFixture() : server_(ValueOrFail(RedisServer::Start())) {
+  RedisStoreOptions options;
+  options.host = server_->host();
+  options.port = server_->port();
+  store_ = ValueOrFail(RedisStore::Connect(options));
+}
+
+}  // namespace chorus::testing

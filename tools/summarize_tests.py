@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Prints "N passed, N failed" for a `bazel test` run, counting Catch2 test cases.
+
+Reads the `bazel test --test_summary=short` output (argv[1]) for each target's result, then that
+target's test.log files under bazel-testlogs (one per shard) for Catch2's own totals. A target
+whose logs carry no Catch2 totals (it crashed, timed out or is not a Catch2 binary) counts as
+one test case with the target's result.
+"""
+import glob
+import os
+import re
+import sys
+
+RESULT = re.compile(r"^(//\S+)\s+(?:\(cached\)\s+)?(PASSED|FAILED|TIMEOUT|NO STATUS|INCOMPLETE|"
+                    r"FLAKY|SKIPPED|FAILED TO BUILD)\b")
+ALL_PASSED = re.compile(r"All tests passed \(\d+ assertions? in (\d+) test cases?\)")
+SOME_FAILED = re.compile(r"test cases:\s+(\d+)\s+\|\s+(\d+) passed\s+\|\s+(\d+) failed")
+
+
+def catch2_totals(target):
+    """(passed, failed) from every shard's log of `target`, or None without Catch2 totals."""
+    package, name = target[2:].split(":")
+    root = os.path.join("bazel-testlogs", package, name)
+    logs = glob.glob(os.path.join(root, "test.log")) + glob.glob(
+        os.path.join(root, "shard_*", "test.log"))
+    passed = failed = 0
+    found = False
+    for log in logs:
+        with open(log, errors="replace") as handle:
+            text = handle.read()
+        for match in ALL_PASSED.finditer(text):
+            passed += int(match.group(1))
+            found = True
+        for match in SOME_FAILED.finditer(text):
+            passed += int(match.group(2))
+            failed += int(match.group(3))
+            found = True
+    return (passed, failed) if found else None
+
+
+def main():
+    passed = failed = skipped = 0
+    with open(sys.argv[1], errors="replace") as handle:
+        for line in handle:
+            match = RESULT.match(line)
+            if not match:
+                continue
+            target, result = match.groups()
+            if result == "SKIPPED":
+                skipped += 1
+                continue
+            totals = catch2_totals(target) if result in ("PASSED", "FAILED", "FLAKY") else None
+            if totals and result == "PASSED":
+                passed += totals[0]
+            elif totals:
+                passed += totals[0]
+                failed += max(totals[1], 1)
+            elif result == "PASSED":
+                passed += 1
+            else:
+                failed += 1
+    build_failed = len(sys.argv) > 2 and sys.argv[2] != "0"
+    if build_failed and failed == 0:
+        failed = 1
+    print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
+    return 0 if failed == 0 else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
