@@ -90,6 +90,7 @@ struct Endpoint::Peer {
   int rank = -1;
   InboxAddress address;
   absl::Status failure;  // once set, later requests fail with it
+  bool departed = false;  // the failure is a clean close (its mesh was destroyed)
   bool connected = false;
   std::unique_ptr<ShmConnection> connection;
 
@@ -280,17 +281,14 @@ RequestPtr Endpoint::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef
         matched = MatchUnexpected(*oldest, request);
       }
       if (!matched) {
-        // A receive that could be satisfied by a failed peer fails with that peer's error, so
-        // a survivor never waits out its deadline on a dead rank.
-        const Peer* failed = nullptr;
-        for (int r : peers) {
-          if (!peers_[r].failure.ok()) failed = &peers_[r];
-        }
-        if (failed != nullptr) {
-          Complete(*request, failed->failure);
+        absl::Status failure = AnyFailure(peers);
+        if (!failure.ok()) {
+          Complete(*request, std::move(failure));
         } else {
           request->stage_ = ShmRequest::Stage::kPosted;
-          for (int r : peers) peers_[r].posted[tag].push_back(request);
+          for (int r : peers) {
+            if (peers_[r].failure.ok()) peers_[r].posted[tag].push_back(request);
+          }
         }
       }
     }
@@ -328,6 +326,8 @@ void Endpoint::Connect(Peer& peer) {
   }
   auto outbox = PeerInbox::Attach(peer.address, peer.rank, rank_, size_);
   if (!outbox.ok()) {
+    // A peer that sent and then closed its mesh: what it wrote in full is still delivered.
+    if (peer.in.control->attached.load(std::memory_order_acquire) != 0) Drain(peer);
     FailPeer(peer, outbox.status());
     return;
   }
@@ -406,14 +406,18 @@ void Endpoint::Progress() {
   for (size_t i = 0; i < active_.size(); ++i) {
     Peer& peer = peers_[active_[i]];
     // Read before draining: what the peer wrote before closing is still delivered.
-    const bool closed = peer.outbox->header().closed.load(std::memory_order_acquire) != 0;
+    const uint32_t closed = peer.outbox->header().closed.load(std::memory_order_acquire);
     Drain(peer);
     if (!peer.failure.ok()) continue;
-    if (closed) {
-      FailPeer(peer, PeerUnavailableError(
-                         absl::StrCat("shm: rank ", peer.rank, " (pid ", peer.address.pid,
-                                      ") closed its mesh (destroyed or aborted)"),
-                         peer.rank));
+    if (closed != kOpen) {
+      const bool destroyed = closed == kClosedDestroyed;
+      FailPeer(peer,
+               PeerUnavailableError(absl::StrCat("shm: rank ", peer.rank, " (pid ",
+                                                 peer.address.pid, ") ",
+                                                 destroyed ? "destroyed" : "aborted",
+                                                 " its mesh; nothing more comes from it"),
+                                    peer.rank),
+               destroyed);
       continue;
     }
     Flush(peer);
@@ -940,15 +944,24 @@ void Endpoint::FinishCancelAfterRead(ShmRequest& request) {
                         peer_rank));
 }
 
-void Endpoint::FailPeer(Peer& peer, absl::Status status) {
+void Endpoint::FailPeer(Peer& peer, absl::Status status, bool departed) {
   if (!peer.failure.ok()) return;
-  CHORUS_LOG(kWarn, "shm") << "rank " << rank_ << ": " << status.message();
+  if (departed) {
+    CHORUS_LOG(kInfo, "shm") << "rank " << rank_ << ": " << status.message();
+  } else {
+    CHORUS_LOG(kWarn, "shm") << "rank " << rank_ << ": " << status.message();
+  }
   peer.failure = status;
+  peer.departed = departed;
   auto posted = std::move(peer.posted);
   peer.posted.clear();
   for (auto& [tag, queue] : posted) {
     for (const std::shared_ptr<ShmRequest>& request : queue) {
-      if (!request->any_peers_.empty()) RemoveFromPosted(*request, peer.rank);
+      if (!request->any_peers_.empty()) {
+        // A peer that left in good order does not fail a receive another peer may satisfy.
+        if (AnyFailure(request->any_peers_).ok()) continue;
+        RemoveFromPosted(*request, peer.rank);
+      }
       Complete(*request, status);
     }
   }
@@ -979,7 +992,20 @@ void Endpoint::FailPeer(Peer& peer, absl::Status status) {
   }
 }
 
-void Endpoint::CloseWith(absl::Status status) {
+absl::Status Endpoint::AnyFailure(absl::Span<const int> peers) const {
+  // A peer that died or aborted fails the receive at once, so a survivor never waits out its
+  // deadline on a dead rank; peers that destroyed their meshes fail it only once none is left.
+  absl::Status last;
+  for (int r : peers) {
+    const Peer& peer = peers_[r];
+    if (peer.failure.ok()) return absl::OkStatus();
+    if (!peer.departed) return peer.failure;
+    last = peer.failure;
+  }
+  return last;
+}
+
+void Endpoint::CloseWith(absl::Status status, uint32_t how) {
   if (!closed_.ok()) return;
   closed_ = status;
   // Withdraw announced buffers nobody reads yet, so no peer starts reading them later.
@@ -1008,7 +1034,7 @@ void Endpoint::CloseWith(absl::Status status) {
   // Tell the peers: those attached to us see `closed` on their next poll; ring the ones we
   // reach so sleeping ones look now.
   ScanAttachments();
-  header_.closed.store(1, std::memory_order_release);
+  header_.closed.store(how, std::memory_order_release);
   for (int r : active_) WakeAll(peers_[r].outbox->header());
   active_.clear();
 }
@@ -1017,7 +1043,8 @@ void Endpoint::Abort(absl::string_view reason) {
   {
     absl::MutexLock lock(&mu_);
     CloseWith(AbortedError(absl::StrCat("shm: the mesh of rank ", rank_, " was aborted: ",
-                                        reason)));
+                                        reason)),
+              kClosedAborted);
   }
   WakeAll(header_);
 }
@@ -1025,7 +1052,8 @@ void Endpoint::Abort(absl::string_view reason) {
 void Endpoint::Shutdown() {
   {
     absl::MutexLock lock(&mu_);
-    CloseWith(AbortedError(absl::StrCat("shm: the mesh of rank ", rank_, " was destroyed")));
+    CloseWith(AbortedError(absl::StrCat("shm: the mesh of rank ", rank_, " was destroyed")),
+              kClosedDestroyed);
   }
   if (!stopping_.exchange(true)) {
     const uint64_t one = 1;

@@ -153,8 +153,15 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
                                          size_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Complete(ShmRequest& request, absl::Status status, size_t bytes = 0, int from = -1)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void FailPeer(Peer& peer, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void CloseWith(absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails everything pending with `peer` and every later request to it. `departed`: the peer
+  // destroyed its mesh in good order, which fails a RecvFromAny only once no listed peer is left.
+  void FailPeer(Peer& peer, absl::Status status, bool departed = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK while a RecvFromAny on `peers` may still be satisfied; else the error it fails with.
+  absl::Status AnyFailure(absl::Span<const int> peers) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails everything with `status`, withdraws announced buffers and marks the inbox closed
+  // (`how`: a CloseState) for the peers.
+  void CloseWith(absl::Status status, uint32_t how) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Completes a cancelled send whose receiver was reading its buffer, once it stopped.
   void FinishCancelAfterRead(ShmRequest& request);
 

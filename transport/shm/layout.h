@@ -65,8 +65,14 @@ struct InboxHeader {
   // Bumped by a peer after it sets `attached` in its area, so the owner notices new senders
   // with one load instead of scanning every area.
   alignas(kCacheLine) std::atomic<uint64_t> attach_epoch;
-  // Set by the owner when its mesh closes (destroyed or aborted): nothing sent to it is read.
+  // A CloseState, set by the owner when its mesh closes: nothing sent to it is read after.
   std::atomic<uint32_t> closed;
+};
+
+enum CloseState : uint32_t {
+  kOpen = 0,
+  kClosedDestroyed = 1,  // the mesh was destroyed: the rank left in good order
+  kClosedAborted = 2,    // Mesh::Abort
 };
 static_assert(sizeof(InboxHeader) <= kPageBytes, "the header must fit its page");
 
