@@ -1174,7 +1174,14 @@ void Endpoint::CheckLiveness(int timeout_ms) {
     for (int r : dead) {
       Peer& peer = peers_[r];
       if (!peer.failure.ok() || !closed_.ok()) continue;
+      // A peer that closed its mesh and then exited left in order: report that instead.
+      const bool closed_first =
+          peer.outbox->header().closed.load(std::memory_order_acquire) != kOpen;
       Drain(peer);  // what it wrote in full before dying is still delivered
+      if (closed_first) {
+        Progress();
+        continue;
+      }
       FailPeer(peer, PeerUnavailableError(
                          absl::StrCat("shm: rank ", r, " (pid ", peer.address.pid,
                                       ") died; requests to and from it fail. Check its logs "
