@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
 #include "chorus/transport/shm/doorbell.h"
@@ -188,7 +189,7 @@ absl::Status CheckBuffer(MemoryType type, const void* data, size_t size) {
 }  // namespace
 
 Connection* Endpoint::GetConnection(int peer) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   Connect(peers_[peer]);
   return peers_[peer].connection.get();
 }
@@ -196,7 +197,7 @@ Connection* Endpoint::GetConnection(int peer) {
 RequestPtr Endpoint::Send(int peer_rank, Tag tag, ConstMemoryRef buffer) {
   std::shared_ptr<ShmRequest> request;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     request = NewRequest(RequestKind::kSend, peer_rank, tag, const_cast<void*>(buffer.data),
                          buffer.size);
     Peer& peer = peers_[peer_rank];
@@ -221,7 +222,7 @@ RequestPtr Endpoint::Send(int peer_rank, Tag tag, ConstMemoryRef buffer) {
 RequestPtr Endpoint::Recv(int peer_rank, Tag tag, MemoryRef buffer) {
   std::shared_ptr<ShmRequest> request;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     request = NewRequest(RequestKind::kRecv, peer_rank, tag, buffer.data, buffer.size);
     Peer& peer = peers_[peer_rank];
     absl::Status check = CheckBuffer(buffer.type, buffer.data, buffer.size);
@@ -245,7 +246,7 @@ RequestPtr Endpoint::Recv(int peer_rank, Tag tag, MemoryRef buffer) {
 RequestPtr Endpoint::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer) {
   std::shared_ptr<ShmRequest> request;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     request = NewRequest(RequestKind::kRecv, -1, tag, buffer.data, buffer.size);
     request->any_peers_.assign(peers.begin(), peers.end());
     absl::Status check = CheckBuffer(buffer.type, buffer.data, buffer.size);
@@ -846,7 +847,7 @@ void Endpoint::Complete(ShmRequest& request, absl::Status status, size_t bytes, 
 void Endpoint::Cancel(ShmRequest& request) {
   bool receiver_reading = false;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (request.IsDone()) return;
     const absl::Status cancelled = AbortedError(
         absl::StrCat("shm: ", Describe(request, request.any_peers_), " was cancelled"),
@@ -919,7 +920,7 @@ void Endpoint::FinishCancelAfterRead(ShmRequest& request) {
   uint32_t reading;
   int peer_rank = request.peer();
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (request.IsDone()) return;
     word = &peers_[peer_rank].outbox->area().control->slots[request.slot_];
     reading = SlotWord(SlotGeneration(request.slot_ref_), kSlotReading);
@@ -927,17 +928,21 @@ void Endpoint::FinishCancelAfterRead(ShmRequest& request) {
   const Deadline give_up = Deadline::After(kCancelReadWait);
   while (word->load(std::memory_order_acquire) == reading && !give_up.Expired()) {
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       if (request.IsDone() || !peers_[peer_rank].failure.ok()) break;
     }
     absl::SleepFor(absl::Microseconds(200));
   }
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (request.IsDone()) return;
   if (word->load(std::memory_order_acquire) == reading && peers_[peer_rank].failure.ok()) {
     CHORUS_LOG(kWarn, "shm") << "rank " << rank_ << ": cancelled " << Describe(request, {})
                              << " while rank " << peer_rank << " still reads its buffer after "
                              << absl::FormatDuration(kCancelReadWait) << "; giving up on it";
+  }
+  if (StateOf(word->load(std::memory_order_acquire)) == kSlotDone) {
+    Complete(request, absl::OkStatus(), request.size_);  // the receiver took it meanwhile
+    return;
   }
   Complete(request,
            AbortedError(absl::StrCat("shm: ", Describe(request, {}), " was cancelled"),
@@ -1041,7 +1046,7 @@ void Endpoint::CloseWith(absl::Status status, uint32_t how) {
 
 void Endpoint::Abort(absl::string_view reason) {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     CloseWith(AbortedError(absl::StrCat("shm: the mesh of rank ", rank_, " was aborted: ",
                                         reason)),
               kClosedAborted);
@@ -1051,7 +1056,7 @@ void Endpoint::Abort(absl::string_view reason) {
 
 void Endpoint::Shutdown() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     CloseWith(AbortedError(absl::StrCat("shm: the mesh of rank ", rank_, " was destroyed")),
               kClosedDestroyed);
   }
@@ -1069,9 +1074,9 @@ void Endpoint::Shutdown() {
 // Waiting and the background thread
 
 void Endpoint::PollOnce() {
-  if (mu_.TryLock()) {
+  if (mu_.try_lock()) {
     if (closed_.ok()) Progress();
-    mu_.Unlock();
+    mu_.unlock();
   }
   WakeWaitersIfCompleted();
 }
@@ -1114,7 +1119,7 @@ absl::Status Endpoint::Wait(ShmRequest& request, Deadline deadline) {
   if (!request.IsDone()) {
     std::vector<int> any_peers;
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       any_peers = request.any_peers_;
     }
     return DeadlineExceededError(
@@ -1151,7 +1156,7 @@ void Endpoint::CheckLiveness(int timeout_ms) {
   fds.push_back({stop_event_, POLLIN, 0});
   ranks.push_back(-1);
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     for (int r : active_) {
       const Peer& peer = peers_[r];
       if (peer.pidfd >= 0) {
@@ -1170,7 +1175,7 @@ void Endpoint::CheckLiveness(int timeout_ms) {
   }
   if (dead.empty()) return;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     for (int r : dead) {
       Peer& peer = peers_[r];
       if (!peer.failure.ok() || !closed_.ok()) continue;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,7 +21,6 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "chorus/transport/request.h"
 #include "chorus/transport/shm/layout.h"
@@ -179,7 +179,9 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
   const std::shared_ptr<Inbox> inbox_;
   InboxHeader& header_;
 
-  absl::Mutex mu_;
+  // std::mutex rather than absl::Mutex: Debian's libabsl is not built for ThreadSanitizer, so
+  // TSan cannot see absl::Mutex's ordering, while it intercepts pthread mutexes.
+  std::mutex mu_;
   std::vector<Peer> peers_ ABSL_GUARDED_BY(mu_);  // index = rank; this rank's entry unused
   std::vector<int> active_ ABSL_GUARDED_BY(mu_);  // connected, not failed: polled by Progress
   uint64_t seen_attach_epoch_ ABSL_GUARDED_BY(mu_) = 0;

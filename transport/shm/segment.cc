@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <new>
 #include <vector>
 
@@ -16,7 +17,6 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "chorus/core/status.h"
 
 namespace chorus::shm {
@@ -36,7 +36,7 @@ uint64_t RandomNonce() {
 // the owner's own mapping (one address for both sides, which also keeps ThreadSanitizer's view
 // of the shared atomics exact).
 struct Registry {
-  absl::Mutex mu;
+  std::mutex mu;
   absl::flat_hash_map<uint64_t, std::weak_ptr<Inbox>> inboxes ABSL_GUARDED_BY(mu);
 };
 
@@ -151,7 +151,7 @@ absl::StatusOr<std::shared_ptr<Inbox>> Inbox::Create(int rank, int size, const P
   header->magic = kInboxMagic;
   {
     Registry& registry = GetRegistry();
-    absl::MutexLock lock(&registry.mu);
+    std::lock_guard<std::mutex> lock(registry.mu);
     registry.inboxes[nonce] = inbox;
   }
   return inbox;
@@ -162,7 +162,7 @@ Inbox::~Inbox() { CloseForAttach(); }
 void Inbox::CloseForAttach() {
   {
     Registry& registry = GetRegistry();
-    absl::MutexLock lock(&registry.mu);
+    std::lock_guard<std::mutex> lock(registry.mu);
     registry.inboxes.erase(nonce_);
   }
   if (fd_ >= 0) {
@@ -173,7 +173,7 @@ void Inbox::CloseForAttach() {
 
 std::shared_ptr<Inbox> Inbox::FindInProcess(uint64_t nonce) {
   Registry& registry = GetRegistry();
-  absl::MutexLock lock(&registry.mu);
+  std::lock_guard<std::mutex> lock(registry.mu);
   auto it = registry.inboxes.find(nonce);
   return it == registry.inboxes.end() ? nullptr : it->second.lock();
 }
