@@ -132,7 +132,70 @@ TEST_CASE("zero-length and 64 MiB messages, receive posted before and after the 
   REQUIRE(Failures(statuses) == "");
 }
 
-TEST_CASE("a message longer than the posted buffer fails the receive and writes nothing past it") {
+TEST_CASE("a large send completes before its receive is posted; the receive gets it later") {
+  const SingleCopyMode mode = AnyMode();
+  INFO("single copy " << shm::SingleCopyModeName(mode));
+  const auto statuses = RunMeshThreads(2, OptionsFor(mode), [&](Mesh& mesh) -> absl::Status {
+    auto connection = mesh.GetConnection(1 - mesh.rank());
+    SHM_OK(connection.status());
+    Connection& peer = **connection;
+    const std::vector<char> data = Pattern(8 * kLarge, 8);
+    if (mesh.rank() == 0) {
+      // No receive is posted until "go": the send must complete on its own (after the hold
+      // time the receiver pulls the message into a buffer of its own).
+      SHM_OK(peer.Send(1, data.data(), data.size())->Wait(Generous()));
+      SHM_OK(peer.Send(2, "go", 2)->Wait(Generous()));
+      return absl::OkStatus();
+    }
+    char go[2];
+    SHM_OK(peer.Recv(2, go, 2)->Wait(Generous()));
+    std::vector<char> into(data.size());
+    RequestPtr recv = peer.Recv(1, into.data(), into.size());
+    SHM_OK(recv->Wait(Generous()));
+    SHM_EXPECT(recv->bytes() == data.size());
+    SHM_OK(ExpectPattern(into.data(), into.size(), 8));
+    return absl::OkStatus();
+  });
+  REQUIRE(Failures(statuses) == "");
+}
+
+TEST_CASE("receives posted while unmatched large messages are being pulled") {
+  const SingleCopyMode mode = AnyMode();
+  INFO("single copy " << shm::SingleCopyModeName(mode));
+  ShmOptions options = OptionsFor(mode);
+  options.hold = absl::ZeroDuration();  // pull at once, so receives race the pulls
+  constexpr int kRounds = 8;
+  const auto statuses = RunMeshThreads(2, options, [&](Mesh& mesh) -> absl::Status {
+    auto connection = mesh.GetConnection(1 - mesh.rank());
+    SHM_OK(connection.status());
+    Connection& peer = **connection;
+    for (int round = 0; round < kRounds; ++round) {
+      const size_t size = 4 * kLarge + round;
+      if (mesh.rank() == 0) {
+        const std::vector<char> a = Pattern(size, 2 * round);
+        const std::vector<char> b = Pattern(size, 2 * round + 1);
+        SHM_OK(WaitAll({peer.Send(round, a.data(), size), peer.Send(round, b.data(), size)},
+                       Generous()));
+        char done;
+        SHM_OK(peer.Recv(1000, &done, 1)->Wait(Generous()));
+        continue;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(500 * (round % 4)));
+      std::vector<char> first(size), second(size - 1);
+      RequestPtr a = peer.Recv(round, first.data(), first.size());
+      RequestPtr b = peer.Recv(round, second.data(), second.size());  // one byte short
+      SHM_OK(a->Wait(Generous()));
+      SHM_OK(ExpectPattern(first.data(), size, 2 * round));
+      const absl::Status status = b->Wait(Generous());
+      SHM_EXPECT(GetErrorKind(status) == ErrorKind::kInvalidArgument, status.ToString());
+      SHM_OK(peer.Send(1000, "d", 1)->Wait(Generous()));
+    }
+    return absl::OkStatus();
+  });
+  REQUIRE(Failures(statuses) == "");
+}
+
+TEST_CASE("a message longer than the receive buffer fails the receive and writes nothing past it") {
   const SingleCopyMode mode = AnyMode();
   INFO("single copy " << shm::SingleCopyModeName(mode));
   const auto statuses = RunMeshThreads(2, OptionsFor(mode), [&](Mesh& mesh) -> absl::Status {

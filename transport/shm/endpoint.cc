@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -71,20 +72,47 @@ class ShmConnection final : public Connection {
 
 // A message that arrived before its receive was posted.
 struct Endpoint::Unexpected {
+  enum class Kind {
+    kData,       // all of it is here (eager, or pulled)
+    kAnnounced,  // a large message's descriptor: the data is still in the sender's buffer
+    kPulling,    // being pulled through the staging area into a buffer of ours
+  };
+  Kind kind = Kind::kData;
   uint64_t arrival = 0;    // endpoint-wide order, so RecvFromAny takes the oldest
-  bool announced = false;  // a large message's descriptor, not its data
-  std::vector<char> data;  // eager
-  uint32_t slot_ref = 0;   // announced
+  std::vector<char> data;  // kData
+  uint32_t slot_ref = 0;   // kAnnounced, kPulling
   uint64_t length = 0;
   uint64_t address = 0;
 };
 
-// A receive taking a large message through the staging area.
+// A large message coming through the staging area.
 struct Endpoint::InboundStream {
-  std::shared_ptr<ShmRequest> request;  // null once cancelled: the rest is drained and dropped
+  enum class Into {
+    kRequest,  // the matched receive's buffer
+    kHeld,     // `held`: pulled before any receive was posted
+    kDiscard,  // the receive was cancelled or too small: drain and drop the rest
+  };
+  Into into = Into::kRequest;
+  std::shared_ptr<ShmRequest> request;
+  std::vector<char> held;
+  Tag tag = 0;
   uint32_t slot_ref = 0;
   uint64_t length = 0;
   uint64_t received = 0;
+
+  char* destination() const {
+    if (into == Into::kRequest) return request->data_;
+    if (into == Into::kHeld) return const_cast<char*>(held.data());
+    return nullptr;
+  }
+};
+
+// An unmatched announcement, to be pulled once its hold time is over.
+struct Endpoint::HeldAnnouncement {
+  std::chrono::steady_clock::time_point pull_at;
+  int peer = -1;
+  Tag tag = 0;
+  uint64_t arrival = 0;
 };
 
 struct Endpoint::Peer {
@@ -404,6 +432,7 @@ void Endpoint::ScanAttachments() {
 
 void Endpoint::Progress() {
   ScanAttachments();
+  if (!held_.empty()) PullExpiredAnnouncements();
   for (size_t i = 0; i < active_.size(); ++i) {
     Peer& peer = peers_[active_[i]];
     // Read before draining: what the peer wrote before closing is still delivered.
@@ -506,7 +535,7 @@ void Endpoint::FinishEagerReceive(ShmRequest& request, int from, const char* dat
     Complete(request,
              InvalidArgumentError(absl::StrCat(
                  "shm: the message from rank ", from, " with tag ", TagText(request.tag()),
-                 " is ", length, " bytes, longer than the posted buffer of ", request.size_,
+                 " is ", length, " bytes, longer than the receive buffer of ", request.size_,
                  " bytes; it was discarded")),
              0, from);
     return;
@@ -518,12 +547,17 @@ void Endpoint::FinishEagerReceive(ShmRequest& request, int from, const char* dat
 void Endpoint::DeliverAnnouncement(Peer& peer, const Record& record) {
   ShmRequest* front = PeekPosted(peer, record.tag);
   if (front == nullptr) {
+    // Held as a descriptor, so a receive posted soon still gets the single copy; pulled after
+    // the hold time, so the sender completes even if no receive comes for a while.
     Unexpected message;
+    message.kind = Unexpected::Kind::kAnnounced;
     message.arrival = next_arrival_++;
-    message.announced = true;
     message.slot_ref = record.slot_ref;
     message.length = record.length;
     message.address = record.arg;
+    held_.push_back(HeldAnnouncement{std::chrono::steady_clock::now() +
+                                         absl::ToChronoNanoseconds(options_.hold),
+                                     peer.rank, record.tag, message.arrival});
     peer.unexpected[record.tag].push_back(std::move(message));
     return;
   }
@@ -568,31 +602,130 @@ void Endpoint::ReceiveAnnounced(Peer& peer, const std::shared_ptr<ShmRequest>& r
       request->slot_ref_ = slot_ref;
       request->source_ = peer.rank;
       InboundStream& stream = peer.inbound_streams[SlotIndex(slot_ref)];
-      stream = InboundStream{request, slot_ref, length, 0};
+      stream = InboundStream{};
+      stream.request = request;
+      stream.tag = request->tag();
+      stream.slot_ref = slot_ref;
+      stream.length = length;
       WriteControl(peer, RecordType::kClearToSend, slot_ref);
       return;
     }
-    case Claim::kRead: {
-      absl::Status status;
-      if (peer.large_path == LargePath::kMemcpy) {
-        std::memcpy(request->data_, reinterpret_cast<const void*>(address), length);
-      } else {
-        status = CrossMemoryRead(peer.address.pid, request->data_, address, length);
-      }
-      peer.in.control->slots[SlotIndex(slot_ref)].store(
-          SlotWord(SlotGeneration(slot_ref), kSlotDone), std::memory_order_release);
-      WriteControl(peer, RecordType::kFinished, slot_ref,
-                   status.ok() ? kFinishDelivered : kFinishReadFailed);
-      if (!status.ok()) {
-        status = MakeError(GetErrorKind(status),
-                           absl::StrCat("shm: reading the message of rank ", peer.rank,
-                                        " failed: ", status.message()),
-                           peer.rank);
-      }
-      Complete(*request, std::move(status), length, peer.rank);
+    case Claim::kRead:
+      Complete(*request, ReadAnnounced(peer, request->data_, slot_ref, length, address), length,
+               peer.rank);
       return;
+  }
+}
+
+absl::Status Endpoint::ReadAnnounced(Peer& peer, char* into, uint32_t slot_ref, uint64_t length,
+                                     uint64_t address) {
+  absl::Status status;
+  if (peer.large_path == LargePath::kMemcpy) {
+    std::memcpy(into, reinterpret_cast<const void*>(address), length);
+  } else {
+    status = CrossMemoryRead(peer.address.pid, into, address, length);
+  }
+  peer.in.control->slots[SlotIndex(slot_ref)].store(
+      SlotWord(SlotGeneration(slot_ref), kSlotDone), std::memory_order_release);
+  WriteControl(peer, RecordType::kFinished, slot_ref,
+               status.ok() ? kFinishDelivered : kFinishReadFailed);
+  if (status.ok()) return status;
+  return MakeError(GetErrorKind(status),
+                   absl::StrCat("shm: reading the message of rank ", peer.rank,
+                                " failed: ", status.message()),
+                   peer.rank);
+}
+
+void Endpoint::PullExpiredAnnouncements() {
+  const auto now = std::chrono::steady_clock::now();
+  while (!held_.empty() && held_.front().pull_at <= now) {
+    const HeldAnnouncement held = held_.front();
+    held_.pop_front();
+    Peer& peer = peers_[held.peer];
+    auto queue = peer.unexpected.find(held.tag);
+    if (queue == peer.unexpected.end() || !peer.failure.ok()) continue;
+    auto message = std::find_if(queue->second.begin(), queue->second.end(),
+                                [&](const Unexpected& m) { return m.arrival == held.arrival; });
+    // Gone (matched, withdrawn, failed) or no longer a bare descriptor: nothing to do.
+    if (message == queue->second.end() || message->kind != Unexpected::Kind::kAnnounced) {
+      continue;
+    }
+    bool keep = true;
+    switch (ClaimAnnouncement(peer, message->slot_ref, message->length, message->length)) {
+      case Claim::kWithdrawn:
+      case Claim::kTooLong:  // cannot happen: the capacity is the length
+        keep = false;
+        break;
+      case Claim::kRead: {
+        std::vector<char> data(message->length);
+        const absl::Status status =
+            ReadAnnounced(peer, data.data(), message->slot_ref, message->length, message->address);
+        if (status.ok()) {
+          message->kind = Unexpected::Kind::kData;
+          message->data = std::move(data);
+        } else {
+          CHORUS_LOG(kWarn, "shm") << "rank " << rank_ << ": dropped an unmatched message: "
+                                   << status.message();
+          keep = false;
+        }
+        break;
+      }
+      case Claim::kStage: {
+        message->kind = Unexpected::Kind::kPulling;
+        InboundStream& stream = peer.inbound_streams[SlotIndex(message->slot_ref)];
+        stream = InboundStream{};
+        stream.into = InboundStream::Into::kHeld;
+        stream.held.resize(message->length);
+        stream.tag = held.tag;
+        stream.slot_ref = message->slot_ref;
+        stream.length = message->length;
+        WriteControl(peer, RecordType::kClearToSend, message->slot_ref);
+        break;
+      }
+    }
+    if (!keep) {
+      queue->second.erase(message);
+      if (queue->second.empty()) peer.unexpected.erase(queue);
     }
   }
+  next_pull_ns_.store(held_.empty() ? std::numeric_limits<int64_t>::max()
+                                    : held_.front().pull_at.time_since_epoch().count(),
+                      std::memory_order_relaxed);
+}
+
+void Endpoint::TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& request,
+                            const Unexpected& message) {
+  InboundStream& stream = peer.inbound_streams[SlotIndex(message.slot_ref)];
+  if (message.length > request->size_) {
+    stream.into = InboundStream::Into::kDiscard;
+    stream.held = {};
+    FinishEagerReceive(*request, peer.rank, nullptr, message.length);  // fails: too long
+    return;
+  }
+  // What has arrived so far moves over; the rest streams straight into the receive.
+  if (stream.received != 0) std::memcpy(request->data_, stream.held.data(), stream.received);
+  stream.held = {};
+  stream.into = InboundStream::Into::kRequest;
+  stream.request = request;
+  request->stage_ = ShmRequest::Stage::kStreaming;
+  request->slot_ref_ = message.slot_ref;
+  request->source_ = peer.rank;
+}
+
+void Endpoint::DropPulled(Peer& peer, InboundStream& stream, bool keep_data) {
+  auto queue = peer.unexpected.find(stream.tag);
+  if (queue == peer.unexpected.end()) return;
+  auto message = std::find_if(queue->second.begin(), queue->second.end(), [&](const Unexpected& m) {
+    return m.kind == Unexpected::Kind::kPulling && m.slot_ref == stream.slot_ref;
+  });
+  if (message == queue->second.end()) return;
+  if (keep_data) {
+    message->kind = Unexpected::Kind::kData;
+    message->data = std::move(stream.held);
+    return;
+  }
+  queue->second.erase(message);
+  if (queue->second.empty()) peer.unexpected.erase(queue);
 }
 
 void Endpoint::OnClearToSend(Peer& peer, uint32_t slot_ref) {
@@ -616,16 +749,17 @@ void Endpoint::OnChunk(Peer& peer, const Record& record) {
     return;
   }
   InboundStream& stream = it->second;
-  if (stream.request != nullptr) {
-    std::memcpy(stream.request->data_ + record.arg, peer.in.chunk(peer.chunks_consumed),
-                record.length);
+  if (char* into = stream.destination()) {
+    std::memcpy(into + record.arg, peer.in.chunk(peer.chunks_consumed), record.length);
   }
   ++peer.chunks_consumed;
   peer.in.control->staging_released.store(peer.chunks_consumed, std::memory_order_release);
   stream.received += record.length;
   if (stream.received < stream.length) return;
-  if (stream.request != nullptr) {
+  if (stream.into == InboundStream::Into::kRequest) {
     Complete(*stream.request, absl::OkStatus(), stream.length, peer.rank);
+  } else if (stream.into == InboundStream::Into::kHeld) {
+    DropPulled(peer, stream, /*keep_data=*/true);  // now an ordinary unexpected message
   }
   const uint32_t slot_ref = stream.slot_ref;
   peer.inbound_streams.erase(it);
@@ -635,7 +769,8 @@ void Endpoint::OnChunk(Peer& peer, const Record& record) {
 void Endpoint::OnWithdraw(Peer& peer, uint32_t slot_ref) {
   auto it = peer.inbound_streams.find(SlotIndex(slot_ref));
   if (it == peer.inbound_streams.end() || it->second.slot_ref != slot_ref) return;
-  if (it->second.request != nullptr) {
+  if (it->second.into == InboundStream::Into::kHeld) DropPulled(peer, it->second, false);
+  if (it->second.into == InboundStream::Into::kRequest) {
     Complete(*it->second.request,
              AbortedError(absl::StrCat("shm: rank ", peer.rank,
                                        " cancelled this message's send while it was being "
@@ -814,15 +949,23 @@ bool Endpoint::MatchUnexpected(Peer& peer, const std::shared_ptr<ShmRequest>& re
       peer.unexpected.erase(it);
       it = peer.unexpected.end();
     }
-    if (!message.announced) {
-      FinishEagerReceive(*request, peer.rank, message.data.data(), message.data.size());
-      return true;
-    }
-    const Claim claim =
-        ClaimAnnouncement(peer, message.slot_ref, message.length, request->size_);
-    if (claim != Claim::kWithdrawn) {
-      ReceiveAnnounced(peer, request, claim, message.slot_ref, message.length, message.address);
-      return true;
+    switch (message.kind) {
+      case Unexpected::Kind::kData:
+        FinishEagerReceive(*request, peer.rank, message.data.data(), message.data.size());
+        return true;
+      case Unexpected::Kind::kPulling:
+        TakeOverPull(peer, request, message);
+        return true;
+      case Unexpected::Kind::kAnnounced: {
+        const Claim claim =
+            ClaimAnnouncement(peer, message.slot_ref, message.length, request->size_);
+        if (claim != Claim::kWithdrawn) {
+          ReceiveAnnounced(peer, request, claim, message.slot_ref, message.length,
+                           message.address);
+          return true;
+        }
+        break;  // withdrawn by its sender: it never was a message
+      }
     }
   }
   return false;
@@ -875,7 +1018,10 @@ void Endpoint::Cancel(ShmRequest& request) {
       case ShmRequest::Stage::kStreaming:
         if (!is_send) {
           // Later chunks are drained and dropped.
-          peers_[request.source_].inbound_streams[SlotIndex(request.slot_ref_)].request.reset();
+          InboundStream& stream =
+              peers_[request.source_].inbound_streams[SlotIndex(request.slot_ref_)];
+          stream.into = InboundStream::Into::kDiscard;
+          stream.request.reset();
           Complete(request, cancelled);
           break;
         }
@@ -978,16 +1124,18 @@ void Endpoint::FailPeer(Peer& peer, absl::Status status, bool departed) {
   }
   peer.streams.clear();
   for (auto& [slot, stream] : peer.inbound_streams) {
-    if (stream.request != nullptr) Complete(*stream.request, status);
+    if (stream.into == InboundStream::Into::kRequest) Complete(*stream.request, status);
   }
   peer.inbound_streams.clear();
   peer.control_queue.clear();
-  // Eager messages that arrived in full stay receivable; descriptors of large ones are useless
-  // without their sender.
+  // Messages that arrived in full stay receivable; descriptors and partial pulls of large ones
+  // are useless without their sender.
   for (auto it = peer.unexpected.begin(); it != peer.unexpected.end();) {
     auto& queue = it->second;
     queue.erase(std::remove_if(queue.begin(), queue.end(),
-                               [](const Unexpected& message) { return message.announced; }),
+                               [](const Unexpected& message) {
+                                 return message.kind != Unexpected::Kind::kData;
+                               }),
                 queue.end());
     if (queue.empty()) {
       peer.unexpected.erase(it++);
@@ -1036,6 +1184,7 @@ void Endpoint::CloseWith(absl::Status status, uint32_t how) {
     peer.control_queue.clear();
     peer.unexpected.clear();
   }
+  held_.clear();
   // Tell the peers: those attached to us see `closed` on their next poll; ring the ones we
   // reach so sleeping ones look now.
   ScanAttachments();
@@ -1109,7 +1258,9 @@ absl::Status Endpoint::Wait(ShmRequest& request, Deadline deadline) {
       const uint32_t seq = BeginSleep(header_);
       sleeping_waiters_.fetch_add(1, std::memory_order_seq_cst);
       PollOnce();
-      if (!request.IsDone()) Sleep(header_, seq, std::min(deadline.Remaining(), kWaiterSleepCap));
+      if (!request.IsDone()) {
+        Sleep(header_, seq, std::min({deadline.Remaining(), kWaiterSleepCap, UntilNextPull()}));
+      }
       sleeping_waiters_.fetch_sub(1, std::memory_order_relaxed);
       EndSleep(header_);
       PollOnce();
@@ -1130,6 +1281,13 @@ absl::Status Endpoint::Wait(ShmRequest& request, Deadline deadline) {
   return request.status();
 }
 
+absl::Duration Endpoint::UntilNextPull() const {
+  const int64_t at = next_pull_ns_.load(std::memory_order_relaxed);
+  if (at == std::numeric_limits<int64_t>::max()) return absl::InfiniteDuration();
+  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  return absl::Nanoseconds(std::max<int64_t>(0, at - now));
+}
+
 void Endpoint::BackgroundLoop() {
   SetThreadLogRank(rank_);
   while (!stopping_.load(std::memory_order_acquire)) {
@@ -1143,7 +1301,7 @@ void Endpoint::BackgroundLoop() {
     PollOnce();
     if (active_waiters_.load(std::memory_order_relaxed) == 0 &&
         !stopping_.load(std::memory_order_acquire)) {
-      Sleep(header_, seq, kIdleSleep);
+      Sleep(header_, seq, std::min(kIdleSleep, UntilNextPull()));
     }
     EndSleep(header_);
   }

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -105,6 +106,7 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
   struct Peer;
   struct Unexpected;
   struct InboundStream;
+  struct HeldAnnouncement;
   enum class Claim { kWithdrawn, kTooLong, kRead, kStage };
 
   explicit Endpoint(Config config);
@@ -147,6 +149,19 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishEagerReceive(ShmRequest& request, int from, const char* data, uint64_t length)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Copies an announced message (claimed for reading) out of the sender's buffer into `into`
+  // and tells the sender it is done.
+  absl::Status ReadAnnounced(Peer& peer, char* into, uint32_t slot_ref, uint64_t length,
+                             uint64_t address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pulls announcements that waited longer than the hold time for a receive into buffers of
+  // this rank, so their senders complete.
+  void PullExpiredAnnouncements() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A receive matched a message being pulled through staging: it takes over the stream.
+  void TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& request,
+                    const Unexpected& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A pull finished (`keep_data`: its unexpected entry becomes plain data) or was withdrawn.
+  void DropPulled(Peer& peer, InboundStream& stream, bool keep_data)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- completion and failure (mu_ held) ---
   std::shared_ptr<ShmRequest> NewRequest(RequestKind kind, int peer, Tag tag, void* data,
@@ -167,6 +182,8 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
 
   // --- waiting and the background thread (mu_ not held) ---
   void PollOnce() ABSL_LOCKS_EXCLUDED(mu_);
+  // Time until the oldest held announcement is due to be pulled (infinite if none).
+  absl::Duration UntilNextPull() const;
   void WakeWaitersIfCompleted();
   void BackgroundLoop();
   // Polls the peers' pidfds (and the stop event) for up to `timeout_ms`; fails dead peers.
@@ -186,6 +203,8 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
   std::vector<int> active_ ABSL_GUARDED_BY(mu_);  // connected, not failed: polled by Progress
   uint64_t seen_attach_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_arrival_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<HeldAnnouncement> held_ ABSL_GUARDED_BY(mu_);  // in arrival (= due) order
+  std::atomic<int64_t> next_pull_ns_{std::numeric_limits<int64_t>::max()};  // steady clock
   // Every request from creation to completion, so Abort and peer failure can reach them.
   absl::flat_hash_map<ShmRequest*, std::shared_ptr<ShmRequest>> pending_ ABSL_GUARDED_BY(mu_);
   absl::Status closed_ ABSL_GUARDED_BY(mu_);  // non-OK once aborted or shut down

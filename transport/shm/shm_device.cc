@@ -129,7 +129,11 @@ absl::StatusOr<ShmOptions> ShmOptions::FromEnv() {
   options.ring_bytes = static_cast<uint64_t>(ring);
   options.eager_bytes = static_cast<uint64_t>(eager);
   options.staging_bytes = static_cast<uint64_t>(staging);
+  CHORUS_ASSIGN_OR_RETURN(int64_t hold_us,
+                          GetEnvInt("CHORUS_SHM_HOLD_US", absl::ToInt64Microseconds(options.hold),
+                                    0, 60 * 1000000));
   options.spin = absl::Microseconds(spin_us);
+  options.hold = absl::Microseconds(hold_us);
   CHORUS_RETURN_IF_ERROR(options.Validate());
   return options;
 }
@@ -146,8 +150,10 @@ absl::Status ShmOptions::Validate() const {
         "shm: staging size ", staging_bytes, " (CHORUS_SHM_STAGING_BYTES) must be a multiple of ",
         kStagingUnit / 1024, "k up to 1G"));
   }
-  if (spin < absl::ZeroDuration()) {
-    return InvalidArgumentError("shm: the spin time (CHORUS_SHM_SPIN_US) must not be negative");
+  if (spin < absl::ZeroDuration() || hold < absl::ZeroDuration()) {
+    return InvalidArgumentError(
+        "shm: the spin and hold times (CHORUS_SHM_SPIN_US, CHORUS_SHM_HOLD_US) must not be "
+        "negative");
   }
   return absl::OkStatus();
 }

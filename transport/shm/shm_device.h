@@ -33,6 +33,10 @@ struct ShmOptions {
   uint64_t staging_bytes = uint64_t{4} << 20;
   // How long a waiting thread polls before it sleeps on the doorbell (CHORUS_SHM_SPIN_US).
   absl::Duration spin = absl::Microseconds(50);
+  // How long a large message whose receive is not posted yet stays a descriptor (so a receive
+  // posted meanwhile gets the single copy) before the receiver copies it into a buffer of its
+  // own, so the sender completes without a matching receive (CHORUS_SHM_HOLD_US).
+  absl::Duration hold = absl::Milliseconds(1);
 
   // Defaults overridden by the CHORUS_SHM_* variables; kInvalidArgument naming a variable whose
   // value is unusable.
