@@ -1,0 +1,239 @@
+#include "chorus/transport/tcp/acceptor.h"
+
+#include <errno.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "chorus/core/logging.h"
+#include "chorus/transport/tcp/tcp_mesh.h"
+
+namespace chorus::tcp {
+namespace {
+
+// Accepted sockets may wait for their handshake at once; more are refused at the door, so a
+// flood of idle connections cannot exhaust the process's file descriptors.
+constexpr size_t kMaxPendingHandshakes = 256;
+// After accept() fails for lack of descriptors or memory, try again this much later.
+constexpr absl::Duration kAcceptPause = absl::Milliseconds(100);
+
+}  // namespace
+
+class Acceptor::Handshake : public EventHandler {
+ public:
+  Handshake(Acceptor* acceptor, ScopedFd fd, std::string remote, Deadline deadline)
+      : acceptor(acceptor), fd(std::move(fd)), remote(std::move(remote)), deadline(deadline) {
+    token = acceptor->engine_.Register(this->fd.get(), EPOLLIN, this);
+  }
+  ~Handshake() override { Close(); }
+  void OnEvents(uint32_t) override { acceptor->OnHandshakeEvents(*this); }
+  void Close() {
+    if (token != 0) acceptor->engine_.Unregister(token, fd.get());
+    token = 0;
+    fd.Reset();
+  }
+
+  Acceptor* const acceptor;
+  ScopedFd fd;
+  const std::string remote;
+  const Deadline deadline;
+  uint64_t token = 0;
+  std::array<uint8_t, kHelloSize> bytes{};
+  size_t received = 0;
+  bool parked = false;  // a complete Hello waiting for its mesh to become ready
+  Hello hello;
+};
+
+Acceptor::Acceptor(TcpContext* context, ScopedFd listener)
+    : context_(context), engine_(*context->engine), listener_(std::move(listener)) {
+  token_ = engine_.Register(listener_.get(), EPOLLIN, this);
+  engine_.AddTickable(this);
+}
+
+Acceptor::~Acceptor() {
+  engine_.RemoveTickable(this);
+  engine_.Unregister(token_, listener_.get());
+  pending_.clear();
+}
+
+void Acceptor::PauseAccepting() {
+  engine_.SetInterest(token_, listener_.get(), 0);
+  accept_paused_ = true;
+  accept_paused_until_ = Deadline::After(kAcceptPause);
+  engine_.RequestTick();
+}
+
+void Acceptor::OnEvents(uint32_t) {
+  while (true) {
+    sockaddr_storage remote{};
+    socklen_t length = sizeof(remote);
+    ScopedFd fd(accept4(listener_.get(), reinterpret_cast<sockaddr*>(&remote), &length,
+                        SOCK_NONBLOCK | SOCK_CLOEXEC));
+    if (!fd.valid()) {
+      if (errno == EINTR || errno == ECONNABORTED) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) return;
+      CHORUS_LOG(kWarn, "tcp") << "accept on " << context_->listen_address.ToString()
+                               << " failed: " << ErrnoText(errno) << "; pausing for "
+                               << kAcceptPause;
+      PauseAccepting();
+      return;
+    }
+    const std::string address =
+        SocketAddress::FromSockaddr(reinterpret_cast<sockaddr*>(&remote), length).ToString();
+    if (pending_.size() >= kMaxPendingHandshakes) {
+      CHORUS_LOG(kWarn, "tcp") << "refused connection from " << address << ": "
+                               << pending_.size() << " connections are already awaiting their "
+                               << "handshake";
+      continue;
+    }
+    // Buffer sizes are inherited from the listener; TCP_NODELAY is set again to be sure.
+    (void)ConfigureStreamSocket(fd.get(), 0);
+    pending_.push_back(std::make_unique<Handshake>(
+        this, std::move(fd), address, Deadline::After(context_->options.handshake_timeout)));
+    engine_.RequestTick();
+  }
+}
+
+void Acceptor::OnHandshakeEvents(Handshake& handshake) {
+  if (handshake.parked) {
+    // Only a hang-up can be reported while parked (no read interest).
+    CHORUS_LOG(kInfo, "tcp") << "connection from " << handshake.remote
+                             << " closed while its mesh was being set up";
+    Drop(handshake);
+    return;
+  }
+  while (handshake.received < kHelloSize) {
+    const ssize_t got = recv(handshake.fd.get(), handshake.bytes.data() + handshake.received,
+                             kHelloSize - handshake.received, MSG_DONTWAIT);
+    if (got > 0) {
+      handshake.received += static_cast<size_t>(got);
+      continue;
+    }
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
+    if (got == 0 && handshake.received == 0) {
+      // An abandoned dial (the other side of a simultaneous dial) or a port probe.
+      CHORUS_LOG(kInfo, "tcp") << "connection from " << handshake.remote
+                               << " closed without a handshake";
+    } else {
+      CHORUS_LOG(kWarn, "tcp") << "refused connection from " << handshake.remote
+                               << ": handshake truncated at " << handshake.received << " of "
+                               << kHelloSize << " bytes"
+                               << (got < 0 ? absl::StrCat(" (", ErrnoText(errno), ")") : "");
+    }
+    Drop(handshake);
+    return;
+  }
+  OnHello(handshake);
+}
+
+void Acceptor::OnHello(Handshake& handshake) {
+  absl::StatusOr<Hello> hello = DecodeHello(handshake.bytes);
+  if (!hello.ok()) {
+    CHORUS_LOG(kWarn, "tcp") << "refused connection from " << handshake.remote << ": "
+                             << hello.status().message();
+    Drop(handshake);
+    return;
+  }
+  handshake.hello = *hello;
+  const auto it = context_->meshes.find(hello->target_mesh_id);
+  if (it == context_->meshes.end()) {
+    const auto reply = EncodeReply(HandshakeVerdict::kUnknownMesh);
+    (void)send(handshake.fd.get(), reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    CHORUS_LOG(kWarn, "tcp") << "refused connection from " << handshake.remote
+                             << " claiming to be rank " << hello->source_rank
+                             << ": no mesh with id " << absl::StrCat(absl::Hex(hello->target_mesh_id))
+                             << " here (stale address, or another job)";
+    Drop(handshake);
+    return;
+  }
+  if (!it->second->ready()) {
+    handshake.parked = true;
+    engine_.SetInterest(handshake.token, handshake.fd.get(), 0);
+    return;
+  }
+  Decide(handshake, *it->second);
+}
+
+void Acceptor::Decide(Handshake& handshake, TcpMesh& mesh) {
+  const Hello& hello = handshake.hello;
+  const HandshakeVerdict verdict = mesh.EvaluateHello(hello);
+  const auto reply = EncodeReply(verdict);
+  // A fresh socket's send buffer always has room for the reply.
+  const ssize_t sent =
+      send(handshake.fd.get(), reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  if (verdict == HandshakeVerdict::kAccepted && sent == static_cast<ssize_t>(reply.size())) {
+    CHORUS_LOG(kDebug, "tcp") << "accepted stream " << hello.stream_index << " from rank "
+                              << hello.source_rank << " at " << handshake.remote;
+    ScopedFd fd = std::move(handshake.fd);
+    engine_.Unregister(handshake.token, fd.get());
+    handshake.token = 0;
+    Drop(handshake);
+    mesh.AdoptStream(hello, std::move(fd));
+    return;
+  }
+  if (verdict == HandshakeVerdict::kSimultaneousDial ||
+      verdict == HandshakeVerdict::kAlreadyConnected) {
+    // A genuine peer of this mesh whose dial crossed ours; not an attack.
+    CHORUS_LOG(kDebug, "tcp") << "declined the dial of rank " << hello.source_rank << ": "
+                              << VerdictName(verdict);
+  } else {
+    CHORUS_LOG(kWarn, "tcp") << "refused connection from " << handshake.remote
+                             << " claiming to be rank " << hello.source_rank << " of job "
+                             << absl::StrCat(absl::Hex(hello.job_id)) << " for rank " << hello.target_rank
+                             << ": "
+                             << (verdict == HandshakeVerdict::kAccepted
+                                     ? "the handshake reply could not be sent"
+                                     : VerdictName(verdict));
+  }
+  Drop(handshake);
+}
+
+void Acceptor::Drop(Handshake& handshake) {
+  handshake.Close();
+  const auto it = std::find_if(pending_.begin(), pending_.end(),
+                               [&](const auto& pending) { return pending.get() == &handshake; });
+  if (it == pending_.end()) return;
+  engine_.Retire(std::move(*it));
+  pending_.erase(it);
+}
+
+void Acceptor::MeshReady(uint64_t mesh_id) {
+  std::vector<Handshake*> parked;
+  for (const auto& handshake : pending_) {
+    if (handshake->parked && handshake->hello.target_mesh_id == mesh_id) {
+      parked.push_back(handshake.get());
+    }
+  }
+  const auto it = context_->meshes.find(mesh_id);
+  if (it == context_->meshes.end()) return;
+  for (Handshake* handshake : parked) {
+    handshake->parked = false;
+    Decide(*handshake, *it->second);
+  }
+}
+
+absl::Duration Acceptor::Tick() {
+  if (accept_paused_ && accept_paused_until_.Expired()) {
+    accept_paused_ = false;
+    engine_.SetInterest(token_, listener_.get(), EPOLLIN);
+  }
+  std::vector<Handshake*> expired;
+  for (const auto& handshake : pending_) {
+    if (handshake->deadline.Expired()) expired.push_back(handshake.get());
+  }
+  for (Handshake* handshake : expired) {
+    CHORUS_LOG(kWarn, "tcp") << "refused connection from " << handshake->remote
+                             << ": no complete handshake within "
+                             << context_->options.handshake_timeout
+                             << (handshake->parked ? " (its mesh never became ready)" : "");
+    Drop(*handshake);
+  }
+  return pending_.empty() && !accept_paused_ ? absl::InfiniteDuration()
+                                             : ProgressEngine::kTickInterval;
+}
+
+}  // namespace chorus::tcp

@@ -1,0 +1,74 @@
+// The bookkeeping of messages in flight on a connection: outgoing messages and the frames
+// they are cut into, posted receives, and incoming messages. Plain structs; every field is
+// guarded by the engine's mutex (progress_engine.h).
+#ifndef CHORUS_TRANSPORT_TCP_MESSAGE_H_
+#define CHORUS_TRANSPORT_TCP_MESSAGE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "chorus/transport/tcp/tcp_request.h"
+#include "chorus/transport/tcp/wire_format.h"
+
+namespace chorus::tcp {
+
+// A posted send.
+struct OutboundMessage {
+  std::shared_ptr<TcpRequest> request;
+  Tag tag = 0;
+  uint64_t seq = 0;
+  const uint8_t* data = nullptr;  // the caller's buffer, or `copy` after a cancel
+  uint64_t size = 0;
+  int frames_left = 0;            // frames not yet fully written
+  bool started = false;           // some byte of it is on the wire
+  // After the caller cancels a send that is partly on the wire, the rest goes out from here
+  // (the stream must stay in sync, and the caller's buffer is no longer ours to read).
+  std::unique_ptr<uint8_t[]> copy;
+};
+
+// One frame of an outbound message, queued on one stream.
+struct OutFrame {
+  std::shared_ptr<OutboundMessage> message;
+  EncodedFrameHeader header{};
+  size_t header_sent = 0;
+  uint64_t offset = 0;  // of the payload within the message
+  uint64_t length = 0;  // payload bytes
+  uint64_t payload_sent = 0;
+};
+
+// A posted receive. A RecvFromAny receive is one slot queued on several connections.
+struct RecvSlot {
+  std::shared_ptr<TcpRequest> request;
+  uint8_t* data = nullptr;
+  size_t capacity = 0;
+  std::vector<int> peers;  // RecvFromAny: every peer it is queued on; else just the one
+};
+
+// A message announced by a kStart frame.
+struct InboundMessage {
+  uint64_t seq = 0;
+  Tag tag = 0;
+  uint64_t size = 0;
+  uint64_t received = 0;
+  uint64_t arrival = 0;  // mesh-wide arrival order, for RecvFromAny
+  bool complete = false;
+  // Where the payload goes: the matched receive's buffer (zero copy), or `buffered` when it
+  // arrived before its receive (then copied), or nowhere (`discard`: too long for its
+  // receive, or its receive was cancelled).
+  std::shared_ptr<RecvSlot> slot;
+  std::unique_ptr<uint8_t[]> buffered;
+  bool discard = false;
+
+  // Where payload byte 0 goes now; nullptr to discard.
+  uint8_t* destination() const {
+    if (discard) return nullptr;
+    if (buffered) return buffered.get();
+    return slot ? slot->data : nullptr;
+  }
+};
+
+}  // namespace chorus::tcp
+
+#endif  // CHORUS_TRANSPORT_TCP_MESSAGE_H_

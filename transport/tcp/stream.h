@@ -1,0 +1,137 @@
+// One socket of a connection: dialing it (connect, send the Hello, read the Reply), writing
+// queued frames and reading frames into the destinations the connection chooses. All methods
+// run with the engine's mutex held; not thread-safe on its own.
+#ifndef CHORUS_TRANSPORT_TCP_STREAM_H_
+#define CHORUS_TRANSPORT_TCP_STREAM_H_
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "chorus/core/deadline.h"
+#include "chorus/transport/tcp/handshake.h"
+#include "chorus/transport/tcp/message.h"
+#include "chorus/transport/tcp/progress_engine.h"
+#include "chorus/transport/tcp/socket.h"
+#include "chorus/transport/tcp/wire_format.h"
+
+namespace chorus::tcp {
+
+class Stream;
+
+// What to do with a frame's payload.
+struct FrameTarget {
+  enum class Action {
+    kDeliver,  // into `message` (at the frame's offset)
+    kPause,    // the frame belongs to a message not announced yet: stop reading this stream
+    kStop,     // the owner failed the connection (protocol error); the stream is closed
+  };
+  Action action = Action::kDeliver;
+  std::shared_ptr<InboundMessage> message;  // null with kDeliver: a frame without payload
+};
+
+// The connection a stream reports to. Called with the engine's mutex held.
+class StreamOwner {
+ public:
+  virtual ~StreamOwner() = default;
+  // A dialing stream got its handshake reply, or its dial failed (an error saying why).
+  virtual void OnDialResult(Stream& stream, absl::StatusOr<HandshakeVerdict> result) = 0;
+  virtual FrameTarget OnFrameHeader(Stream& stream, const FrameHeader& header) = 0;
+  // Every byte of `message` has arrived.
+  virtual void OnMessageComplete(const std::shared_ptr<InboundMessage>& message) = 0;
+  // An open stream broke: a socket error or a malformed frame.
+  virtual void OnStreamFailed(Stream& stream, absl::string_view why) = 0;
+  // The peer closed an open stream (which is now closed); `mid_frame` if it stopped in the
+  // middle of a frame. Data read before the EOF has been delivered.
+  virtual void OnStreamEof(Stream& stream, bool mid_frame) = 0;
+};
+
+class Stream : public EventHandler {
+ public:
+  enum class State { kConnecting, kSendingHello, kAwaitingReply, kOpen, kClosed };
+
+  // A stream whose connect (StartConnect) is under way; it sends `hello` and awaits the reply
+  // until `handshake_deadline`.
+  static std::unique_ptr<Stream> Dial(StreamOwner* owner, ProgressEngine* engine, int index,
+                                      ScopedFd fd, const Hello& hello,
+                                      Deadline handshake_deadline, uint64_t max_message_bytes);
+  // A stream whose handshake the acceptor completed.
+  static std::unique_ptr<Stream> Accepted(StreamOwner* owner, ProgressEngine* engine, int index,
+                                          ScopedFd fd, uint64_t max_message_bytes);
+  ~Stream() override;
+
+  int index() const { return index_; }
+  State state() const { return state_; }
+  bool open() const { return state_ == State::kOpen; }
+  // Dialing and past its handshake deadline.
+  bool HandshakeExpired() const;
+
+  // Queues a frame; call Flush() after queueing.
+  void Enqueue(OutFrame frame) { send_queue_.push_back(std::move(frame)); }
+  // Writes what the socket accepts now; the rest goes out as it becomes writable.
+  void Flush();
+  std::deque<OutFrame>& send_queue() { return send_queue_; }
+
+  // A stream paused on a frame of a message not yet announced; Resume once it is.
+  bool paused() const { return paused_header_.has_value(); }
+  uint64_t paused_seq() const { return paused_header_ ? paused_header_->seq : 0; }
+  void Resume();
+
+  // Unregisters and closes the socket. Queued frames stay for the owner to fail. Idempotent.
+  void Close();
+
+  void OnEvents(uint32_t events) override;
+
+ private:
+  Stream(StreamOwner* owner, ProgressEngine* engine, int index, ScopedFd fd, State state,
+         Deadline handshake_deadline, uint64_t max_message_bytes);
+
+  void SendHello();
+  void ReadReply();
+  void DialFailed(absl::string_view why);
+  void ReadFrames();
+  // Receives into the staging buffer; false when the socket has nothing (or failed).
+  bool FillStaging();
+  void HandleHeader(const FrameHeader& header);
+  // `count` payload bytes of the current frame have arrived (copied from `from` unless null).
+  void AccountBody(const uint8_t* from, size_t count);
+  void Fail(absl::string_view why);
+  void Eof();
+  void UpdateInterest();
+
+  StreamOwner* const owner_;
+  ProgressEngine* const engine_;
+  const int index_;
+  ScopedFd fd_;
+  uint64_t token_ = 0;
+  uint32_t interest_ = 0;
+  State state_;
+  const Deadline handshake_deadline_;
+  const uint64_t max_message_bytes_;
+
+  // Handshake (dialing only).
+  std::array<uint8_t, kHelloSize> hello_{};
+  size_t hello_sent_ = 0;
+  std::array<uint8_t, kReplySize> reply_{};
+  size_t reply_received_ = 0;
+
+  std::deque<OutFrame> send_queue_;
+
+  // Incoming bytes not yet parsed: staging_[staged_begin_, staged_end_).
+  std::unique_ptr<uint8_t[]> staging_;
+  size_t staged_begin_ = 0;
+  size_t staged_end_ = 0;
+  // The frame whose payload is arriving.
+  std::shared_ptr<InboundMessage> body_;
+  uint64_t body_offset_ = 0;
+  uint64_t body_remaining_ = 0;
+  std::optional<FrameHeader> paused_header_;
+};
+
+}  // namespace chorus::tcp
+
+#endif  // CHORUS_TRANSPORT_TCP_STREAM_H_

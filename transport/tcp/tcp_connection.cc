@@ -1,0 +1,647 @@
+#include "chorus/transport/tcp/tcp_connection.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "chorus/core/logging.h"
+#include "chorus/core/status.h"
+#include "chorus/transport/tcp/tcp_mesh.h"
+
+namespace chorus::tcp {
+namespace {
+
+constexpr absl::Duration kMaxDialBackoff = absl::Seconds(1);
+// Stripes are cut at multiples of this, so each stream's part starts page-aligned.
+constexpr uint64_t kStripeAlignment = 4096;
+
+std::string TagText(Tag tag) { return absl::StrCat("tag ", absl::Hex(tag)); }
+
+}  // namespace
+
+TcpConnection::TcpConnection(TcpMesh& mesh, int peer, Deadline connect_deadline)
+    : mesh_(mesh),
+      engine_(mesh.engine()),
+      peer_(peer),
+      label_(mesh.PeerLabel(peer)),
+      connect_deadline_(connect_deadline) {}
+
+TcpConnection::~TcpConnection() {
+  if (dial_stream_ != nullptr) dial_stream_->Close();
+  for (auto& stream : streams_) {
+    if (stream != nullptr) stream->Close();
+  }
+}
+
+// --- Posting -----------------------------------------------------------------------------
+
+RequestPtr TcpConnection::Send(Tag tag, ConstMemoryRef buffer) {
+  auto request = std::make_shared<TcpRequest>(RequestKind::kSend, peer_, tag,
+                                              mesh_.engine_ptr(), label_);
+  std::lock_guard<std::mutex> lock(engine_.mu());
+  const uint64_t max_bytes = static_cast<uint64_t>(mesh_.device_options().max_message_bytes);
+  if (buffer.type != MemoryType::kHost) {
+    request->Finish(InvalidArgumentError("the TCP transport sends host memory only"), 0);
+  } else if (buffer.size > max_bytes) {
+    request->Finish(InvalidArgumentError(absl::StrCat(
+                        "send of ", buffer.size, " bytes to ", label_, " exceeds the maximum "
+                        "message size of ", max_bytes, " bytes (CHORUS_TCP_MAX_MESSAGE)")),
+                    0);
+  } else if (!mesh_.aborted().ok()) {
+    request->Finish(mesh_.aborted(), 0);
+  } else if (state_ == State::kFailed) {
+    request->Finish(failure_, 0);
+  } else if (peer_closed_) {
+    request->Finish(PeerClosedError(), 0);
+  } else {
+    auto message = std::make_shared<OutboundMessage>();
+    message->request = request;
+    message->tag = tag;
+    message->seq = next_send_seq_++;
+    message->data = static_cast<const uint8_t*>(buffer.data);
+    message->size = buffer.size;
+    request->set_owner(this);
+    if (state_ == State::kUp) {
+      AssignFrames(message);
+    } else {
+      unassigned_sends_.push_back(std::move(message));
+    }
+  }
+  return request;
+}
+
+RequestPtr TcpConnection::Recv(Tag tag, MemoryRef buffer) {
+  auto request = std::make_shared<TcpRequest>(RequestKind::kRecv, peer_, tag,
+                                              mesh_.engine_ptr(), label_);
+  std::lock_guard<std::mutex> lock(engine_.mu());
+  if (buffer.type != MemoryType::kHost) {
+    request->Finish(InvalidArgumentError("the TCP transport receives into host memory only"), 0);
+    return request;
+  }
+  if (!mesh_.aborted().ok()) {
+    request->Finish(mesh_.aborted(), 0);
+    return request;
+  }
+  auto slot = std::make_shared<RecvSlot>();
+  slot->request = request;
+  slot->data = static_cast<uint8_t*>(buffer.data);
+  slot->capacity = buffer.size;
+  slot->peers = {peer_};
+  if (TakeUnexpected(tag, slot)) return request;
+  if (state_ == State::kFailed) {
+    request->Finish(failure_, 0);
+    return request;
+  }
+  request->set_owner(this);
+  Post(slot);
+  return request;
+}
+
+void TcpConnection::AssignFrames(const std::shared_ptr<OutboundMessage>& message) {
+  std::vector<Stream*> open;
+  for (const auto& stream : streams_) {
+    if (stream != nullptr && stream->open()) open.push_back(stream.get());
+  }
+  const bool stripe = open.size() > 1 &&
+                      message->size >= static_cast<uint64_t>(mesh_.device_options().stripe_min_bytes);
+  const uint64_t parts = stripe ? open.size() : 1;
+  uint64_t part_size = (message->size + parts - 1) / parts;
+  part_size = (part_size + kStripeAlignment - 1) / kStripeAlignment * kStripeAlignment;
+  uint64_t offset = 0;
+  size_t used = 0;
+  do {
+    FrameHeader header;
+    header.kind = used == 0 ? FrameKind::kStart : FrameKind::kChunk;
+    header.seq = message->seq;
+    header.tag = used == 0 ? message->tag : 0;
+    header.total_length = message->size;
+    header.offset = offset;
+    header.length = parts == 1 ? message->size : std::min(part_size, message->size - offset);
+    OutFrame frame;
+    frame.message = message;
+    frame.header = EncodeFrameHeader(header);
+    frame.offset = offset;
+    frame.length = header.length;
+    open[used++]->Enqueue(std::move(frame));
+    offset += header.length;
+  } while (offset < message->size && used < open.size());
+  message->frames_left = static_cast<int>(used);
+  // Stream 0 first: its kStart frame announces the message to the receiver.
+  for (size_t i = 0; i < used && state_ == State::kUp; ++i) open[i]->Flush();
+}
+
+// --- Receiving ---------------------------------------------------------------------------
+
+const InboundMessage* TcpConnection::OldestUnexpected(Tag tag) const {
+  const auto it = unexpected_.find(tag);
+  return it == unexpected_.end() ? nullptr : it->second.front().get();
+}
+
+bool TcpConnection::TakeUnexpected(Tag tag, const std::shared_ptr<RecvSlot>& slot) {
+  const auto it = unexpected_.find(tag);
+  if (it == unexpected_.end()) return false;
+  std::shared_ptr<InboundMessage> message = std::move(it->second.front());
+  it->second.pop_front();
+  if (it->second.empty()) unexpected_.erase(it);
+  Match(message, slot);
+  return true;
+}
+
+void TcpConnection::Post(const std::shared_ptr<RecvSlot>& slot) {
+  posted_[slot->request->tag()].push_back(slot);
+}
+
+void TcpConnection::Unpost(Tag tag, const RecvSlot* slot) {
+  const auto it = posted_.find(tag);
+  if (it == posted_.end()) return;
+  auto& queue = it->second;
+  queue.erase(std::remove_if(queue.begin(), queue.end(),
+                             [slot](const auto& posted) { return posted.get() == slot; }),
+              queue.end());
+  if (queue.empty()) posted_.erase(it);
+}
+
+std::shared_ptr<RecvSlot> TcpConnection::PopPosted(Tag tag) {
+  const auto it = posted_.find(tag);
+  if (it == posted_.end()) return nullptr;
+  std::shared_ptr<RecvSlot> slot = std::move(it->second.front());
+  it->second.pop_front();
+  if (it->second.empty()) posted_.erase(it);
+  if (slot->peers.size() > 1) mesh_.UnpostElsewhere(*slot, peer_);
+  return slot;
+}
+
+void TcpConnection::Match(const std::shared_ptr<InboundMessage>& message,
+                          const std::shared_ptr<RecvSlot>& slot) {
+  if (message->size > slot->capacity) {
+    slot->request->Finish(
+        InvalidArgumentError(absl::StrCat(
+            "message of ", message->size, " bytes from ", label_, " (", TagText(message->tag),
+            ") is longer than the receive buffer of ", slot->capacity,
+            " bytes; the message was discarded")),
+        0, peer_);
+    message->discard = true;
+    message->buffered.reset();
+    return;
+  }
+  message->slot = slot;
+  if (message->complete) Deliver(*message);
+}
+
+void TcpConnection::Deliver(InboundMessage& message) {
+  std::shared_ptr<RecvSlot> slot = std::move(message.slot);
+  if (message.buffered != nullptr && message.size > 0) {
+    std::memcpy(slot->data, message.buffered.get(), message.size);
+  }
+  message.buffered.reset();
+  slot->request->Finish(absl::OkStatus(), message.size, peer_);
+}
+
+FrameTarget TcpConnection::ProtocolError(absl::string_view why) {
+  CHORUS_LOG(kWarn, "tcp") << label_ << " violated the wire protocol: " << why
+                           << "; closing the connection";
+  Fail(PeerUnavailableError(
+      absl::StrCat(label_, " sent a malformed frame (", why,
+                   "); the connection was closed. Are both sides the same Chorus version?"),
+      peer_));
+  return {FrameTarget::Action::kStop, nullptr};
+}
+
+FrameTarget TcpConnection::OnFrameHeader(Stream& stream, const FrameHeader& header) {
+  if (header.kind == FrameKind::kChunk) {
+    const auto it = inbound_.find(header.seq);
+    if (it == inbound_.end()) {
+      // Its kStart frame is still on its way on stream 0.
+      if (header.seq > last_announced_seq_) return {FrameTarget::Action::kPause, nullptr};
+      return ProtocolError(absl::StrCat("chunk of message ", header.seq, " which is not arriving"));
+    }
+    const std::shared_ptr<InboundMessage>& message = it->second;
+    if (header.total_length != message->size ||
+        header.length > message->size - message->received) {
+      return ProtocolError(absl::StrCat("chunk of ", header.length, " bytes does not fit message ",
+                                        header.seq));
+    }
+    return {FrameTarget::Action::kDeliver, message};
+  }
+  if (stream.index() != 0) {
+    return ProtocolError(absl::StrCat("start frame on stream ", stream.index()));
+  }
+  if (header.seq <= last_announced_seq_) {
+    return ProtocolError(absl::StrCat("message number ", header.seq, " after ",
+                                      last_announced_seq_));
+  }
+  last_announced_seq_ = header.seq;
+  auto message = std::make_shared<InboundMessage>();
+  message->seq = header.seq;
+  message->tag = header.tag;
+  message->size = header.total_length;
+  message->arrival = mesh_.NextArrival();
+  if (std::shared_ptr<RecvSlot> slot = PopPosted(header.tag)) {
+    Match(message, slot);
+  } else {
+    if (message->size > 0) {
+      // The decoder capped the size at CHORUS_TCP_MAX_MESSAGE before we got here.
+      message->buffered.reset(new (std::nothrow) uint8_t[message->size]);
+      if (message->buffered == nullptr) {
+        return ProtocolError(absl::StrCat("no memory to buffer an unexpected message of ",
+                                          message->size, " bytes"));
+      }
+    }
+    unexpected_[header.tag].push_back(message);
+  }
+  if (message->size == 0) {
+    OnMessageComplete(message);
+    return {FrameTarget::Action::kDeliver, nullptr};
+  }
+  inbound_[header.seq] = message;
+  ResumeStreamsPausedOn(header.seq);
+  return {FrameTarget::Action::kDeliver, message};
+}
+
+void TcpConnection::ResumeStreamsPausedOn(uint64_t seq) {
+  for (size_t i = 1; i < streams_.size() && state_ == State::kUp; ++i) {
+    Stream* stream = streams_[i].get();
+    if (stream != nullptr && stream->paused() && stream->paused_seq() == seq) stream->Resume();
+  }
+}
+
+void TcpConnection::OnMessageComplete(const std::shared_ptr<InboundMessage>& message) {
+  message->complete = true;
+  inbound_.erase(message->seq);
+  if (!message->discard && message->slot != nullptr) Deliver(*message);
+  // Otherwise a buffered message waits in unexpected_ for its receive.
+  FailIfPeerGone();
+}
+
+// --- Cancel ------------------------------------------------------------------------------
+
+void TcpConnection::CancelLocked(TcpRequest& request) {
+  if (request.kind() == RequestKind::kRecv) {
+    ForgetRecv(request);
+  } else {
+    CancelSend(request);
+  }
+}
+
+void TcpConnection::ForgetRecv(const TcpRequest& request) {
+  const auto posted = posted_.find(request.tag());
+  if (posted != posted_.end()) {
+    for (const auto& slot : posted->second) {
+      if (slot->request.get() == &request) {
+        Unpost(request.tag(), slot.get());
+        return;
+      }
+    }
+  }
+  for (auto& [seq, message] : inbound_) {
+    if (message->slot != nullptr && message->slot->request.get() == &request) {
+      // The rest of the message is read from the socket and dropped.
+      message->slot.reset();
+      message->buffered.reset();
+      message->discard = true;
+      return;
+    }
+  }
+}
+
+void TcpConnection::CancelSend(const TcpRequest& request) {
+  for (auto it = unassigned_sends_.begin(); it != unassigned_sends_.end(); ++it) {
+    if ((*it)->request.get() == &request) {
+      unassigned_sends_.erase(it);
+      return;
+    }
+  }
+  std::shared_ptr<OutboundMessage> message;
+  for (const auto& stream : streams_) {
+    if (stream == nullptr) continue;
+    for (const OutFrame& frame : stream->send_queue()) {
+      if (frame.message->request.get() == &request) message = frame.message;
+    }
+  }
+  if (message == nullptr) return;
+  if (!message->started) {
+    // Nothing of it is on the wire: the peer never learns it existed.
+    for (const auto& stream : streams_) {
+      if (stream == nullptr) continue;
+      auto& queue = stream->send_queue();
+      queue.erase(std::remove_if(queue.begin(), queue.end(),
+                                 [&](const OutFrame& frame) { return frame.message == message; }),
+                  queue.end());
+    }
+    return;
+  }
+  // Partly sent: the peer expects the rest, so it goes out from a private copy.
+  message->copy.reset(new uint8_t[message->size]);
+  std::memcpy(message->copy.get(), message->data, message->size);
+  message->data = message->copy.get();
+}
+
+// --- Setup -------------------------------------------------------------------------------
+
+void TcpConnection::StartDial() {
+  if (state_ != State::kConnecting || dial_stream_ != nullptr) return;
+  ++dial_attempts_;
+  const PeerEndpoint& endpoint = mesh_.peer_endpoint(peer_);
+  const TcpDeviceOptions& options = mesh_.device_options();
+  absl::StatusOr<ScopedFd> fd = StartConnect(endpoint.address, options.socket_buffer_bytes);
+  if (!fd.ok()) {
+    DialAttemptFailed(fd.status().message());
+    return;
+  }
+  dial_id_ = RandomId();
+  Hello hello;
+  hello.stream_index = 0;
+  hello.job_id = mesh_.job_id();
+  hello.target_mesh_id = endpoint.mesh_id;
+  hello.source_mesh_id = mesh_.mesh_id();
+  hello.source_rank = static_cast<uint32_t>(mesh_.rank());
+  hello.target_rank = static_cast<uint32_t>(peer_);
+  hello.stream_count = static_cast<uint32_t>(options.streams);
+  hello.dial_id = dial_id_;
+  dial_stream_ = Stream::Dial(this, &engine_, 0, *std::move(fd), hello,
+                              Deadline::After(options.handshake_timeout), options.max_message_bytes);
+  engine_.RequestTick();
+}
+
+void TcpConnection::RetireStream(std::unique_ptr<Stream> stream) {
+  if (stream == nullptr) return;
+  stream->Close();
+  engine_.Retire(std::move(stream));
+}
+
+void TcpConnection::DialAttemptFailed(absl::string_view why) {
+  last_dial_error_ = std::string(why);
+  RetireStream(std::move(dial_stream_));
+  if (connect_deadline_.Expired()) {
+    Fail(PeerUnavailableError(
+        absl::StrCat("could not connect to ", label_, " before the connect timeout (",
+                     dial_attempts_, " attempts; last error: ", why,
+                     "); is that rank running, and is its address reachable from here?"),
+        peer_));
+    return;
+  }
+  CHORUS_LOG(kDebug, "tcp") << "dial to " << label_ << " failed (" << why << "); retrying in "
+                            << dial_backoff_;
+  next_dial_ = Deadline::After(dial_backoff_);
+  dial_backoff_ = std::min(dial_backoff_ * 2, kMaxDialBackoff);
+  engine_.RequestTick();
+}
+
+void TcpConnection::OnDialResult(Stream& stream, absl::StatusOr<HandshakeVerdict> result) {
+  if (&stream != dial_stream_.get()) {
+    // An extra stream of an established connection.
+    const int index = stream.index();
+    if (result.ok() && *result == HandshakeVerdict::kAccepted) return;
+    CHORUS_LOG(kWarn, "tcp") << "stream " << index << " to " << label_ << " could not be opened ("
+                             << (result.ok() ? VerdictName(*result) : result.status().message())
+                             << "); continuing with the other streams";
+    if (index < static_cast<int>(streams_.size())) RetireStream(std::move(streams_[index]));
+    return;
+  }
+  if (!result.ok()) {
+    DialAttemptFailed(result.status().message());
+    return;
+  }
+  switch (*result) {
+    case HandshakeVerdict::kAccepted:
+      dialed_by_us_ = true;
+      streams_.clear();
+      streams_.resize(mesh_.device_options().streams);
+      streams_[0] = std::move(dial_stream_);
+      BecomeUp();
+      DialExtraStreams();
+      return;
+    case HandshakeVerdict::kSimultaneousDial:
+      CHORUS_LOG(kDebug, "tcp") << label_ << " is dialing us too and keeps its own dial";
+      RetireStream(std::move(dial_stream_));
+      state_ = State::kAwaitingPeerDial;
+      engine_.RequestTick();
+      return;
+    default:
+      Fail(PeerUnavailableError(absl::StrCat(label_, " refused our connection: ",
+                                             VerdictName(*result)),
+                                peer_));
+      return;
+  }
+}
+
+void TcpConnection::DialExtraStreams() {
+  const TcpDeviceOptions& options = mesh_.device_options();
+  const PeerEndpoint& endpoint = mesh_.peer_endpoint(peer_);
+  for (size_t index = 1; index < streams_.size(); ++index) {
+    absl::StatusOr<ScopedFd> fd = StartConnect(endpoint.address, options.socket_buffer_bytes);
+    if (!fd.ok()) {
+      CHORUS_LOG(kWarn, "tcp") << "stream " << index << " to " << label_
+                               << " could not be opened (" << fd.status().message()
+                               << "); continuing with the other streams";
+      continue;
+    }
+    Hello hello;
+    hello.stream_index = static_cast<uint32_t>(index);
+    hello.job_id = mesh_.job_id();
+    hello.target_mesh_id = endpoint.mesh_id;
+    hello.source_mesh_id = mesh_.mesh_id();
+    hello.source_rank = static_cast<uint32_t>(mesh_.rank());
+    hello.target_rank = static_cast<uint32_t>(peer_);
+    hello.stream_count = static_cast<uint32_t>(streams_.size());
+    hello.dial_id = dial_id_;
+    streams_[index] = Stream::Dial(this, &engine_, static_cast<int>(index), *std::move(fd), hello,
+                                   Deadline::After(options.handshake_timeout),
+                                   options.max_message_bytes);
+  }
+  if (streams_.size() > 1) engine_.RequestTick();
+}
+
+HandshakeVerdict TcpConnection::EvaluateHello(const Hello& hello) const {
+  if (state_ == State::kFailed) return HandshakeVerdict::kClosed;
+  if (hello.stream_index == 0) {
+    if (state_ == State::kUp) return HandshakeVerdict::kAlreadyConnected;
+    // Both dialed: the lower rank's dial is kept, on both sides.
+    if (dial_stream_ != nullptr && mesh_.rank() < peer_) return HandshakeVerdict::kSimultaneousDial;
+    return HandshakeVerdict::kAccepted;
+  }
+  if (state_ != State::kUp || dialed_by_us_ || hello.dial_id != dial_id_ ||
+      hello.stream_index >= streams_.size() || streams_[hello.stream_index] != nullptr) {
+    return HandshakeVerdict::kBadStream;
+  }
+  return HandshakeVerdict::kAccepted;
+}
+
+void TcpConnection::AdoptStream(const Hello& hello, ScopedFd fd) {
+  const uint64_t max_bytes = mesh_.device_options().max_message_bytes;
+  if (hello.stream_index == 0) {
+    RetireStream(std::move(dial_stream_));
+    dial_id_ = hello.dial_id;
+    dialed_by_us_ = false;
+    streams_.clear();
+    streams_.resize(hello.stream_count);
+    streams_[0] = Stream::Accepted(this, &engine_, 0, std::move(fd), max_bytes);
+    BecomeUp();
+    return;
+  }
+  streams_[hello.stream_index] =
+      Stream::Accepted(this, &engine_, static_cast<int>(hello.stream_index), std::move(fd),
+                       max_bytes);
+}
+
+void TcpConnection::BecomeUp() {
+  state_ = State::kUp;
+  CHORUS_LOG(kInfo, "tcp") << "connected to " << label_ << " ("
+                           << (dialed_by_us_ ? "we dialed" : "it dialed") << ", "
+                           << streams_.size() << " stream" << (streams_.size() > 1 ? "s" : "")
+                           << ")";
+  std::deque<std::shared_ptr<OutboundMessage>> queued;
+  queued.swap(unassigned_sends_);
+  for (const auto& message : queued) {
+    if (state_ != State::kUp) break;
+    AssignFrames(message);
+  }
+}
+
+bool TcpConnection::Tick() {
+  switch (state_) {
+    case State::kConnecting:
+      if (dial_stream_ != nullptr) {
+        if (dial_stream_->HandshakeExpired()) {
+          DialAttemptFailed("no handshake reply before the handshake timeout");
+        } else if (connect_deadline_.Expired()) {
+          DialAttemptFailed("the connection attempt was still under way");
+        }
+      } else if (next_dial_.Expired()) {
+        StartDial();
+      }
+      return state_ == State::kConnecting || state_ == State::kAwaitingPeerDial;
+    case State::kAwaitingPeerDial:
+      if (connect_deadline_.Expired()) {
+        Fail(PeerUnavailableError(
+            absl::StrCat(label_, " won a simultaneous dial but its connection did not arrive "
+                                 "before the connect timeout"),
+            peer_));
+        return false;
+      }
+      return true;
+    case State::kUp: {
+      bool dialing = false;
+      for (size_t index = 1; index < streams_.size(); ++index) {
+        Stream* stream = streams_[index].get();
+        if (stream == nullptr || stream->open()) continue;
+        if (stream->HandshakeExpired()) {
+          OnDialResult(*stream, PeerUnavailableError("no handshake reply before the timeout"));
+        } else {
+          dialing = true;
+        }
+      }
+      return dialing;
+    }
+    case State::kFailed:
+      return false;
+  }
+  return false;
+}
+
+// --- Failure -----------------------------------------------------------------------------
+
+void TcpConnection::OnStreamFailed(Stream& stream, absl::string_view why) {
+  Fail(PeerUnavailableError(
+      absl::StrCat(label_, " is unavailable: stream ", stream.index(), " ", why,
+                   " (did that process exit or crash?)"),
+      peer_));
+}
+
+absl::Status TcpConnection::PeerClosedError() const {
+  return PeerUnavailableError(
+      absl::StrCat(label_, " closed the connection (EOF); did that process exit or crash?"),
+      peer_);
+}
+
+void TcpConnection::OnStreamEof(Stream& stream, bool mid_frame) {
+  if (state_ == State::kFailed) return;
+  if (mid_frame) {
+    Fail(PeerUnavailableError(
+        absl::StrCat(label_, " is unavailable: stream ", stream.index(),
+                     " closed the connection (EOF) in the middle of a message (did that "
+                     "process exit or crash?)"),
+        peer_));
+    return;
+  }
+  if (stream.index() == 0) peer_closed_ = true;
+  FailIfPeerGone();
+}
+
+void TcpConnection::FailIfPeerGone() {
+  if (!peer_closed_ || state_ == State::kFailed) return;
+  // Streams paused on a message that was never announced wait for nothing now.
+  for (size_t index = 1; index < streams_.size() && !inbound_.empty(); ++index) {
+    const Stream* stream = streams_[index].get();
+    if (stream != nullptr && stream->open() && !stream->paused()) return;
+  }
+  Fail(PeerClosedError());
+}
+
+size_t TcpConnection::PendingCount() const {
+  size_t count = unassigned_sends_.size() + inbound_.size();
+  for (const auto& [tag, slots] : posted_) count += slots.size();
+  for (const auto& stream : streams_) {
+    if (stream != nullptr) count += stream->send_queue().size();
+  }
+  return count;
+}
+
+void TcpConnection::Fail(const absl::Status& status) {
+  if (state_ == State::kFailed) return;
+  const size_t pending = PendingCount();
+  if (pending > 0 && GetErrorKind(status) != ErrorKind::kAborted) {
+    CHORUS_LOG(kWarn, "tcp") << status.message() << "; failing " << pending
+                             << " pending operation(s)";
+  } else {
+    CHORUS_LOG(kInfo, "tcp") << "connection to " << label_ << " closed: " << status.message();
+  }
+  state_ = State::kFailed;
+  failure_ = status;
+  // Sockets first: from here on nothing is read into or written from a caller's buffer.
+  RetireStream(std::move(dial_stream_));
+  std::vector<std::shared_ptr<OutboundMessage>> sends(unassigned_sends_.begin(),
+                                                      unassigned_sends_.end());
+  unassigned_sends_.clear();
+  for (auto& stream : streams_) {
+    if (stream == nullptr) continue;
+    for (const OutFrame& frame : stream->send_queue()) sends.push_back(frame.message);
+    stream->send_queue().clear();
+    RetireStream(std::move(stream));
+  }
+  streams_.clear();
+  for (const auto& message : sends) message->request->Finish(status, 0);
+  auto posted = std::move(posted_);
+  posted_.clear();
+  for (auto& [tag, slots] : posted) {
+    for (const auto& slot : slots) {
+      if (slot->peers.size() > 1) mesh_.UnpostElsewhere(*slot, peer_);
+      slot->request->Finish(status, 0, peer_);
+    }
+  }
+  auto inbound = std::move(inbound_);
+  inbound_.clear();
+  for (auto& [seq, message] : inbound) {
+    message->discard = true;
+    message->buffered.reset();
+    if (message->slot != nullptr) message->slot->request->Finish(status, 0, peer_);
+    message->slot.reset();
+  }
+  // Messages that arrived whole stay receivable; the partial ones are gone.
+  for (auto it = unexpected_.begin(); it != unexpected_.end();) {
+    auto& queue = it->second;
+    queue.erase(std::remove_if(queue.begin(), queue.end(),
+                               [](const auto& message) { return !message->complete; }),
+                queue.end());
+    if (queue.empty()) {
+      unexpected_.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace chorus::tcp

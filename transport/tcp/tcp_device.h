@@ -1,0 +1,31 @@
+// The TCP transport: a Device listening on one address, with meshes whose connections are
+// sockets to their peers. See docs/transport-tcp.md for the protocol, the threading and the
+// environment variables.
+#ifndef CHORUS_TRANSPORT_TCP_TCP_DEVICE_H_
+#define CHORUS_TRANSPORT_TCP_TCP_DEVICE_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "chorus/transport/tcp/tcp_options.h"
+#include "chorus/transport/transport.h"
+
+namespace chorus::tcp {
+
+// Picks the address to listen on: `options.address` if set, else an interface address by
+// `options.interfaces` and `options.family` (default: the first interface that is not
+// loopback or docker, falling back to loopback). Port `options.port`. InvalidArgument with
+// the interfaces that exist when nothing matches.
+absl::StatusOr<SocketAddress> SelectListenAddress(const TcpDeviceOptions& options);
+
+// Creates a device listening on SelectListenAddress(options) (the address is logged at info)
+// with its background progress thread running. Meshes created from it may outlive it; their
+// requests then progress only while someone waits on them.
+absl::StatusOr<std::unique_ptr<Device>> CreateTcpDevice(const TcpDeviceOptions& options);
+
+// CreateTcpDevice(TcpDeviceOptions::FromEnv()).
+absl::StatusOr<std::unique_ptr<Device>> CreateTcpDeviceFromEnv();
+
+}  // namespace chorus::tcp
+
+#endif  // CHORUS_TRANSPORT_TCP_TCP_DEVICE_H_

@@ -1,0 +1,204 @@
+#include "chorus/transport/tcp/tcp_mesh.h"
+
+#include <sys/random.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "chorus/core/logging.h"
+#include "chorus/core/status.h"
+
+namespace chorus::tcp {
+
+uint64_t RandomId() {
+  uint64_t id = 0;
+  while (id == 0) {
+    if (getrandom(&id, sizeof(id), 0) != static_cast<ssize_t>(sizeof(id))) id = 0;
+  }
+  return id;
+}
+
+TcpMesh::TcpMesh(std::shared_ptr<TcpContext> context, int rank, int size,
+                 const MeshOptions& options, uint64_t mesh_id)
+    : context_(std::move(context)),
+      rank_(rank),
+      size_(size),
+      options_(options),
+      mesh_id_(mesh_id),
+      connections_(size) {
+  std::lock_guard<std::mutex> lock(engine().mu());
+  context_->meshes[mesh_id_] = this;
+  engine().AddTickable(this);
+}
+
+TcpMesh::~TcpMesh() {
+  std::lock_guard<std::mutex> lock(engine().mu());
+  if (aborted_.ok()) {
+    aborted_ = AbortedError(absl::StrCat("the mesh of rank ", rank_, " was destroyed"));
+  }
+  for (auto& connection : connections_) {
+    if (connection != nullptr) connection->Fail(aborted_);
+  }
+  connections_.clear();
+  context_->meshes.erase(mesh_id_);
+  engine().RemoveTickable(this);
+}
+
+std::string TcpMesh::PeerLabel(int peer) const {
+  if (peer < 0 || peer >= static_cast<int>(peers_.size())) return absl::StrCat("rank ", peer);
+  return absl::StrCat("rank ", peer, " (", peers_[peer].address.ToString(), ")");
+}
+
+void TcpMesh::SetPeers(uint64_t job_id, std::vector<PeerEndpoint> peers) {
+  job_id_ = job_id;
+  peers_ = std::move(peers);
+  ready_ = true;
+}
+
+TcpConnection* TcpMesh::ConnectionLocked(int peer) {
+  std::unique_ptr<TcpConnection>& connection = connections_[peer];
+  if (connection == nullptr) {
+    connection = std::make_unique<TcpConnection>(
+        *this, peer, Deadline::After(options_.connect_timeout));
+    if (aborted_.ok()) {
+      connection->StartDial();
+    } else {
+      connection->Fail(aborted_);
+    }
+  }
+  return connection.get();
+}
+
+absl::StatusOr<Connection*> TcpMesh::GetConnection(int peer) {
+  if (peer < 0 || peer >= size_ || peer == rank_) {
+    return InvalidArgumentError(absl::StrCat("rank ", rank_, " asked for a connection to rank ",
+                                             peer, ", which is not another rank of its mesh of ",
+                                             size_));
+  }
+  std::lock_guard<std::mutex> lock(engine().mu());
+  return ConnectionLocked(peer);
+}
+
+RequestPtr TcpMesh::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer) {
+  auto request = std::make_shared<TcpRequest>(
+      RequestKind::kRecv, -1, tag, engine_ptr(),
+      absl::StrCat("any of ranks [", absl::StrJoin(peers, ", "), "]"));
+  std::lock_guard<std::mutex> lock(engine().mu());
+  absl::flat_hash_set<int> seen;
+  for (int peer : peers) {
+    if (peer < 0 || peer >= size_ || peer == rank_ || !seen.insert(peer).second) {
+      request->Finish(InvalidArgumentError(absl::StrCat(
+                          "RecvFromAny on rank ", rank_, ": peer list [",
+                          absl::StrJoin(peers, ", "), "] must name distinct other ranks of [0, ",
+                          size_, ")")),
+                      0);
+      return request;
+    }
+  }
+  if (peers.empty()) {
+    request->Finish(InvalidArgumentError("RecvFromAny needs at least one peer"), 0);
+    return request;
+  }
+  if (buffer.type != MemoryType::kHost) {
+    request->Finish(InvalidArgumentError("the TCP transport receives into host memory only"), 0);
+    return request;
+  }
+  if (!aborted_.ok()) {
+    request->Finish(aborted_, 0);
+    return request;
+  }
+  auto slot = std::make_shared<RecvSlot>();
+  slot->request = request;
+  slot->data = static_cast<uint8_t*>(buffer.data);
+  slot->capacity = buffer.size;
+  slot->peers.assign(peers.begin(), peers.end());
+  // A message already here wins, the earliest arrival first.
+  TcpConnection* oldest = nullptr;
+  uint64_t oldest_arrival = 0;
+  for (int peer : peers) {
+    TcpConnection* connection = ConnectionLocked(peer);
+    const InboundMessage* message = connection->OldestUnexpected(tag);
+    if (message != nullptr && (oldest == nullptr || message->arrival < oldest_arrival)) {
+      oldest = connection;
+      oldest_arrival = message->arrival;
+    }
+  }
+  if (oldest != nullptr) {
+    oldest->TakeUnexpected(tag, slot);
+    return request;
+  }
+  for (int peer : peers) {
+    const TcpConnection& connection = *connections_[peer];
+    if (connection.failed()) {
+      request->Finish(connection.failure(), 0, peer);
+      return request;
+    }
+  }
+  request->set_owner(this);
+  for (int peer : peers) connections_[peer]->Post(slot);
+  return request;
+}
+
+void TcpMesh::UnpostElsewhere(const RecvSlot& slot, int matched_peer) {
+  for (int peer : slot.peers) {
+    if (peer != matched_peer && connections_[peer] != nullptr) {
+      connections_[peer]->Unpost(slot.request->tag(), &slot);
+    }
+  }
+}
+
+void TcpMesh::CancelLocked(TcpRequest& request) {
+  for (auto& connection : connections_) {
+    if (connection != nullptr) connection->ForgetRecv(request);
+  }
+}
+
+void TcpMesh::Abort(absl::string_view reason) {
+  std::lock_guard<std::mutex> lock(engine().mu());
+  if (!aborted_.ok()) return;
+  aborted_ = AbortedError(absl::StrCat("the mesh of rank ", rank_, " was aborted: ", reason));
+  CHORUS_LOG(kWarn, "tcp") << aborted_.message();
+  for (auto& connection : connections_) {
+    if (connection != nullptr) connection->Fail(aborted_);
+  }
+}
+
+HandshakeVerdict TcpMesh::EvaluateHello(const Hello& hello) const {
+  if (!aborted_.ok()) return HandshakeVerdict::kClosed;
+  if (hello.job_id != job_id_) return HandshakeVerdict::kWrongJob;
+  if (hello.target_rank != static_cast<uint32_t>(rank_)) return HandshakeVerdict::kWrongTargetRank;
+  if (hello.source_rank >= static_cast<uint32_t>(size_) ||
+      hello.source_rank == static_cast<uint32_t>(rank_)) {
+    return HandshakeVerdict::kBadSourceRank;
+  }
+  if (hello.source_mesh_id != peers_[hello.source_rank].mesh_id) {
+    return HandshakeVerdict::kUnknownMesh;
+  }
+  const TcpConnection* connection = connections_[hello.source_rank].get();
+  if (connection == nullptr) {
+    return hello.stream_index == 0 ? HandshakeVerdict::kAccepted : HandshakeVerdict::kBadStream;
+  }
+  return connection->EvaluateHello(hello);
+}
+
+void TcpMesh::AdoptStream(const Hello& hello, ScopedFd fd) {
+  std::unique_ptr<TcpConnection>& connection = connections_[hello.source_rank];
+  if (connection == nullptr) {
+    connection = std::make_unique<TcpConnection>(*this, static_cast<int>(hello.source_rank),
+                                                 Deadline::After(options_.connect_timeout));
+  }
+  connection->AdoptStream(hello, std::move(fd));
+}
+
+absl::Duration TcpMesh::Tick() {
+  bool pending = false;
+  for (auto& connection : connections_) {
+    if (connection != nullptr && connection->Tick()) pending = true;
+  }
+  return pending ? ProgressEngine::kTickInterval : absl::InfiniteDuration();
+}
+
+}  // namespace chorus::tcp

@@ -1,0 +1,90 @@
+// One communicator's view of its peers over a TCP device: the peers' endpoints from the
+// bootstrap exchange, lazily created connections, RecvFromAny and Abort.
+#ifndef CHORUS_TRANSPORT_TCP_TCP_MESH_H_
+#define CHORUS_TRANSPORT_TCP_TCP_MESH_H_
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+#include "absl/types/span.h"
+#include "chorus/transport/tcp/handshake.h"
+#include "chorus/transport/tcp/progress_engine.h"
+#include "chorus/transport/tcp/socket.h"
+#include "chorus/transport/tcp/tcp_connection.h"
+#include "chorus/transport/tcp/tcp_context.h"
+#include "chorus/transport/tcp/tcp_request.h"
+#include "chorus/transport/transport.h"
+
+namespace chorus::tcp {
+
+// A peer as the bootstrap exchange described it.
+struct PeerEndpoint {
+  SocketAddress address;
+  uint64_t mesh_id = 0;
+};
+
+// Thread-safe: the Mesh methods take the engine's mutex; the others require it.
+class TcpMesh : public Mesh, public Tickable, public RequestOwner {
+ public:
+  // Registers the mesh under `mesh_id` with the device's context (so handshakes naming it
+  // wait for it instead of being refused) and with the engine's timers.
+  TcpMesh(std::shared_ptr<TcpContext> context, int rank, int size, const MeshOptions& options,
+          uint64_t mesh_id);
+  // Fails every pending request with kAborted, closes every socket and unregisters.
+  ~TcpMesh() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  absl::StatusOr<Connection*> GetConnection(int peer) override;
+  RequestPtr RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer) override;
+  void Abort(absl::string_view reason) override;
+
+  // --- With the engine's mutex held ---
+  // Completes the bootstrap: every rank's endpoint (index = rank). Handshakes are answered
+  // from then on.
+  void SetPeers(uint64_t job_id, std::vector<PeerEndpoint> peers);
+  bool ready() const { return ready_; }
+  HandshakeVerdict EvaluateHello(const Hello& hello) const;
+  void AdoptStream(const Hello& hello, ScopedFd fd);
+  absl::Duration Tick() override;
+  void CancelLocked(TcpRequest& request) override;  // a RecvFromAny receive
+
+  // --- For its connections ---
+  ProgressEngine& engine() const { return *context_->engine; }
+  const std::shared_ptr<ProgressEngine>& engine_ptr() const { return context_->engine; }
+  const TcpDeviceOptions& device_options() const { return context_->options; }
+  uint64_t job_id() const { return job_id_; }
+  uint64_t mesh_id() const { return mesh_id_; }
+  const PeerEndpoint& peer_endpoint(int peer) const { return peers_[peer]; }
+  // OK, or the kAborted status every request fails with after Abort().
+  const absl::Status& aborted() const { return aborted_; }
+  uint64_t NextArrival() { return ++arrivals_; }
+  // Removes a RecvFromAny slot from every connection but `matched_peer`'s.
+  void UnpostElsewhere(const RecvSlot& slot, int matched_peer);
+  std::string PeerLabel(int peer) const;
+
+ private:
+  TcpConnection* ConnectionLocked(int peer);
+
+  const std::shared_ptr<TcpContext> context_;
+  const int rank_;
+  const int size_;
+  const MeshOptions options_;
+  const uint64_t mesh_id_;
+
+  // Guarded by the engine's mutex.
+  bool ready_ = false;
+  uint64_t job_id_ = 0;
+  std::vector<PeerEndpoint> peers_;
+  std::vector<std::unique_ptr<TcpConnection>> connections_;
+  absl::Status aborted_;
+  uint64_t arrivals_ = 0;
+};
+
+}  // namespace chorus::tcp
+
+#endif  // CHORUS_TRANSPORT_TCP_TCP_MESH_H_

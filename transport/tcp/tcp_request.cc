@@ -1,0 +1,79 @@
+#include "chorus/transport/tcp/tcp_request.h"
+
+#include <sched.h>
+
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "chorus/core/status.h"
+
+namespace chorus::tcp {
+namespace {
+
+// A sleeping driver wakes at least this often even if nothing happens, as a safety net for
+// completions that happen without an event (all of them also call Wake).
+constexpr int kMaxSleepMs = 100;
+// A waiter that finds another thread driving sleeps on its own request in slices this long,
+// then tries to take over driving.
+constexpr absl::Duration kFollowerSlice = absl::Milliseconds(1);
+// While spinning, yield the core every this many polls so oversubscribed ranks progress.
+constexpr int kPollsPerYield = 4;
+
+}  // namespace
+
+TcpRequest::TcpRequest(RequestKind kind, int peer, Tag tag,
+                       std::shared_ptr<ProgressEngine> engine, std::string peer_label)
+    : Request(kind, peer, tag), engine_(std::move(engine)), peer_label_(std::move(peer_label)) {}
+
+bool TcpRequest::Finish(absl::Status status, size_t bytes, int peer) {
+  if (!Complete(std::move(status), bytes, peer)) return false;
+  owner_ = nullptr;
+  engine_->OnRequestCompleted(this);
+  return true;
+}
+
+absl::Status TcpRequest::Wait(Deadline deadline) {
+  if (!IsDone()) {
+    engine_->BeginWait();
+    const auto spin_until =
+        std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(engine_->spin());
+    int polls = 0;
+    while (!IsDone() && !deadline.Expired()) {
+      const bool spinning = std::chrono::steady_clock::now() < spin_until;
+      if (engine_->TryAcquireDriver()) {
+        engine_->PollOnce(spinning ? 0 : deadline.RemainingMillis(kMaxSleepMs), this);
+        engine_->ReleaseDriver();
+        if (spinning && ++polls % kPollsPerYield == 0) sched_yield();
+      } else if (spinning) {
+        sched_yield();
+      } else {
+        AwaitDone(deadline.Min(Deadline::After(kFollowerSlice)));
+      }
+    }
+    engine_->EndWait();
+  }
+  if (!IsDone()) {
+    return DeadlineExceededError(
+        absl::StrCat(kind() == RequestKind::kSend ? "send to " : "receive from ", peer_label_,
+                     " (tag ", absl::Hex(tag()),
+                     ") did not complete before its deadline; that rank may be stalled, slow, "
+                     "or not posting the matching ",
+                     kind() == RequestKind::kSend ? "receive" : "send"),
+        peer());
+  }
+  return status();
+}
+
+void TcpRequest::Cancel() {
+  if (IsDone()) return;
+  std::lock_guard<std::mutex> lock(engine_->mu());
+  if (IsDone()) return;
+  if (owner_ != nullptr) owner_->CancelLocked(*this);
+  Finish(AbortedError(absl::StrCat(kind() == RequestKind::kSend ? "send to " : "receive from ",
+                                   peer_label_, " (tag ", absl::Hex(tag()), ") was cancelled"),
+                      peer()),
+         0);
+}
+
+}  // namespace chorus::tcp
