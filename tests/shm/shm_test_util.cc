@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 
+#include <cstring>
 #include <fstream>
 #include <memory>
 
@@ -56,24 +57,26 @@ std::string Failures(const std::vector<absl::Status>& statuses) {
 }
 
 std::vector<char> Pattern(size_t bytes, uint32_t seed) {
+  // Generated a word at a time: the 64 MiB cases stay fast under the sanitizers.
   std::vector<char> data(bytes);
-  uint32_t state = seed * 2654435761u + 1;
-  for (size_t i = 0; i < bytes; ++i) {
-    state = state * 1664525u + 1013904223u;
-    data[i] = static_cast<char>(state >> 24);
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  size_t i = 0;
+  for (; i + 8 <= bytes; i += 8) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    std::memcpy(data.data() + i, &state, 8);
   }
+  state = state * 6364136223846793005ull + 1442695040888963407ull;
+  std::memcpy(data.data() + i, &state, bytes - i);
   return data;
 }
 
 absl::Status ExpectPattern(const char* data, size_t bytes, uint32_t seed) {
   const std::vector<char> expected = Pattern(bytes, seed);
-  for (size_t i = 0; i < bytes; ++i) {
-    if (data[i] != expected[i]) {
-      return absl::InternalError(absl::StrCat("byte ", i, " of ", bytes, " (seed ", seed,
-                                              ") differs"));
-    }
-  }
-  return absl::OkStatus();
+  if (bytes == 0 || std::memcmp(data, expected.data(), bytes) == 0) return absl::OkStatus();
+  size_t i = 0;
+  while (data[i] == expected[i]) ++i;
+  return absl::InternalError(absl::StrCat("byte ", i, " of ", bytes, " (seed ", seed,
+                                          ") differs"));
 }
 
 std::vector<std::string> InboxMappings() {

@@ -151,7 +151,7 @@ TEST_CASE("zero-length messages", "[conformance]") {
 TEST_CASE("receives posted before and after the message arrives, small to 64 MiB",
           "[conformance]") {
   RunEverywhere(2, [](RankEnv& env) -> absl::Status {
-    const std::vector<size_t> sizes = {8, 200 * 1024, 64 << 20};
+    const std::vector<size_t> sizes = {8, 200 * 1024, kLargeMessageBytes};
     CHORUS_ASSIGN_OR_RETURN(Connection * connection, env.To(1 - env.rank));
     for (size_t i = 0; i < sizes.size(); ++i) {
       const Tag early = 20 + 2 * i;  // receive posted before the send
@@ -231,7 +231,7 @@ TEST_CASE("a message longer than the receive buffer fails the receive and writes
 TEST_CASE("a cancelled receive never touches its buffer again", "[conformance]") {
   RunEverywhere(2, [](RankEnv& env) -> absl::Status {
     CHORUS_ASSIGN_OR_RETURN(Connection * connection, env.To(1 - env.rank));
-    constexpr size_t kLarge = 32 << 20;
+    constexpr size_t kLarge = kLargeMessageBytes / 2;
     const std::vector<uint8_t> small = Pattern(1, 64);
     const std::vector<uint8_t> marker = Pattern(2, 32);
     if (env.rank == 0) {

@@ -521,7 +521,7 @@ RankBody KillableRanks(const std::string& directory,
 }
 
 TEST_CASE("a peer killed mid-transfer fails the survivor's receive within 1 s, naming it") {
-  constexpr size_t kSize = 64 << 20;
+  constexpr size_t kSize = kLargeMessageBytes;
   TempDir directory;
   RankProcesses processes(
       2, KillableRanks(
@@ -576,7 +576,7 @@ TEST_CASE("a peer killed mid-transfer fails the survivor's receive within 1 s, n
 }
 
 TEST_CASE("a receive cancelled mid-message is never written again; the stream stays in step") {
-  constexpr size_t kSize = 64 << 20;
+  constexpr size_t kSize = kLargeMessageBytes;
   TempDir directory;
   RankProcesses processes(
       2, KillableRanks(

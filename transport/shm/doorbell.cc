@@ -20,8 +20,9 @@ long Futex(std::atomic<uint32_t>* word, int op, uint32_t value, const struct tim
 }  // namespace
 
 void RingDoorbell(InboxHeader& header) {
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (header.sleepers.load(std::memory_order_relaxed) == 0) return;
+  // A read-modify-write of `sleepers`, as the sleeper's increment is: of the two, the later
+  // one sees the earlier (the sleeper then sees what we published, or we see the sleeper).
+  if (header.sleepers.fetch_add(0, std::memory_order_seq_cst) == 0) return;
   WakeAll(header);
 }
 

@@ -2,8 +2,8 @@
 // sleep, and which writers ring after publishing (see InboxHeader).
 //
 // Lost wake-ups are excluded by a Dekker pair: a sleeper increments `sleepers` and then looks for
-// work; a writer publishes and then reads `sleepers` (both sequentially consistent), so at least
-// one of them sees the other. The sleeper passes the doorbell value it read *before* looking to
+// work; a writer publishes and then reads `sleepers` with a read-modify-write, so at least one of
+// them sees the other. The sleeper passes the doorbell value it read *before* looking to
 // FUTEX_WAIT, so a ring in between makes the wait return at once.
 #ifndef CHORUS_TRANSPORT_SHM_DOORBELL_H_
 #define CHORUS_TRANSPORT_SHM_DOORBELL_H_
@@ -15,8 +15,8 @@
 
 namespace chorus::shm {
 
-// Writer side: wakes the sleepers of `header`, if there are any. Costs a fence and a load when
-// nobody sleeps. Call after publishing what the sleepers should see.
+// Writer side: wakes the sleepers of `header`, if there are any. Costs one atomic
+// read-modify-write when nobody sleeps. Call after publishing what the sleepers should see.
 void RingDoorbell(InboxHeader& header);
 
 // Wakes every sleeper of `header` unconditionally (local completions, shutdown).

@@ -70,6 +70,22 @@ class ShmConnection final : public Connection {
   const int peer_;
 };
 
+// A heap buffer that is not zero-filled first: pulled messages (up to many MiB) are written
+// over at once.
+struct Bytes {
+  std::unique_ptr<char[]> data;
+  size_t size = 0;
+
+  static Bytes Uninitialized(size_t size) {
+    return Bytes{std::unique_ptr<char[]>(new char[size]), size};
+  }
+  static Bytes CopyOf(const char* from, size_t size) {
+    Bytes bytes = Uninitialized(size);
+    if (size != 0) std::memcpy(bytes.data.get(), from, size);
+    return bytes;
+  }
+};
+
 // A message that arrived before its receive was posted.
 struct Endpoint::Unexpected {
   enum class Kind {
@@ -79,7 +95,7 @@ struct Endpoint::Unexpected {
   };
   Kind kind = Kind::kData;
   uint64_t arrival = 0;    // endpoint-wide order, so RecvFromAny takes the oldest
-  std::vector<char> data;  // kData
+  Bytes data;              // kData
   uint32_t slot_ref = 0;   // kAnnounced, kPulling
   uint64_t length = 0;
   uint64_t address = 0;
@@ -94,7 +110,7 @@ struct Endpoint::InboundStream {
   };
   Into into = Into::kRequest;
   std::shared_ptr<ShmRequest> request;
-  std::vector<char> held;
+  Bytes held;
   Tag tag = 0;
   uint32_t slot_ref = 0;
   uint64_t length = 0;
@@ -102,7 +118,7 @@ struct Endpoint::InboundStream {
 
   char* destination() const {
     if (into == Into::kRequest) return request->data_;
-    if (into == Into::kHeld) return const_cast<char*>(held.data());
+    if (into == Into::kHeld) return held.data.get();
     return nullptr;
   }
 };
@@ -477,11 +493,9 @@ void Endpoint::Drain(Peer& peer) {
     return;
   }
   if (!consumed || !peer.connected) return;
-  // Space was freed: wake the peer if it waits for ring space or a staging chunk (see
-  // AreaControl::want_space; the fence pairs with the one in Flush).
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  std::atomic<uint32_t>& want_space = peer.in.control->want_space;
-  if (want_space.load(std::memory_order_relaxed) != 0 && want_space.exchange(0) != 0) {
+  // Space was freed: wake the peer if it waits for ring space or a staging chunk. Both sides
+  // swap `want_space` (after freeing, before looking again), so one of them sees the other.
+  if (peer.in.control->want_space.exchange(0, std::memory_order_seq_cst) != 0) {
     RingDoorbell(peer.outbox->header());
   }
 }
@@ -525,7 +539,7 @@ void Endpoint::DeliverEager(Peer& peer, Tag tag, const char* data, uint64_t leng
   }
   Unexpected message;
   message.arrival = next_arrival_++;
-  message.data.assign(data, data + length);
+  message.data = Bytes::CopyOf(data, length);
   peer.unexpected[tag].push_back(std::move(message));
 }
 
@@ -657,9 +671,9 @@ void Endpoint::PullExpiredAnnouncements() {
         keep = false;
         break;
       case Claim::kRead: {
-        std::vector<char> data(message->length);
-        const absl::Status status =
-            ReadAnnounced(peer, data.data(), message->slot_ref, message->length, message->address);
+        Bytes data = Bytes::Uninitialized(message->length);
+        const absl::Status status = ReadAnnounced(peer, data.data.get(), message->slot_ref,
+                                                  message->length, message->address);
         if (status.ok()) {
           message->kind = Unexpected::Kind::kData;
           message->data = std::move(data);
@@ -675,7 +689,7 @@ void Endpoint::PullExpiredAnnouncements() {
         InboundStream& stream = peer.inbound_streams[SlotIndex(message->slot_ref)];
         stream = InboundStream{};
         stream.into = InboundStream::Into::kHeld;
-        stream.held.resize(message->length);
+        stream.held = Bytes::Uninitialized(message->length);
         stream.tag = held.tag;
         stream.slot_ref = message->slot_ref;
         stream.length = message->length;
@@ -703,7 +717,7 @@ void Endpoint::TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& reque
     return;
   }
   // What has arrived so far moves over; the rest streams straight into the receive.
-  if (stream.received != 0) std::memcpy(request->data_, stream.held.data(), stream.received);
+  if (stream.received != 0) std::memcpy(request->data_, stream.held.data.get(), stream.received);
   stream.held = {};
   stream.into = InboundStream::Into::kRequest;
   stream.request = request;
@@ -815,9 +829,8 @@ void Endpoint::Flush(Peer& peer) {
   if (!peer.connected || !peer.failure.ok()) return;
   if (!FlushOnce(peer)) return;
   // Blocked on space: ask the consumer to ring us when it frees some, then look once more in
-  // case it did in between (the fence pairs with the one in Drain).
-  peer.outbox->area().control->want_space.store(1, std::memory_order_relaxed);
-  std::atomic_thread_fence(std::memory_order_seq_cst);
+  // case it did in between (see Drain).
+  peer.outbox->area().control->want_space.exchange(1, std::memory_order_seq_cst);
   FlushOnce(peer);
 }
 
@@ -951,7 +964,7 @@ bool Endpoint::MatchUnexpected(Peer& peer, const std::shared_ptr<ShmRequest>& re
     }
     switch (message.kind) {
       case Unexpected::Kind::kData:
-        FinishEagerReceive(*request, peer.rank, message.data.data(), message.data.size());
+        FinishEagerReceive(*request, peer.rank, message.data.data.get(), message.data.size);
         return true;
       case Unexpected::Kind::kPulling:
         TakeOverPull(peer, request, message);
@@ -1235,9 +1248,9 @@ void Endpoint::WakeWaitersIfCompleted() {
       !completed_since_wake_.exchange(false, std::memory_order_acq_rel)) {
     return;
   }
-  // Pairs with the waiter's increment of sleeping_waiters_ before it checks IsDone().
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (sleeping_waiters_.load(std::memory_order_relaxed) > 0) WakeAll(header_);
+  // A read-modify-write, like the waiter's increment before it checks IsDone(): of the two,
+  // the later one sees the earlier.
+  if (sleeping_waiters_.fetch_add(0, std::memory_order_seq_cst) > 0) WakeAll(header_);
 }
 
 absl::Status Endpoint::Wait(ShmRequest& request, Deadline deadline) {

@@ -145,9 +145,8 @@ absl::StatusOr<std::shared_ptr<Inbox>> Inbox::Create(int rank, int size, const P
   header->area_bytes = area_bytes;
   header->probe_address = reinterpret_cast<uint64_t>(&inbox->nonce_);
   header->probe_value = nonce;
-  // Last, so a reader that sees the magic sees the rest (the address is published after this
-  // anyway, through the store).
-  std::atomic_thread_fence(std::memory_order_release);
+  // Peers read the header only after they learn the address through the store, which orders
+  // these writes before their reads.
   header->magic = kInboxMagic;
   {
     Registry& registry = GetRegistry();
