@@ -15,7 +15,7 @@ namespace {
 
 using shm::SingleCopyMode;
 
-constexpr size_t kLarge = 1 << 20;  // above the eager limit: takes the single-copy path
+constexpr size_t kLarge = 1 << 20;  // above the eager limit: the single-copy path
 
 SingleCopyMode AnyMode() {
   return GENERATE(SingleCopyMode::kAuto, SingleCopyMode::kCma, SingleCopyMode::kStaging);
@@ -77,7 +77,9 @@ TEST_CASE("many tags in flight match by tag, receives posted in reverse order") 
     }
     SHM_OK(WaitAll(requests, Generous()));
     if (mesh.rank() == 1) {
-      for (int tag = 0; tag < kTags; ++tag) SHM_OK(ExpectPattern(buffers[tag].data(), size_of(tag), tag));
+      for (int tag = 0; tag < kTags; ++tag) {
+        SHM_OK(ExpectPattern(buffers[tag].data(), size_of(tag), tag));
+      }
     }
     return absl::OkStatus();
   });
@@ -87,7 +89,7 @@ TEST_CASE("many tags in flight match by tag, receives posted in reverse order") 
 TEST_CASE("zero-length and 64 MiB messages, receive posted before and after the send") {
   const SingleCopyMode mode = AnyMode();
   INFO("single copy " << shm::SingleCopyModeName(mode));
-  constexpr size_t kHuge = size_t{64} << 20;
+  constexpr size_t kHuge = kHugeMessage;
   const std::vector<char> huge = Pattern(kHuge, 64);
   const auto statuses = RunMeshThreads(2, OptionsFor(mode), [&](Mesh& mesh) -> absl::Status {
     auto connection = mesh.GetConnection(1 - mesh.rank());
@@ -226,7 +228,9 @@ TEST_CASE("a message longer than the receive buffer fails the receive and writes
       SHM_OK(peer.Send(10, "r", 1)->Wait(Generous()));
       status = second->Wait(Generous());
       SHM_EXPECT(GetErrorKind(status) == ErrorKind::kInvalidArgument, status.ToString());
-      for (size_t i = capacity; i < buffer.size(); ++i) SHM_EXPECT(buffer[i] == '#', "guard byte ", i);
+      for (size_t i = capacity; i < buffer.size(); ++i) {
+        SHM_EXPECT(buffer[i] == '#', "guard byte ", i);
+      }
       // The discarded messages are gone; the next one arrives intact.
       RequestPtr third = peer.Recv(9, buffer.data(), capacity);
       SHM_OK(third->Wait(Generous()));
@@ -272,7 +276,8 @@ TEST_CASE("RecvFromAny takes exactly one message and names its sender") {
       SHM_OK(ExpectPattern(buffers[i].data(), bytes, from));
       ++(bytes == 64 ? small_from : large_from)[from];
     }
-    SHM_EXPECT(small_from[1] == 1 && small_from[2] == 1 && large_from[1] == 1 && large_from[2] == 1);
+    SHM_EXPECT(small_from[1] == 1 && small_from[2] == 1 && large_from[1] == 1 &&
+               large_from[2] == 1);
     // Rank 3's messages are still there for a receive of their own tag.
     auto from3 = mesh.GetConnection(3);
     SHM_OK(from3.status());

@@ -21,7 +21,7 @@ namespace {
 
 using shm::SingleCopyMode;
 
-constexpr size_t kHuge = size_t{64} << 20;
+constexpr size_t kHuge = kHugeMessage;
 
 int64_t MonotonicNanos() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -60,6 +60,15 @@ std::string Failures(const std::vector<absl::Status>& statuses);
 std::vector<char> Pattern(size_t bytes, uint32_t seed);
 absl::Status ExpectPattern(const char* data, size_t bytes, uint32_t seed);
 
+// The largest message the tests move: 64 MiB. ThreadSanitizer makes every byte touched many
+// times dearer and its runs look for races, not size limits, so there it is 8 MiB (still 16
+// staging chunks and one large cross-memory read).
+#ifdef __SANITIZE_THREAD__
+constexpr size_t kHugeMessage = size_t{8} << 20;
+#else
+constexpr size_t kHugeMessage = size_t{64} << 20;
+#endif
+
 // A generous bound for things that must finish: tests run on a loaded two-core machine.
 inline Deadline Generous() { return Deadline::After(absl::Seconds(20)); }
 

@@ -895,7 +895,8 @@ bool Endpoint::PushStreams(Peer& peer, bool* wrote) {
     while (request.streamed_ < request.size_) {
       const uint64_t released = out.control->staging_released.load(std::memory_order_acquire);
       if (peer.chunks_produced - released >= kStagingChunks) return true;
-      const uint64_t bytes = std::min<uint64_t>(out.chunk_bytes(), request.size_ - request.streamed_);
+      const uint64_t bytes =
+          std::min<uint64_t>(out.chunk_bytes(), request.size_ - request.streamed_);
       // Rewritten harmlessly if the record below does not fit yet.
       std::memcpy(out.chunk(peer.chunks_produced), request.data_ + request.streamed_, bytes);
       Record record{};

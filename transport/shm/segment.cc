@@ -22,7 +22,9 @@
 namespace chorus::shm {
 namespace {
 
-std::string ErrnoText(int error) { return absl::StrCat(std::strerror(error), " (errno ", error, ")"); }
+std::string ErrnoText(int error) {
+  return absl::StrCat(std::strerror(error), " (errno ", error, ")");
+}
 
 uint64_t RandomNonce() {
   uint64_t value = 0;
