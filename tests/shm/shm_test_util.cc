@@ -65,8 +65,10 @@ std::vector<char> Pattern(size_t bytes, uint32_t seed) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     std::memcpy(data.data() + i, &state, 8);
   }
-  state = state * 6364136223846793005ull + 1442695040888963407ull;
-  std::memcpy(data.data() + i, &state, bytes - i);
+  if (i < bytes) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    std::memcpy(data.data() + i, &state, bytes - i);
+  }
   return data;
 }
 
