@@ -21,6 +21,14 @@
 
 namespace chorus::testing {
 
+// Sanitizer builds run several times slower (TSan far more); tests scale their largest
+// messages by this so the suite still finishes in time there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr size_t kLargeMessageBytes = 16 << 20;
+#else
+inline constexpr size_t kLargeMessageBytes = 64 << 20;
+#endif
+
 // What a rank body gets.
 struct RankEnv {
   int rank = 0;

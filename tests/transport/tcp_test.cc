@@ -521,7 +521,7 @@ RankBody KillableRanks(const std::string& directory,
 }
 
 TEST_CASE("a peer killed mid-transfer fails the survivor's receive within 1 s, naming it") {
-  constexpr size_t kSize = 64 << 20;
+  constexpr size_t kSize = kLargeMessageBytes;
   TempDir directory;
   RankProcesses processes(
       2, KillableRanks(
@@ -532,9 +532,9 @@ TEST_CASE("a peer killed mid-transfer fails the survivor's receive within 1 s, n
                uint8_t ping = 1;
                CHORUS_RETURN_IF_ERROR(connection.Send(1, &ping, 1)->Wait(Deadline::After(kSetup)));
                // Rank 1 posts its send (which writes what the sockets take at once) and stops
-               // itself: the message is cut off part-way.
-               CHORUS_RETURN_IF_ERROR(store.Get("stopping", Deadline::After(kSetup)).status());
-               std::this_thread::sleep_for(std::chrono::milliseconds(100));
+               // itself at once: the message is cut off part-way.
+               CHORUS_RETURN_IF_ERROR(store.Get("sending", Deadline::After(kSetup)).status());
+               std::this_thread::sleep_for(std::chrono::milliseconds(200));
                SCENARIO_EXPECT(!receive->IsDone(), "the transfer was not cut short: ",
                                receive->status().ToString());
                CHORUS_RETURN_IF_ERROR(store.Set("mid-transfer", "1"));
@@ -558,8 +558,8 @@ TEST_CASE("a peer killed mid-transfer fails the survivor's receive within 1 s, n
              },
              [](Connection& connection, Store& store) -> absl::Status {
                const std::vector<uint8_t> data = Pattern(1, kSize);
+               CHORUS_RETURN_IF_ERROR(store.Set("sending", "1"));
                RequestPtr send = connection.Send(2, data.data(), data.size());
-               CHORUS_RETURN_IF_ERROR(store.Set("stopping", "1"));
                raise(SIGSTOP);  // frozen mid-transfer until the test kills it
                return InternalError("rank 1 should have been killed");
              }));
@@ -576,7 +576,7 @@ TEST_CASE("a peer killed mid-transfer fails the survivor's receive within 1 s, n
 }
 
 TEST_CASE("a receive cancelled mid-message is never written again; the stream stays in step") {
-  constexpr size_t kSize = 64 << 20;
+  constexpr size_t kSize = kLargeMessageBytes;
   TempDir directory;
   RankProcesses processes(
       2, KillableRanks(
@@ -586,8 +586,8 @@ TEST_CASE("a receive cancelled mid-message is never written again; the stream st
                RequestPtr receive = connection.Recv(2, buffer.data(), buffer.size());
                uint8_t ping = 1;
                CHORUS_RETURN_IF_ERROR(connection.Send(1, &ping, 1)->Wait(Deadline::After(kSetup)));
-               CHORUS_RETURN_IF_ERROR(store.Get("stopping", Deadline::After(kSetup)).status());
-               std::this_thread::sleep_for(std::chrono::milliseconds(100));
+               CHORUS_RETURN_IF_ERROR(store.Get("sending", Deadline::After(kSetup)).status());
+               std::this_thread::sleep_for(std::chrono::milliseconds(200));
                SCENARIO_EXPECT(!receive->IsDone(), receive->status().ToString());
                receive->Cancel();
                SCENARIO_EXPECT(GetErrorKind(receive->status()) == ErrorKind::kAborted, "");
@@ -606,8 +606,8 @@ TEST_CASE("a receive cancelled mid-message is never written again; the stream st
              [](Connection& connection, Store& store) -> absl::Status {
                const std::vector<uint8_t> data = Pattern(1, kSize);
                const std::vector<uint8_t> marker = Pattern(7, 16);
+               CHORUS_RETURN_IF_ERROR(store.Set("sending", "1"));
                RequestPtr send = connection.Send(2, data.data(), data.size());
-               CHORUS_RETURN_IF_ERROR(store.Set("stopping", "1"));
                raise(SIGSTOP);  // until the receiver has cancelled
                RequestPtr send_marker = connection.Send(2, marker.data(), marker.size());
                CHORUS_RETURN_IF_ERROR(WaitAll({send, send_marker}, Deadline::After(kSetup)));
@@ -770,8 +770,10 @@ TEST_CASE("8-byte round trips stay close to raw TCP") {
   WARN("8-byte round trip, median: raw TCP " << raw_us << " us, Chorus TCP " << chorus_us
                                              << " us (" << chorus_us / raw_us << "x)");
   // The goal is 2x; the bound leaves room for a loaded machine but catches an extra thread
-  // hand-off or a poll loop that sleeps.
+  // hand-off or a poll loop that sleeps. Sanitizers slow our code far more than the kernel's.
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   CHECK(chorus_us < 3 * raw_us + 10);
+#endif
 }
 
 }  // namespace

@@ -24,6 +24,8 @@ constexpr size_t kDirectReadMin = 4 * 1024;
 constexpr size_t kReadBudget = 4 * 1024 * 1024;
 // Frames gathered into one sendmsg().
 constexpr int kFramesPerWrite = 32;
+// Bytes one OnEvents call writes before letting other sockets have a turn.
+constexpr size_t kWriteBudget = 4 * 1024 * 1024;
 
 }  // namespace
 
@@ -122,7 +124,7 @@ void Stream::OnEvents(uint32_t events) {
         return;
       }
       if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ReadFrames();
-      if (state_ == State::kOpen && (events & EPOLLOUT)) Flush();
+      if (state_ == State::kOpen && (events & EPOLLOUT)) Flush(kWriteBudget);
       return;
     case State::kClosed:
       return;
@@ -195,8 +197,8 @@ void Stream::Eof() {
   owner_->OnStreamEof(*this, mid_frame);
 }
 
-void Stream::Flush() {
-  while (state_ == State::kOpen && !send_queue_.empty()) {
+void Stream::Flush(size_t budget) {
+  while (state_ == State::kOpen && !send_queue_.empty() && budget > 0) {
     iovec iov[2 * kFramesPerWrite];
     int count = 0;
     for (auto it = send_queue_.begin(); it != send_queue_.end() && count < 2 * kFramesPerWrite;
@@ -220,6 +222,7 @@ void Stream::Flush() {
       return;
     }
     size_t left = static_cast<size_t>(sent);
+    budget -= std::min(budget, left);
     while (!send_queue_.empty()) {
       OutFrame& frame = send_queue_.front();
       const size_t header_part = std::min(left, kFrameHeaderSize - frame.header_sent);

@@ -72,8 +72,11 @@ class Stream : public EventHandler {
 
   // Queues a frame; call Flush() after queueing.
   void Enqueue(OutFrame frame) { send_queue_.push_back(std::move(frame)); }
-  // Writes what the socket accepts now; the rest goes out as it becomes writable.
-  void Flush();
+  // Writes queued frames until the socket is full or `budget` bytes are written; the rest goes
+  // out as the socket becomes writable. A posting thread writes once (one sendmsg, whatever
+  // the socket takes) and leaves the rest to the driver.
+  void Flush(size_t budget);
+  static constexpr size_t kSingleWrite = 1;  // a budget that allows exactly one sendmsg
   std::deque<OutFrame>& send_queue() { return send_queue_; }
 
   // A stream paused on a frame of a message not yet announced; Resume once it is.

@@ -129,8 +129,9 @@ void TcpConnection::AssignFrames(const std::shared_ptr<OutboundMessage>& message
     offset += header.length;
   } while (offset < message->size && used < open.size());
   message->frames_left = static_cast<int>(used);
-  // Stream 0 first: its kStart frame announces the message to the receiver.
-  for (size_t i = 0; i < used && state_ == State::kUp; ++i) open[i]->Flush();
+  // Stream 0 first: its kStart frame announces the message to the receiver. One write each:
+  // small messages leave now, large ones continue in the driver, so Send returns promptly.
+  for (size_t i = 0; i < used && state_ == State::kUp; ++i) open[i]->Flush(Stream::kSingleWrite);
 }
 
 // --- Receiving ---------------------------------------------------------------------------
