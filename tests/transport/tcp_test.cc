@@ -505,7 +505,11 @@ RankBody KillableRanks(const std::string& directory,
                        std::function<absl::Status(Connection&, Store&)> rank1) {
   return [=](int rank) -> absl::Status {
     CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(directory));
-    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, CreateTcpDevice(Loopback()));
+    // Small socket buffers: one send() moves a small part of a large message, so a sender
+    // that stops itself right after posting one leaves it cut off part-way.
+    TcpDeviceOptions options = Loopback();
+    options.socket_buffer_bytes = 256 * 1024;
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, CreateTcpDevice(options));
     CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Mesh> mesh,
                             device->CreateMesh(*store, rank, 2, {}, Deadline::After(kSetup)));
     CHORUS_ASSIGN_OR_RETURN(Connection * connection, mesh->GetConnection(1 - rank));
