@@ -502,13 +502,16 @@ TEST_CASE("garbage and forged handshakes are refused and logged; real peers keep
 // then each runs its part.
 RankBody KillableRanks(const std::string& directory,
                        std::function<absl::Status(Mesh&, Connection&, Store&)> rank0,
-                       std::function<absl::Status(Connection&, Store&)> rank1) {
+                       std::function<absl::Status(Connection&, Store&)> rank1,
+                       int streams = 1) {
   return [=](int rank) -> absl::Status {
     CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(directory));
     // Small socket buffers: one send() moves a small part of a large message, so a sender
     // that stops itself right after posting one leaves it cut off part-way.
     TcpDeviceOptions options = Loopback();
     options.socket_buffer_bytes = 256 * 1024;
+    options.streams = streams;
+    options.stripe_min_bytes = 64 * 1024;
     CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, CreateTcpDevice(options));
     CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Mesh> mesh,
                             device->CreateMesh(*store, rank, 2, {}, Deadline::After(kSetup)));
@@ -626,6 +629,53 @@ TEST_CASE("a receive cancelled mid-message is never written again; the stream st
   INFO(outcomes[0].Describe() << "; " << outcomes[1].Describe());
   CHECK(outcomes[0].ok());
   CHECK(outcomes[1].ok());
+}
+
+TEST_CASE("a receive posted while its message is arriving gets all of it") {
+  constexpr size_t kSize = kLargeMessageBytes;
+  for (int streams : {1, 3}) {
+    DYNAMIC_SECTION(streams << " stream(s)") {
+      TempDir directory;
+      RankProcesses processes(
+          2, KillableRanks(
+                 directory.path(),
+                 [](Mesh&, Connection& connection, Store& store) -> absl::Status {
+                   uint8_t ping = 1;
+                   CHORUS_RETURN_IF_ERROR(
+                       connection.Send(1, &ping, 1)->Wait(Deadline::After(kSetup)));
+                   // Part of the message arrives (and is buffered) before the receive exists.
+                   CHORUS_RETURN_IF_ERROR(store.Get("sending", Deadline::After(kSetup)).status());
+                   std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                   std::vector<uint8_t> buffer(kSize, 0);
+                   RequestPtr receive = connection.Recv(2, buffer.data(), buffer.size());
+                   SCENARIO_EXPECT(!receive->IsDone(), "the whole message was already here");
+                   CHORUS_RETURN_IF_ERROR(store.Set("posted", "1"));  // the test resumes rank 1
+                   CHORUS_RETURN_IF_ERROR(receive->Wait(Deadline::After(kSetup)));
+                   SCENARIO_EXPECT(receive->bytes() == kSize, "");
+                   const std::string diff = CheckPattern(buffer.data(), kSize, 11);
+                   SCENARIO_EXPECT(diff.empty(), diff);
+                   return store.Set("done", "1");
+                 },
+                 [](Connection& connection, Store& store) -> absl::Status {
+                   const std::vector<uint8_t> data = Pattern(11, kSize);
+                   CHORUS_RETURN_IF_ERROR(store.Set("sending", "1"));
+                   RequestPtr send = connection.Send(2, data.data(), data.size());
+                   raise(SIGSTOP);  // until the receive is posted
+                   CHORUS_RETURN_IF_ERROR(send->Wait(Deadline::After(kSetup)));
+                   return store.Get("done", Deadline::After(kSetup)).status();
+                 },
+                 streams));
+      auto store = FileStore::Open(directory.path());
+      REQUIRE(store.ok());
+      CHECK((*store)->Get("posted", Deadline::After(absl::Seconds(30))).ok());
+      processes.Signal(1, SIGCONT);
+      CHECK((*store)->Get("done", Deadline::After(absl::Seconds(30))).ok());
+      const auto outcomes = processes.Wait(absl::Seconds(30));
+      INFO(outcomes[0].Describe() << "; " << outcomes[1].Describe());
+      CHECK(outcomes[0].ok());
+      CHECK(outcomes[1].ok());
+    }
+  }
 }
 
 TEST_CASE("a stopped peer makes a wait fail at its deadline, naming it") {

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "chorus/transport/tcp/tcp_request.h"
@@ -60,6 +61,10 @@ struct InboundMessage {
   std::shared_ptr<RecvSlot> slot;
   std::unique_ptr<uint8_t[]> buffered;
   bool discard = false;
+  // (offset, bytes written so far) of each frame of the message that has started arriving:
+  // what to copy out of `buffered` when a receive takes the message while it still arrives
+  // (the rest then goes straight to the receive's buffer). At most one entry per stream.
+  std::vector<std::pair<uint64_t, uint64_t>> frames;
 
   // Where payload byte 0 goes now; nullptr to discard.
   uint8_t* destination() const {

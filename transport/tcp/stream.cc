@@ -326,6 +326,8 @@ void Stream::HandleHeader(const FrameHeader& header) {
     case FrameTarget::Action::kDeliver:
       if (header.length > 0) {
         body_ = target.message;
+        body_frame_ = body_->frames.size();
+        body_->frames.emplace_back(header.offset, 0);
         body_offset_ = header.offset;
         body_remaining_ = header.length;
       }
@@ -342,6 +344,7 @@ void Stream::AccountBody(const uint8_t* from, size_t count) {
   body_offset_ += count;
   body_remaining_ -= count;
   message->received += count;
+  message->frames[body_frame_].second += count;
   if (body_remaining_ == 0) body_.reset();
   if (message->received == message->size) owner_->OnMessageComplete(message);
 }

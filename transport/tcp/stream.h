@@ -130,6 +130,7 @@ class Stream : public EventHandler {
   size_t staged_end_ = 0;
   // The frame whose payload is arriving.
   std::shared_ptr<InboundMessage> body_;
+  size_t body_frame_ = 0;  // this frame's entry in body_->frames
   uint64_t body_offset_ = 0;
   uint64_t body_remaining_ = 0;
   std::optional<FrameHeader> paused_header_;

@@ -189,7 +189,15 @@ void TcpConnection::Match(const std::shared_ptr<InboundMessage>& message,
     return;
   }
   message->slot = slot;
-  if (message->complete) Deliver(*message);
+  if (message->complete) {
+    Deliver(*message);
+  } else if (message->buffered != nullptr) {
+    // Still arriving: what is here is copied now, the rest lands in the receive's buffer.
+    for (const auto& [offset, written] : message->frames) {
+      std::memcpy(slot->data + offset, message->buffered.get() + offset, written);
+    }
+    message->buffered.reset();
+  }
 }
 
 void TcpConnection::Deliver(InboundMessage& message) {
