@@ -5,13 +5,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
 #include <numeric>
 #include <random>
 #include <thread>
-
-#include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -30,8 +29,7 @@ void RunEverywhere(int size, const ScenarioBody& body) {
   for (const TransportFactory& transport : ConformanceTransports()) {
     for (RankMode mode : {RankMode::kThreads, RankMode::kProcesses}) {
       DYNAMIC_SECTION(transport.name << (mode == RankMode::kThreads ? " threads" : " processes")) {
-        const std::vector<absl::Status> statuses =
-            RunScenarioOnce(transport, mode, size, body);
+        const std::vector<absl::Status> statuses = RunScenarioOnce(transport, mode, size, body);
         for (size_t rank = 0; rank < statuses.size(); ++rank) {
           INFO("rank " << rank << ": " << statuses[rank].ToString());
           CHECK(statuses[rank].ok());
@@ -48,8 +46,8 @@ int64_t NowNs() {
 }
 
 int64_t ElapsedMs(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now() - since)
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               since)
       .count();
 }
 
@@ -159,8 +157,10 @@ TEST_CASE("receives posted before and after the message arrives, small to 64 MiB
       if (env.rank == 0) {
         const std::vector<uint8_t> data = Pattern(i, sizes[i]);
         CHORUS_RETURN_IF_ERROR(Barrier(env, absl::StrCat("posted", i)));
-        CHORUS_RETURN_IF_ERROR(connection->Send(early, data.data(), data.size())->Wait(WaitDeadline()));
-        CHORUS_RETURN_IF_ERROR(connection->Send(late, data.data(), data.size())->Wait(WaitDeadline()));
+        CHORUS_RETURN_IF_ERROR(
+            connection->Send(early, data.data(), data.size())->Wait(WaitDeadline()));
+        CHORUS_RETURN_IF_ERROR(
+            connection->Send(late, data.data(), data.size())->Wait(WaitDeadline()));
         CHORUS_RETURN_IF_ERROR(Barrier(env, absl::StrCat("sent", i)));
         continue;
       }
@@ -236,7 +236,8 @@ TEST_CASE("a cancelled receive never touches its buffer again", "[conformance]")
     const std::vector<uint8_t> marker = Pattern(2, 32);
     if (env.rank == 0) {
       CHORUS_RETURN_IF_ERROR(Barrier(env, "cancelled"));
-      CHORUS_RETURN_IF_ERROR(connection->Send(40, small.data(), small.size())->Wait(WaitDeadline()));
+      CHORUS_RETURN_IF_ERROR(
+          connection->Send(40, small.data(), small.size())->Wait(WaitDeadline()));
       const std::vector<uint8_t> large = Pattern(3, kLarge);
       CHORUS_RETURN_IF_ERROR(Barrier(env, "large posted"));
       RequestPtr send = connection->Send(41, large.data(), large.size());
@@ -303,7 +304,8 @@ TEST_CASE("a cancelled send never reads its buffer again", "[conformance]") {
       second->Cancel();
       std::fill(large.begin(), large.end(), 0);
       SCENARIO_EXPECT(first->IsDone() && second->IsDone(), "");
-      CHORUS_RETURN_IF_ERROR(connection->Send(42, marker.data(), marker.size())->Wait(WaitDeadline()));
+      CHORUS_RETURN_IF_ERROR(
+          connection->Send(42, marker.data(), marker.size())->Wait(WaitDeadline()));
       return Barrier(env, "done");
     }
     // Whatever arrives before the marker must be an intact message that was sent, not the
@@ -325,8 +327,7 @@ TEST_CASE("a cancelled send never reads its buffer again", "[conformance]") {
   });
 }
 
-TEST_CASE("a receive with no sender times out at its deadline naming the peer",
-          "[conformance]") {
+TEST_CASE("a receive with no sender times out at its deadline naming the peer", "[conformance]") {
   RunEverywhere(2, [](RankEnv& env) -> absl::Status {
     CHORUS_ASSIGN_OR_RETURN(Connection * connection, env.To(1 - env.rank));
     if (env.rank == 1) {
@@ -403,8 +404,8 @@ TEST_CASE("Abort fails pending and later requests promptly, also while another t
     CHORUS_ASSIGN_OR_RETURN(Connection * connection, env.To(peer));
     uint8_t byte = 1;
     // Connected in both directions before the abort.
-    CHORUS_RETURN_IF_ERROR(WaitAll({connection->Send(69, &byte, 1), connection->Recv(69, &byte, 1)},
-                                   WaitDeadline()));
+    CHORUS_RETURN_IF_ERROR(
+        WaitAll({connection->Send(69, &byte, 1), connection->Recv(69, &byte, 1)}, WaitDeadline()));
     std::vector<uint8_t> buffer(8);
     RequestPtr pending = connection->Recv(70, buffer.data(), buffer.size());
     CHORUS_RETURN_IF_ERROR(Barrier(env, "posted"));
@@ -426,7 +427,8 @@ TEST_CASE("Abort fails pending and later requests promptly, also while another t
       const absl::Status later = connection->Send(71, &byte, 1)->Wait(WaitDeadline());
       SCENARIO_EXPECT(GetErrorKind(later) == ErrorKind::kAborted, later.ToString());
       const int one[] = {1};
-      const absl::Status any = env.m().RecvFromAny(one, 72, MemoryRef{&byte, 1})->Wait(WaitDeadline());
+      const absl::Status any =
+          env.m().RecvFromAny(one, 72, MemoryRef{&byte, 1})->Wait(WaitDeadline());
       SCENARIO_EXPECT(GetErrorKind(any) == ErrorKind::kAborted, any.ToString());
     } else {
       // The aborted rank closed its connections: this side's pending receive fails at once.
@@ -446,8 +448,8 @@ TEST_CASE("a peer that goes away fails pending and later requests promptly, nami
     const int peer = 1 - env.rank;
     CHORUS_ASSIGN_OR_RETURN(Connection * connection, env.To(peer));
     uint8_t byte = 1;
-    CHORUS_RETURN_IF_ERROR(WaitAll({connection->Send(79, &byte, 1), connection->Recv(79, &byte, 1)},
-                                   WaitDeadline()));
+    CHORUS_RETURN_IF_ERROR(
+        WaitAll({connection->Send(79, &byte, 1), connection->Recv(79, &byte, 1)}, WaitDeadline()));
     if (env.rank == 1) {
       CHORUS_RETURN_IF_ERROR(Barrier(env, "posted"));
       CHORUS_RETURN_IF_ERROR(env.store->Set("leaving at", absl::StrCat(NowNs())));
@@ -465,7 +467,8 @@ TEST_CASE("a peer that goes away fails pending and later requests promptly, nami
     SCENARIO_EXPECT(GetErrorKind(status) == ErrorKind::kPeerUnavailable, status.ToString());
     SCENARIO_EXPECT(ErrorPeerRank(status) == 1, status.ToString());
     SCENARIO_EXPECT(absl::StrContains(status.message(), "rank 1"), status.ToString());
-    CHORUS_ASSIGN_OR_RETURN(const std::string left_at, env.store->Get("leaving at", WaitDeadline()));
+    CHORUS_ASSIGN_OR_RETURN(const std::string left_at,
+                            env.store->Get("leaving at", WaitDeadline()));
     const int64_t after_ms = (failed_at - std::stoll(left_at)) / 1000000;
     SCENARIO_EXPECT(after_ms < 1000, "noticed ", after_ms, " ms after rank 1 left");
     const absl::Status send = connection->Send(81, &byte, 1)->Wait(WaitDeadline());

@@ -22,8 +22,8 @@ struct OutboundMessage {
   uint64_t seq = 0;
   const uint8_t* data = nullptr;  // the caller's buffer, or `copy` after a cancel
   uint64_t size = 0;
-  int frames_left = 0;            // frames not yet fully written
-  bool started = false;           // some byte of it is on the wire
+  int frames_left = 0;   // frames not yet fully written
+  bool started = false;  // some byte of it is on the wire
   // After the caller cancels a send that is partly on the wire, the rest goes out from here
   // (the stream must stay in sync, and the caller's buffer is no longer ours to read).
   std::unique_ptr<uint8_t[]> copy;

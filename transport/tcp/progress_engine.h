@@ -67,8 +67,7 @@ class ProgressEngine {
 
   // --- Registration (mu() held) ---
   // Adds `fd` with interest `events` (EPOLLIN/EPOLLOUT); returns the handler's token.
-  uint64_t Register(int fd, uint32_t events, EventHandler* handler)
-     ;
+  uint64_t Register(int fd, uint32_t events, EventHandler* handler);
   void SetInterest(uint64_t token, int fd, uint32_t events);
   // Removes the handler; events already fetched for it are dropped. Close `fd` afterwards.
   void Unregister(uint64_t token, int fd);

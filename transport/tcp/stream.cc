@@ -30,11 +30,10 @@ constexpr size_t kWriteBudget = 4 * 1024 * 1024;
 }  // namespace
 
 std::unique_ptr<Stream> Stream::Dial(StreamOwner* owner, ProgressEngine* engine, int index,
-                                     ScopedFd fd, const Hello& hello,
-                                     Deadline handshake_deadline, uint64_t max_message_bytes) {
-  std::unique_ptr<Stream> stream(new Stream(owner, engine, index, std::move(fd),
-                                            State::kConnecting, handshake_deadline,
-                                            max_message_bytes));
+                                     ScopedFd fd, const Hello& hello, Deadline handshake_deadline,
+                                     uint64_t max_message_bytes) {
+  std::unique_ptr<Stream> stream(new Stream(owner, engine, index, std::move(fd), State::kConnecting,
+                                            handshake_deadline, max_message_bytes));
   stream->hello_ = EncodeHello(hello);
   return stream;
 }
@@ -87,7 +86,8 @@ void Stream::UpdateInterest() {
       want = EPOLLIN;
       break;
     case State::kOpen:
-      want = (paused_header_ ? 0u : uint32_t{EPOLLIN}) | (send_queue_.empty() ? 0u : uint32_t{EPOLLOUT});
+      want = (paused_header_ ? 0u : uint32_t{EPOLLIN}) |
+             (send_queue_.empty() ? 0u : uint32_t{EPOLLOUT});
       break;
     case State::kClosed:
       return;
@@ -133,8 +133,8 @@ void Stream::OnEvents(uint32_t events) {
 
 void Stream::SendHello() {
   while (hello_sent_ < hello_.size()) {
-    const ssize_t sent = send(fd_.get(), hello_.data() + hello_sent_,
-                              hello_.size() - hello_sent_, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t sent = send(fd_.get(), hello_.data() + hello_sent_, hello_.size() - hello_sent_,
+                              MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent > 0) {
       hello_sent_ += static_cast<size_t>(sent);
     } else if (errno == EINTR) {

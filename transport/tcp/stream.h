@@ -57,8 +57,8 @@ class Stream : public EventHandler {
   // A stream whose connect (StartConnect) is under way; it sends `hello` and awaits the reply
   // until `handshake_deadline`.
   static std::unique_ptr<Stream> Dial(StreamOwner* owner, ProgressEngine* engine, int index,
-                                      ScopedFd fd, const Hello& hello,
-                                      Deadline handshake_deadline, uint64_t max_message_bytes);
+                                      ScopedFd fd, const Hello& hello, Deadline handshake_deadline,
+                                      uint64_t max_message_bytes);
   // A stream whose handshake the acceptor completed.
   static std::unique_ptr<Stream> Accepted(StreamOwner* owner, ProgressEngine* engine, int index,
                                           ScopedFd fd, uint64_t max_message_bytes);

@@ -22,8 +22,8 @@ constexpr int kPollsPerYield = 4;
 
 }  // namespace
 
-TcpRequest::TcpRequest(RequestKind kind, int peer, Tag tag,
-                       std::shared_ptr<ProgressEngine> engine, std::string peer_label)
+TcpRequest::TcpRequest(RequestKind kind, int peer, Tag tag, std::shared_ptr<ProgressEngine> engine,
+                       std::string peer_label)
     : Request(kind, peer, tag), engine_(std::move(engine)), peer_label_(std::move(peer_label)) {}
 
 bool TcpRequest::Finish(absl::Status status, size_t bytes, int peer) {
