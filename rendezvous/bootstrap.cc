@@ -42,17 +42,22 @@ std::string DescribeRanks(const std::vector<int>& ranks) {
 }
 
 // Turns a timeout of the batch starting at `first_rank` into an error naming the ranks that
-// have not published, probing one key at a time (this is the failure path; it is bounded by
-// kDiagnosisBudget).
+// have not published, probing one key at a time. This is the failure path only, bounded by
+// kDiagnosisBudget: each probe is a Get with an expired deadline (one look, bounded even when
+// the store itself hangs, unlike TryGet, which would retry).
 absl::Status MissingRanksError(Store& store, int rank, int size, int first_rank,
                                const absl::Status& timeout) {
   const Deadline budget = Deadline::After(kDiagnosisBudget);
   std::vector<int> missing;
   int probed_until = first_rank;
   for (; probed_until < size && !budget.Expired(); ++probed_until) {
-    absl::StatusOr<std::optional<std::string>> value = store.TryGet(AddressKey(probed_until));
-    if (!value.ok()) break;
-    if (!value->has_value()) missing.push_back(probed_until);
+    const absl::Status probe =
+        store.Get(AddressKey(probed_until), Deadline::After(absl::ZeroDuration())).status();
+    if (GetErrorKind(probe) == ErrorKind::kDeadlineExceeded) {
+      missing.push_back(probed_until);
+    } else if (!probe.ok()) {
+      break;
+    }
   }
   std::string unchecked;
   if (probed_until < size) {
@@ -71,8 +76,7 @@ absl::Status MissingRanksError(Store& store, int rank, int size, int first_rank,
 }  // namespace
 
 absl::StatusOr<BootstrapResult> ExchangeAddresses(Store& store, int rank, int size,
-                                                  absl::string_view my_address,
-                                                  Deadline deadline,
+                                                  absl::string_view my_address, Deadline deadline,
                                                   const BootstrapOptions& options) {
   if (size < 1) {
     return InvalidArgumentError(absl::StrCat("bootstrap: size ", size, " must be at least 1"));
@@ -88,8 +92,9 @@ absl::StatusOr<BootstrapResult> ExchangeAddresses(Store& store, int rank, int si
 
   std::string record(my_address);
   if (rank == 0) record = absl::StrCat(absl::StrFormat("%016x", DrawJobId()), my_address);
-  CHORUS_RETURN_IF_ERROR(Annotate(store.Set(AddressKey(rank), record),
-                                  absl::StrCat("bootstrap: rank ", rank, " publishing its address")));
+  CHORUS_RETURN_IF_ERROR(
+      Annotate(store.Set(AddressKey(rank), record),
+               absl::StrCat("bootstrap: rank ", rank, " publishing its address")));
 
   BootstrapResult result;
   result.addresses.reserve(size);
@@ -103,7 +108,8 @@ absl::StatusOr<BootstrapResult> ExchangeAddresses(Store& store, int rank, int si
       if (GetErrorKind(values.status()) == ErrorKind::kDeadlineExceeded) {
         return MissingRanksError(store, rank, size, first, values.status());
       }
-      return Annotate(values.status(), absl::StrCat("bootstrap: rank ", rank, " reading addresses"));
+      return Annotate(values.status(),
+                      absl::StrCat("bootstrap: rank ", rank, " reading addresses"));
     }
     for (std::string& value : *values) result.addresses.push_back(std::move(value));
   }

@@ -11,8 +11,8 @@
 #include <cstring>
 #include <filesystem>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "chorus/core/status.h"
 #include "chorus/rendezvous/store_support.h"
@@ -100,11 +100,11 @@ absl::Status FileStore::FileError(absl::string_view operation, const std::string
   struct stat info;
   if (stat(directory_.c_str(), &info) != 0) {
     return PeerUnavailableError(absl::StrCat(
-        Describe(), ": the directory is gone (", operation, " '", path, "': ",
-        std::strerror(error), "); was it deleted or unmounted while ranks were using it?"));
+        Describe(), ": the directory is gone (", operation, " '", path, "': ", std::strerror(error),
+        "); was it deleted or unmounted while ranks were using it?"));
   }
-  const std::string text = absl::StrCat(Describe(), ": cannot ", operation, " '", path,
-                                        "': ", std::strerror(error));
+  const std::string text =
+      absl::StrCat(Describe(), ": cannot ", operation, " '", path, "': ", std::strerror(error));
   if (error == EACCES || error == EPERM || error == EROFS || error == ENOTDIR) {
     return InvalidArgumentError(
         absl::StrCat(text, "; every rank needs read and write access to the directory"));
@@ -205,8 +205,7 @@ absl::StatusOr<int64_t> FileStore::Add(absl::string_view key, int64_t delta) {
     if (!backoff.SleepBefore(give_up)) {
       return PeerUnavailableError(absl::StrCat(
           Describe(), ": could not lock '", lock_path, "' for ",
-          absl::FormatDuration(options_.lock_timeout),
-          " to add to key '", absl::CHexEscape(key),
+          absl::FormatDuration(options_.lock_timeout), " to add to key '", absl::CHexEscape(key),
           "'; another process holds it (is one stopped or stuck?)"));
     }
   }

@@ -8,8 +8,11 @@
 namespace chorus {
 
 absl::Status MemoryStore::Set(absl::string_view key, absl::string_view value) {
-  absl::MutexLock lock(&mu_);
-  values_[std::string(key)] = std::string(value);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    values_[std::string(key)] = std::string(value);
+  }
+  changed_.notify_all();
   return absl::OkStatus();
 }
 
@@ -21,44 +24,50 @@ absl::StatusOr<std::string> MemoryStore::Get(absl::string_view key, Deadline dea
 }
 
 absl::StatusOr<std::optional<std::string>> MemoryStore::TryGet(absl::string_view key) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = values_.find(key);
   if (it == values_.end()) return std::optional<std::string>();
   return std::optional<std::string>(it->second);
 }
 
 absl::StatusOr<int64_t> MemoryStore::Add(absl::string_view key, int64_t delta) {
-  absl::MutexLock lock(&mu_);
-  std::string& slot = values_[std::string(key)];
   int64_t current = 0;
-  if (!slot.empty() && !absl::SimpleAtoi(slot, &current)) {
-    return InvalidArgumentError(absl::StrCat("memory store: key '", key,
-                                             "' holds a non-integer value; cannot add to it"));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = values_.find(key);
+    if (it != values_.end() && !absl::SimpleAtoi(it->second, &current)) {
+      return InvalidArgumentError(absl::StrCat("memory store: key '", key,
+                                               "' holds a non-integer value; cannot add to it"));
+    }
+    current += delta;
+    values_[std::string(key)] = absl::StrCat(current);
   }
-  current += delta;
-  slot = absl::StrCat(current);
+  changed_.notify_all();
   return current;
 }
 
 absl::Status MemoryStore::Delete(absl::string_view key) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   auto it = values_.find(key);
   if (it != values_.end()) values_.erase(it);
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<std::string>> MemoryStore::MultiGet(
-    absl::Span<const std::string> keys, Deadline deadline) {
+absl::StatusOr<std::vector<std::string>> MemoryStore::MultiGet(absl::Span<const std::string> keys,
+                                                               Deadline deadline) {
   auto all_present = [this, keys]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     for (const std::string& key : keys) {
       if (values_.find(key) == values_.end()) return false;
     }
     return true;
   };
-  absl::MutexLock lock(&mu_);
-  const absl::Condition condition(&all_present);
-  const bool ready = deadline.IsInfinite() ? (mu_.Await(condition), true)
-                                           : mu_.AwaitWithTimeout(condition, deadline.Remaining());
+  std::unique_lock<std::mutex> lock(mu_);
+  bool ready = true;
+  if (deadline.IsInfinite()) {
+    changed_.wait(lock, all_present);
+  } else {
+    ready = changed_.wait_until(lock, deadline.time_point(), all_present);
+  }
   if (!ready) {
     std::vector<std::string> missing;
     for (const std::string& key : keys) {

@@ -2,15 +2,19 @@
 #ifndef CHORUS_RENDEZVOUS_MEMORY_STORE_H_
 #define CHORUS_RENDEZVOUS_MEMORY_STORE_H_
 
+#include <condition_variable>
 #include <map>
+#include <mutex>
 #include <string>
 
-#include "absl/synchronization/mutex.h"
+#include "absl/base/thread_annotations.h"
 #include "chorus/rendezvous/store.h"
 
 namespace chorus {
 
-// Thread-safe; waiters block on a condition variable, not a poll loop.
+// Thread-safe; waiters block on a condition variable, not a poll loop. (std::mutex rather than
+// absl::Mutex: the system Abseil is not built with ThreadSanitizer, so TSan cannot see
+// absl::Mutex synchronise and would report false races; pthread-based std::mutex it sees.)
 class MemoryStore : public Store {
  public:
   absl::Status Set(absl::string_view key, absl::string_view value) override;
@@ -23,7 +27,8 @@ class MemoryStore : public Store {
   std::string Describe() const override { return "memory store"; }
 
  private:
-  absl::Mutex mu_;
+  std::mutex mu_;
+  std::condition_variable changed_;  // notified on every Set and Add
   std::map<std::string, std::string, std::less<>> values_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -46,8 +46,8 @@ absl::Status PrefixStore::MultiSet(absl::Span<const KeyValue> pairs) {
   return inner_.MultiSet(prefixed);
 }
 
-absl::StatusOr<std::vector<std::string>> PrefixStore::MultiGet(
-    absl::Span<const std::string> keys, Deadline deadline) {
+absl::StatusOr<std::vector<std::string>> PrefixStore::MultiGet(absl::Span<const std::string> keys,
+                                                               Deadline deadline) {
   return inner_.MultiGet(Prefixed(keys), deadline);
 }
 

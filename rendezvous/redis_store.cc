@@ -62,6 +62,24 @@ class ScopedSigpipeBlock {
 
 std::string Quoted(absl::string_view key) { return absl::StrCat("'", absl::CHexEscape(key), "'"); }
 
+// Sends one command and reads its reply, both bounded by `timeout`. nullptr when the connection
+// failed (context->errstr says why); the context is then unusable.
+redisReply* SendCommand(redisContext* context, const std::vector<absl::string_view>& args,
+                        timeval timeout) {
+  std::vector<const char*> argv;
+  std::vector<size_t> lengths;
+  argv.reserve(args.size());
+  lengths.reserve(args.size());
+  for (absl::string_view arg : args) {
+    argv.push_back(arg.data());
+    lengths.push_back(arg.size());
+  }
+  redisSetTimeout(context, timeout);
+  ScopedSigpipeBlock no_sigpipe;
+  return static_cast<redisReply*>(
+      redisCommandArgv(context, static_cast<int>(argv.size()), argv.data(), lengths.data()));
+}
+
 }  // namespace
 
 void RedisStore::ContextDeleter::operator()(redisContext* context) const { redisFree(context); }
@@ -76,7 +94,8 @@ absl::StatusOr<std::unique_ptr<RedisStore>> RedisStore::Connect(RedisStoreOption
     return InvalidArgumentError("redis store: attempts and max_keys_per_command must be >= 1");
   }
   std::unique_ptr<RedisStore> store(new RedisStore(std::move(options)));
-  CHORUS_RETURN_IF_ERROR(store->Run({"PING"}, Deadline::Infinite(), Resend::kSafe, "PING").status());
+  CHORUS_RETURN_IF_ERROR(
+      store->Run({"PING"}, Deadline::Infinite(), Resend::kSafe, "PING").status());
   return store;
 }
 
@@ -94,34 +113,24 @@ absl::StatusOr<RedisStore::ContextPtr> RedisStore::OpenConnection(Deadline deadl
   if (context->err != 0) return PeerUnavailableError(absl::StrCat("connect: ", context->errstr));
   if (options_.password.empty()) return context;
 
-  std::vector<const char*> argv = {"AUTH"};
-  std::vector<size_t> lengths = {4};
-  if (!options_.username.empty()) {
-    argv.push_back(options_.username.data());
-    lengths.push_back(options_.username.size());
-  }
-  argv.push_back(options_.password.data());
-  lengths.push_back(options_.password.size());
-  redisSetTimeout(context.get(), BoundedTimeval(options_.command_timeout, deadline));
-  ReplyPtr reply;
-  {
-    ScopedSigpipeBlock no_sigpipe;
-    reply.reset(static_cast<redisReply*>(
-        redisCommandArgv(context.get(), static_cast<int>(argv.size()), argv.data(), lengths.data())));
-  }
+  std::vector<absl::string_view> auth = {"AUTH"};
+  if (!options_.username.empty()) auth.push_back(options_.username);
+  auth.push_back(options_.password);
+  const ReplyPtr reply(
+      SendCommand(context.get(), auth, BoundedTimeval(options_.command_timeout, deadline)));
   if (reply == nullptr) return PeerUnavailableError(absl::StrCat("AUTH: ", context->errstr));
   if (reply->type == REDIS_REPLY_ERROR) {
     // Not retried: a wrong password does not become right by asking again.
     return InvalidArgumentError(absl::StrCat(
         Describe(), ": the server refused AUTH",
-        options_.username.empty() ? "" : absl::StrCat(" for user '", options_.username, "'"),
-        " (", reply->str, "); check the password in the store URL (redis://:PASSWORD@host:port)"));
+        options_.username.empty() ? "" : absl::StrCat(" for user '", options_.username, "'"), " (",
+        reply->str, "); check the password in the store URL (redis://:PASSWORD@host:port)"));
   }
   return context;
 }
 
 RedisStore::ContextPtr RedisStore::TakeIdle() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   while (!idle_.empty()) {
     ContextPtr context = std::move(idle_.back());
     idle_.pop_back();
@@ -135,21 +144,26 @@ RedisStore::ContextPtr RedisStore::TakeIdle() {
 
 void RedisStore::ReturnIdle(ContextPtr context) {
   if (context->err != 0) return;
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(context));
+}
+
+absl::Status RedisStore::ErrorReplyStatus(absl::string_view text, absl::string_view what) const {
+  if (absl::StartsWith(text, "NOAUTH")) {
+    return InvalidArgumentError(absl::StrCat(Describe(), ": the server requires a password (", text,
+                                             "); put it in the store URL: redis://:PASSWORD@",
+                                             address_));
+  }
+  const std::string message = absl::StrCat(Describe(), ": ", what, " failed: ", text);
+  if (absl::StartsWith(text, "WRONGTYPE") || absl::StrContains(text, "not an integer")) {
+    return InvalidArgumentError(message);
+  }
+  return PeerUnavailableError(message);
 }
 
 absl::StatusOr<RedisStore::ReplyPtr> RedisStore::Run(const std::vector<absl::string_view>& args,
                                                      Deadline deadline, Resend resend,
                                                      absl::string_view what) {
-  std::vector<const char*> argv;
-  std::vector<size_t> lengths;
-  argv.reserve(args.size());
-  lengths.reserve(args.size());
-  for (absl::string_view arg : args) {
-    argv.push_back(arg.data());
-    lengths.push_back(arg.size());
-  }
   const absl::Time start = absl::Now();
   PollBackoff backoff(options_.retry_backoff_initial, options_.retry_backoff_max);
   std::string last_error;
@@ -169,51 +183,34 @@ absl::StatusOr<RedisStore::ReplyPtr> RedisStore::Run(const std::vector<absl::str
       }
       context = *std::move(opened);
     }
-    redisSetTimeout(context.get(), BoundedTimeval(options_.command_timeout, deadline));
-    ReplyPtr reply;
-    {
-      ScopedSigpipeBlock no_sigpipe;
-      reply.reset(static_cast<redisReply*>(redisCommandArgv(
-          context.get(), static_cast<int>(argv.size()), argv.data(), lengths.data())));
-    }
+    ReplyPtr reply(
+        SendCommand(context.get(), args, BoundedTimeval(options_.command_timeout, deadline)));
     if (reply == nullptr) {
       last_error = absl::StrCat(what, ": ", context->errstr);
       if (resend == Resend::kUnsafe) {
-        return PeerUnavailableError(absl::StrCat(
-            Describe(), ": the connection broke during ", what, " (", context->errstr,
-            "); it may or may not have been applied, so it is not retried"));
+        return PeerUnavailableError(
+            absl::StrCat(Describe(), ": the connection broke during ", what, " (", context->errstr,
+                         "); it may or may not have been applied, so it is not retried"));
       }
       continue;
     }
-    if (reply->type == REDIS_REPLY_ERROR) {
-      const std::string text = reply->str;
-      ReturnIdle(std::move(context));
-      if (absl::StartsWith(text, "NOAUTH")) {
-        return InvalidArgumentError(absl::StrCat(
-            Describe(), ": the server requires a password (", text,
-            "); put it in the store URL: redis://:PASSWORD@", address_));
-      }
-      const std::string message = absl::StrCat(Describe(), ": ", what, " failed: ", text);
-      if (absl::StartsWith(text, "WRONGTYPE") || absl::StrContains(text, "not an integer")) {
-        return InvalidArgumentError(message);
-      }
-      return PeerUnavailableError(message);
-    }
-    ReturnIdle(std::move(context));
+    const bool error_reply = reply->type == REDIS_REPLY_ERROR;
+    ReturnIdle(std::move(context));  // an error reply leaves the connection usable
+    if (error_reply) return ErrorReplyStatus(reply->str, what);
     return reply;
   }
   const std::string waited =
       absl::FormatDuration(absl::Trunc(absl::Now() - start, absl::Milliseconds(1)));
   if (tries < options_.attempts) {
-    return DeadlineExceededError(absl::StrCat(
-        Describe(), ": ", what, " did not complete before the deadline (", tries,
-        " tries over ", waited, "; last error: ", last_error,
-        "); check that redis-server is running and responsive at ", address_));
+    return DeadlineExceededError(
+        absl::StrCat(Describe(), ": ", what, " did not complete before the deadline (", tries,
+                     " tries over ", waited, "; last error: ", last_error,
+                     "); check that redis-server is running and responsive at ", address_));
   }
   return PeerUnavailableError(absl::StrCat(
       Describe(), ": ", what, " failed: cannot reach the server after ", tries, " tries over ",
-      waited, " (last error: ", last_error, "); check that redis-server is running at ",
-      address_, ", reachable from this host, and that the store URL names it"));
+      waited, " (last error: ", last_error, "); check that redis-server is running at ", address_,
+      ", reachable from this host, and that the store URL names it"));
 }
 
 absl::Status RedisStore::Set(absl::string_view key, absl::string_view value) {
@@ -236,8 +233,8 @@ absl::StatusOr<std::optional<std::string>> RedisStore::TryGet(absl::string_view 
                                               absl::StrCat("GET ", Quoted(key))));
   if (reply->type == REDIS_REPLY_NIL) return std::optional<std::string>();
   if (reply->type != REDIS_REPLY_STRING) {
-    return InternalError(absl::StrCat(Describe(), ": GET ", Quoted(key),
-                                      " returned reply type ", reply->type));
+    return InternalError(
+        absl::StrCat(Describe(), ": GET ", Quoted(key), " returned reply type ", reply->type));
   }
   return std::optional<std::string>(std::string(reply->str, reply->len));
 }
@@ -249,8 +246,8 @@ absl::StatusOr<int64_t> RedisStore::Add(absl::string_view key, int64_t delta) {
                           Run({"INCRBY", key, delta_text}, Deadline::Infinite(), Resend::kUnsafe,
                               absl::StrCat("INCRBY ", Quoted(key))));
   if (reply->type != REDIS_REPLY_INTEGER) {
-    return InternalError(absl::StrCat(Describe(), ": INCRBY ", Quoted(key),
-                                      " returned reply type ", reply->type));
+    return InternalError(
+        absl::StrCat(Describe(), ": INCRBY ", Quoted(key), " returned reply type ", reply->type));
   }
   return static_cast<int64_t>(reply->integer);
 }
@@ -308,11 +305,11 @@ absl::StatusOr<std::vector<std::string>> RedisStore::MultiGet(absl::Span<const s
       const size_t last = std::min(missing.size(), first + batch);
       std::vector<absl::string_view> args = {"MGET"};
       for (size_t j = first; j < last; ++j) args.push_back(keys[missing[j]]);
-      absl::StatusOr<ReplyPtr> reply = Run(args, deadline, Resend::kSafe,
-                                           absl::StrCat("MGET of ", last - first, " keys"));
+      absl::StatusOr<ReplyPtr> reply =
+          Run(args, deadline, Resend::kSafe, absl::StrCat("MGET of ", last - first, " keys"));
       if (!reply.ok()) {
-        return Annotate(reply.status(), absl::StrCat("waiting for keys [",
-                                                     DescribeKeys(missing_keys()), "]"));
+        return Annotate(reply.status(),
+                        absl::StrCat("waiting for keys [", DescribeKeys(missing_keys()), "]"));
       }
       if ((*reply)->type != REDIS_REPLY_ARRAY || (*reply)->elements != last - first) {
         return InternalError(absl::StrCat(Describe(), ": MGET returned an unexpected reply"));

@@ -4,11 +4,12 @@
 #define CHORUS_RENDEZVOUS_REDIS_STORE_H_
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "chorus/rendezvous/store.h"
 
@@ -82,6 +83,8 @@ class RedisStore : public Store {
   // (never an error reply: those become statuses naming `what`).
   absl::StatusOr<ReplyPtr> Run(const std::vector<absl::string_view>& args, Deadline deadline,
                                Resend resend, absl::string_view what);
+  // The status for an error reply `text` to command `what`.
+  absl::Status ErrorReplyStatus(absl::string_view text, absl::string_view what) const;
   // One connect + AUTH attempt bounded by `deadline`.
   absl::StatusOr<ContextPtr> OpenConnection(Deadline deadline) const;
   // An idle pooled connection that still looks alive, or nullptr.
@@ -91,7 +94,8 @@ class RedisStore : public Store {
   const RedisStoreOptions options_;
   const std::string address_;  // "host:port" for messages
 
-  absl::Mutex mu_;
+  // std::mutex, not absl::Mutex: the system Abseil is not built for ThreadSanitizer.
+  std::mutex mu_;
   std::vector<ContextPtr> idle_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -101,9 +101,8 @@ absl::StatusOr<StoreUrl> ParseRedisUrl(absl::string_view url, absl::string_view 
   }
   if (parsed.redis.host.empty()) return UrlError(url, "the host is missing");
   parsed.redis.port = kDefaultRedisPort;
-  if (!port_text.empty() &&
-      (!absl::SimpleAtoi(port_text, &parsed.redis.port) || parsed.redis.port < 1 ||
-       parsed.redis.port > 65535)) {
+  if (!port_text.empty() && (!absl::SimpleAtoi(port_text, &parsed.redis.port) ||
+                             parsed.redis.port < 1 || parsed.redis.port > 65535)) {
     return UrlError(url, absl::StrCat("'", port_text, "' is not a port in [1, 65535]"));
   }
   return parsed;
@@ -120,9 +119,11 @@ absl::StatusOr<StoreUrl> ParseStoreUrl(absl::string_view url) {
   if (scheme == "redis") return ParseRedisUrl(url, rest);
   if (scheme == "memory") {
     return InvalidArgumentError(absl::StrCat(
-        "store URL '", url, "': memory:// lives inside one process, so ranks in different "
+        "store URL '", url,
+        "': memory:// lives inside one process, so ranks in different "
         "processes could never meet there; for ranks that are threads of one process construct "
-        "a MemoryStore directly, otherwise use ", kForms));
+        "a MemoryStore directly, otherwise use ",
+        kForms));
   }
   return UrlError(url, absl::StrCat("unknown scheme '", scheme, "'"));
 }
@@ -143,8 +144,8 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(absl::string_view url) {
 absl::StatusOr<std::unique_ptr<Store>> OpenStoreFromEnvironment() {
   const std::optional<std::string> url = GetEnv("CHORUS_STORE");
   if (!url) {
-    return InvalidArgumentError(absl::StrCat(
-        "CHORUS_STORE is not set; set it to the store all ranks meet in: ", kForms));
+    return InvalidArgumentError(
+        absl::StrCat("CHORUS_STORE is not set; set it to the store all ranks meet in: ", kForms));
   }
   absl::StatusOr<std::unique_ptr<Store>> store = OpenStore(*url);
   if (!store.ok()) return Annotate(store.status(), "CHORUS_STORE");

@@ -6,6 +6,7 @@ set -euo pipefail
 PACKAGES=(
   bazel-bootstrap bazel-bootstrap-source  # Bazel 4.2.3 and its offline mock rule repositories
   g++ libabsl-dev catch2                  # compiler, Abseil, Catch2 v2
+  libgloo-dev python3-matplotlib         # Gloo side-by-side benchmark; result plots
   libhiredis-dev redis-server             # Redis store and the real server its tests start
   libibverbs-dev                          # verbs transport headers
   iproute2 procps                         # ip (network namespaces), ps/pkill in tests

@@ -24,13 +24,13 @@ absl::Duration SpinDuration() {
 }  // namespace
 
 absl::Status Request::status() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return status_;
 }
 
 bool Request::Complete(absl::Status status, size_t bytes, int peer) {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (claimed_) return false;
     claimed_ = true;
     status_ = std::move(status);
@@ -38,7 +38,7 @@ bool Request::Complete(absl::Status status, size_t bytes, int peer) {
     bytes_.store(bytes, std::memory_order_release);
     done_.store(true, std::memory_order_release);
   }
-  done_cv_.SignalAll();
+  done_cv_.notify_all();
   return true;
 }
 
@@ -51,15 +51,13 @@ bool Request::AwaitDone(Deadline deadline) {
     if (IsDone()) return true;
     if (++polls % 64 == 0) sched_yield();
   }
-  absl::MutexLock lock(&mu_);
-  while (!done_.load(std::memory_order_acquire)) {
-    if (deadline.IsInfinite()) {
-      done_cv_.Wait(&mu_);
-    } else if (done_cv_.WaitWithTimeout(&mu_, deadline.Remaining()) || deadline.Expired()) {
-      return done_.load(std::memory_order_acquire);
-    }
+  std::unique_lock<std::mutex> lock(mu_);
+  auto done = [this] { return done_.load(std::memory_order_acquire); };
+  if (deadline.IsInfinite()) {
+    done_cv_.wait(lock, done);
+    return true;
   }
-  return true;
+  return done_cv_.wait_until(lock, deadline.time_point(), done);
 }
 
 absl::Status Request::Wait(Deadline deadline) {

@@ -4,12 +4,13 @@
 #define CHORUS_TRANSPORT_REQUEST_H_
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "chorus/core/deadline.h"
 
@@ -73,10 +74,12 @@ class Request {
   const Tag tag_;
   std::atomic<bool> done_{false};
   std::atomic<size_t> bytes_{0};
-  mutable absl::Mutex mu_;
-  absl::CondVar done_cv_;
-  absl::Status status_ ABSL_GUARDED_BY(mu_);
-  bool claimed_ ABSL_GUARDED_BY(mu_) = false;
+  // std::mutex rather than absl::Mutex: the system Abseil is not built with ThreadSanitizer,
+  // which then cannot see absl::Mutex's ordering and reports false races.
+  mutable std::mutex mu_;
+  std::condition_variable done_cv_;
+  absl::Status status_;   // guarded by mu_
+  bool claimed_ = false;  // guarded by mu_
 };
 
 using RequestPtr = std::shared_ptr<Request>;

@@ -12,15 +12,16 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "absl/synchronization/mutex.h"
 #include "chorus/core/logging.h"
 
 namespace chorus::testing {
@@ -35,43 +36,47 @@ absl::Status RunBody(const RankBody& body, int rank) {
 
 std::vector<absl::Status> RunRanksAsThreads(int size, const RankBody& body,
                                             absl::Duration timeout) {
+  // std::mutex rather than absl::Mutex: the system Abseil is not built with ThreadSanitizer,
+  // which then cannot see absl::Mutex's ordering and reports false races.
   struct Shared {
-    absl::Mutex mu;
+    std::mutex mu;
+    std::condition_variable cv;
     std::vector<absl::Status> statuses;
-    std::vector<bool> finished;
+    int finished = 0;
+    std::vector<bool> done;
   };
   auto shared = std::make_shared<Shared>();
   shared->statuses.resize(size);
-  shared->finished.assign(size, false);
+  shared->done.assign(size, false);
   std::vector<std::thread> threads;
   for (int rank = 0; rank < size; ++rank) {
     threads.emplace_back([shared, &body, rank] {
       absl::Status status = RunBody(body, rank);
-      absl::MutexLock lock(&shared->mu);
+      std::lock_guard<std::mutex> lock(shared->mu);
       shared->statuses[rank] = std::move(status);
-      shared->finished[rank] = true;
+      shared->done[rank] = true;
+      ++shared->finished;
+      shared->cv.notify_all();
     });
   }
-  auto all_finished = [&shared, size] {
-    for (int rank = 0; rank < size; ++rank) {
-      if (!shared->finished[rank]) return false;
+  {
+    std::unique_lock<std::mutex> lock(shared->mu);
+    const bool all_finished =
+        shared->cv.wait_for(lock, absl::ToChronoNanoseconds(timeout),
+                            [&shared, size] { return shared->finished == size; });
+    if (!all_finished) {
+      std::vector<int> stuck;
+      for (int rank = 0; rank < size; ++rank) {
+        if (!shared->done[rank]) stuck.push_back(rank);
+      }
+      std::fprintf(stderr,
+                   "FATAL: rank threads [%s] still running after %s; aborting the test\n",
+                   absl::StrJoin(stuck, ",").c_str(), absl::FormatDuration(timeout).c_str());
+      std::fflush(stderr);
+      std::abort();
     }
-    return true;
-  };
-  absl::MutexLock lock(&shared->mu);
-  if (!shared->mu.AwaitWithTimeout(absl::Condition(&all_finished), timeout)) {
-    std::vector<int> stuck;
-    for (int rank = 0; rank < size; ++rank) {
-      if (!shared->finished[rank]) stuck.push_back(rank);
-    }
-    std::fprintf(stderr, "FATAL: rank threads [%s] still running after %s; aborting the test\n",
-                 absl::StrJoin(stuck, ",").c_str(), absl::FormatDuration(timeout).c_str());
-    std::fflush(stderr);
-    std::abort();
   }
-  shared->mu.Unlock();
   for (std::thread& thread : threads) thread.join();
-  shared->mu.Lock();
   return shared->statuses;
 }
 

@@ -24,9 +24,10 @@ constexpr int kPortAttempts = 3;
 
 absl::StatusOr<std::unique_ptr<RedisServer>> RedisServer::Start(RedisServerOptions options) {
   if (access(options.binary.c_str(), X_OK) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        options.binary, " is not installed or not executable; these tests need a real Redis "
-        "server: apt-get install redis-server"));
+    return absl::FailedPreconditionError(
+        absl::StrCat(options.binary,
+                     " is not installed or not executable; these tests need a real Redis "
+                     "server: apt-get install redis-server"));
   }
   absl::Status last;
   for (int attempt = 0; attempt < kPortAttempts; ++attempt) {
@@ -52,11 +53,18 @@ std::string RedisServer::url() const {
 
 absl::Status RedisServer::Launch() {
   // Everything the child needs is prepared before fork: after it only exec-safe calls.
-  std::vector<std::string> args = {options_.binary, "--port",       absl::StrCat(port_),
-                                   "--bind",        host_,          "--save",
-                                   "",              "--appendonly", "no",
-                                   "--daemonize",   "no",           "--dir",
-                                   dir_.path(),     "--logfile",    ""};
+  // clang-format off
+  std::vector<std::string> args = {
+      options_.binary,
+      "--port", absl::StrCat(port_),
+      "--bind", host_,
+      "--save", "",           // no snapshots
+      "--appendonly", "no",   // no journal
+      "--daemonize", "no",    // stay our child, so we can stop and reap it
+      "--dir", dir_.path(),
+      "--logfile", "",        // log to stdout, which goes to redis.log
+  };
+  // clang-format on
   if (!options_.password.empty()) {
     args.push_back("--requirepass");
     args.push_back(options_.password);
@@ -92,17 +100,18 @@ absl::Status RedisServer::AwaitPing() {
     int wait_status = 0;
     if (waitpid(pid_, &wait_status, WNOHANG) == pid_) {
       pid_ = -1;
-      return absl::FailedPreconditionError(
-          absl::StrCat("redis-server on port ", port_, " exited at startup; its log:\n", LogTail()));
+      return absl::FailedPreconditionError(absl::StrCat(
+          "redis-server on port ", port_, " exited at startup; its log:\n", LogTail()));
     }
     redisContext* context = redisConnectWithTimeout(host_.c_str(), port_, {0, 200 * 1000});
     if (context != nullptr && context->err == 0) {
       redisSetTimeout(context, {1, 0});
       auto* reply = static_cast<redisReply*>(redisCommand(context, "PING"));
       // With --requirepass an unauthenticated PING is answered with NOAUTH: up all the same.
-      const bool up = reply != nullptr && (reply->type == REDIS_REPLY_STATUS ||
-                                           (reply->type == REDIS_REPLY_ERROR &&
-                                            absl::StartsWith(reply->str, "NOAUTH")));
+      const bool up =
+          reply != nullptr &&
+          (reply->type == REDIS_REPLY_STATUS ||
+           (reply->type == REDIS_REPLY_ERROR && absl::StartsWith(reply->str, "NOAUTH")));
       if (reply != nullptr) freeReplyObject(reply);
       redisFree(context);
       if (up) return absl::OkStatus();
@@ -113,10 +122,9 @@ absl::Status RedisServer::AwaitPing() {
   }
   const std::string log = LogTail();
   Stop();
-  return absl::DeadlineExceededError(absl::StrCat("redis-server on port ", port_,
-                                                  " did not answer PING within ",
-                                                  absl::FormatDuration(options_.startup_timeout),
-                                                  "; its log:\n", log));
+  return absl::DeadlineExceededError(
+      absl::StrCat("redis-server on port ", port_, " did not answer PING within ",
+                   absl::FormatDuration(options_.startup_timeout), "; its log:\n", log));
 }
 
 void RedisServer::Stop(absl::Duration grace) {

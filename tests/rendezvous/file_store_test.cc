@@ -2,11 +2,10 @@
 // that is unusable or disappears.
 #include "chorus/rendezvous/file_store.h"
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-
-#include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -121,8 +120,8 @@ TEST_CASE("add from many processes is exact and hands out distinct values") {
       absl::Seconds(60));
   RequireAllOk(outcomes);
   auto store = OpenOrDie(path);
-  CHECK(store->TryGet("counter").value() == std::optional<std::string>(
-                                                absl::StrCat(kProcesses * kAdds)));
+  CHECK(store->TryGet("counter").value() ==
+        std::optional<std::string>(absl::StrCat(kProcesses * kAdds)));
   int claimed = 0;
   for (int value = 1; value <= kProcesses * kAdds; ++value) {
     claimed += store->TryGet(absl::StrCat("claims/", value)).value().has_value();
@@ -162,8 +161,8 @@ TEST_CASE("file store creates its directory, and refuses one it cannot use") {
 
   const std::string file = dir.path() + "/plain-file";
   std::ofstream(file) << "x";
-  for (const std::string& bad : {file, file + "/below", std::string("/proc/chorus-no-such"),
-                                 std::string()}) {
+  for (const std::string& bad :
+       {file, file + "/below", std::string("/proc/chorus-no-such"), std::string()}) {
     INFO(bad);
     auto refused = FileStore::Open(bad);
     REQUIRE_FALSE(refused.ok());

@@ -4,10 +4,9 @@
 
 #include <signal.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <thread>
-
-#include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -71,8 +70,8 @@ TEST_CASE("waits fail promptly and clearly when the server stops under them") {
   server->Stop();
   getter.join();
   waiter.join();
-  for (const auto& [status, seconds] : {std::pair{get_status, get_seconds},
-                                        std::pair{wait_status, wait_seconds}}) {
+  for (const auto& [status, seconds] :
+       {std::pair{get_status, get_seconds}, std::pair{wait_status, wait_seconds}}) {
     INFO(status.ToString());
     CHECK(IsPeerUnavailableOrDeadline(status));
     CHECK(absl::StrContains(status.message(), address));
@@ -111,7 +110,7 @@ TEST_CASE("a hung server cannot make a wait outlive its deadline") {
   REQUIRE_FALSE(value.ok());
   INFO(value.status().ToString());
   CHECK(GetErrorKind(value.status()) == ErrorKind::kDeadlineExceeded);
-  CHECK(seconds < 0.5 + 0.5);
+  CHECK(seconds < 0.5 + 1.0);
 }
 
 TEST_CASE("the store reconnects after the server restarts") {
@@ -144,13 +143,14 @@ TEST_CASE("AUTH: the right password works, a wrong or missing one fails clearly"
   CHECK(store->Get("k", Deadline::AfterMillis(5000)).value() == "v");
 
   options.password = "wrong";
+  options.retry_backoff_initial = absl::Seconds(2);  // a retry would show in the time taken
   const auto start = steady_clock::now();
   const auto refused = RedisStore::Connect(options);
   REQUIRE_FALSE(refused.ok());
   INFO(refused.status().ToString());
   CHECK(GetErrorKind(refused.status()) == ErrorKind::kInvalidArgument);
   CHECK(absl::StrContains(refused.status().message(), "refused AUTH"));
-  CHECK(SecondsSince(start) < 1.0);  // not retried
+  CHECK(SecondsSince(start) < 1.5);  // not retried
 
   options.password.clear();
   const auto anonymous = RedisStore::Connect(options);

@@ -1,10 +1,9 @@
 // One behavioural contract (rendezvous/store.h), checked against every store.
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <set>
 #include <thread>
-
-#include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -23,8 +22,7 @@ double SecondsSince(steady_clock::time_point start) {
   return std::chrono::duration<double>(steady_clock::now() - start).count();
 }
 
-#define STORE_FIXTURES \
-  MemoryStoreFixture, FileStoreFixture, PrefixStoreFixture, RedisStoreFixture
+#define STORE_FIXTURES MemoryStoreFixture, FileStoreFixture, PrefixStoreFixture, RedisStoreFixture
 
 TEMPLATE_TEST_CASE("set, get and overwrite", "[conformance]", STORE_FIXTURES) {
   TestType fixture;
@@ -41,17 +39,18 @@ TEMPLATE_TEST_CASE("set, get and overwrite", "[conformance]", STORE_FIXTURES) {
   CHECK(store.TryGet("dir").value() == std::nullopt);
 }
 
-TEMPLATE_TEST_CASE("get waits until another thread sets the key", "[conformance]",
-                   STORE_FIXTURES) {
+TEMPLATE_TEST_CASE("get waits until another thread sets the key", "[conformance]", STORE_FIXTURES) {
   TestType fixture;
   Store& store = fixture.store();
   INFO(TestType::kName);
-  std::thread setter([&store] {
+  absl::Status set_status;  // Catch2 assertions are not thread-safe: check after the join
+  std::thread setter([&store, &set_status] {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    CHECK(store.Set("late", "arrived").ok());
+    set_status = store.Set("late", "arrived");
   });
   const auto value = store.Get("late", Generous());
   setter.join();
+  CHECK(set_status.ok());
   REQUIRE(value.ok());
   CHECK(*value == "arrived");
 }
@@ -68,7 +67,7 @@ TEMPLATE_TEST_CASE("get times out naming the key, within the deadline", "[confor
   CHECK(GetErrorKind(value.status()) == ErrorKind::kDeadlineExceeded);
   CHECK(absl::StrContains(value.status().message(), "never-set-key"));
   CHECK(elapsed >= 0.19);
-  CHECK(elapsed < 0.2 + 0.5);
+  CHECK(elapsed < 0.2 + 1.0);  // deadline plus a margin for a loaded machine
 }
 
 TEMPLATE_TEST_CASE("try-get never waits", "[conformance]", STORE_FIXTURES) {
@@ -77,7 +76,7 @@ TEMPLATE_TEST_CASE("try-get never waits", "[conformance]", STORE_FIXTURES) {
   INFO(TestType::kName);
   const auto start = steady_clock::now();
   CHECK(store.TryGet("absent").value() == std::nullopt);
-  CHECK(SecondsSince(start) < 0.5);
+  CHECK(SecondsSince(start) < 1.0);
   REQUIRE(store.Set("present", "here").ok());
   CHECK(store.TryGet("present").value() == std::optional<std::string>("here"));
 }
@@ -134,16 +133,19 @@ TEMPLATE_TEST_CASE("wait returns when all keys exist and names only the missing 
   Store& store = fixture.store();
   INFO(TestType::kName);
   REQUIRE(store.Set("ready-1", "x").ok());
-  std::thread setter([&store] {
+  absl::Status set_status;
+  std::thread setter([&store, &set_status] {
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
-    CHECK(store.Set("ready-2", "y").ok());
+    set_status = store.Set("ready-2", "y");
   });
-  CHECK(store.Wait({"ready-1", "ready-2"}, Generous()).ok());
+  const absl::Status wait_status = store.Wait({"ready-1", "ready-2"}, Generous());
   setter.join();
+  CHECK(set_status.ok());
+  CHECK(wait_status.ok());
   const auto start = steady_clock::now();
-  const absl::Status status = store.Wait({"ready-1", "missing-a", "missing-b"},
-                                         Deadline::AfterMillis(100));
-  CHECK(SecondsSince(start) < 0.1 + 0.5);
+  const absl::Status status =
+      store.Wait({"ready-1", "missing-a", "missing-b"}, Deadline::AfterMillis(100));
+  CHECK(SecondsSince(start) < 0.1 + 1.0);
   CHECK(GetErrorKind(status) == ErrorKind::kDeadlineExceeded);
   CHECK(absl::StrContains(status.message(), "missing-a"));
   CHECK(absl::StrContains(status.message(), "missing-b"));

@@ -1,10 +1,9 @@
 // Store URLs: parsing (including every error) and opening real stores from them.
 #include "chorus/rendezvous/store_url.h"
 
+#include <catch2/catch.hpp>
 #include <cstdlib>
 #include <filesystem>
-
-#include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"

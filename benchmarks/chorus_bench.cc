@@ -1,0 +1,268 @@
+// chorus-bench: the nccl-tests-style sweep (benchmarks/sweep.h) run on a Chorus communicator,
+// one sweep per --algo entry. Start it with chorusrun:
+//
+//   chorusrun -n 4 bazel-bin/benchmarks/chorus_bench -b 8 -e 64M --algo ring,auto
+//
+// `auto` leaves the choice to the communicator's selector (CHORUS_ALGO rules, then the cost
+// model); each row then names the algorithm the selector picked for that size. Both the
+// out-of-place and the in-place columns are measured. The rank's identity comes from
+// rank_env.h; the store from --store (default $CHORUS_STORE).
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "chorus/benchmarks/machine_limits.h"
+#include "chorus/benchmarks/report.h"
+#include "chorus/benchmarks/sweep.h"
+#include "chorus/collectives/communicator.h"
+#include "chorus/core/env.h"
+#include "chorus/core/status.h"
+#include "chorus/integrations/launcher/rank_env.h"
+#include "chorus/rendezvous/store_url.h"
+#include "chorus/transport/tcp/tcp_device.h"
+
+namespace chorus::bench {
+namespace {
+
+constexpr char kAutoAlgorithm[] = "auto";
+
+const std::vector<ToolFlag>& ChorusFlags() {
+  static const auto* flags = new std::vector<ToolFlag>{
+      {"transport", "tcp", "transport between the ranks: tcp"},
+      {"store", "", "rendezvous store URL (file:///dir or redis://...); default $CHORUS_STORE"},
+  };
+  return *flags;
+}
+
+// The Chorus operation behind each benchmark collective.
+CollectiveKind KindOf(Collective collective) {
+  switch (collective) {
+    case Collective::kAllreduce:
+      return CollectiveKind::kAllReduce;
+    case Collective::kBroadcast:
+      return CollectiveKind::kBroadcast;
+    case Collective::kReduce:
+      return CollectiveKind::kReduce;
+    case Collective::kAllgather:
+      return CollectiveKind::kAllGather;
+    case Collective::kReduceScatter:
+      return CollectiveKind::kReduceScatter;
+    case Collective::kAlltoall:
+      return CollectiveKind::kAllToAll;
+    case Collective::kBarrier:
+      break;
+  }
+  return CollectiveKind::kBarrier;
+}
+
+// The transports chorus-bench can create a device for; a new one (shm) is one more name here
+// and one more branch in CreateDevice.
+constexpr const char* kTransports[] = {"tcp"};
+
+absl::Status CheckTransport(const std::string& transport) {
+  for (const char* known : kTransports) {
+    if (transport == known) return absl::OkStatus();
+  }
+  return InvalidArgumentError(absl::StrCat("chorus-bench has no transport '", transport,
+                                           "'; choose from ", absl::StrJoin(kTransports, ", ")));
+}
+
+absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& transport) {
+  CHORUS_RETURN_IF_ERROR(CheckTransport(transport));
+  if (transport == "tcp") {
+    CHORUS_ASSIGN_OR_RETURN(tcp::TcpDeviceOptions options, tcp::TcpDeviceOptions::FromEnv());
+    // All ranks of a chorusrun job are on this host: listen on loopback unless the user chose
+    // an address or interface (CHORUS_TCP_ADDR / CHORUS_TCP_IFNAME).
+    if (options.address.empty() && options.interfaces.empty()) options.address = "127.0.0.1";
+    return tcp::CreateTcpDevice(options);
+  }
+  return InternalError(absl::StrCat("no device factory for transport '", transport, "'"));
+}
+
+// The algorithm names of one sweep: --algo as given ("all" expands to every algorithm of the
+// collective), or `auto` when none was given. Unknown names are refused with the alternatives.
+absl::StatusOr<std::vector<std::string>> SelectedAlgorithms(const BenchmarkOptions& options) {
+  const std::vector<std::string> known = Communicator::Algorithms(KindOf(options.collective));
+  if (options.algorithms.empty()) return std::vector<std::string>{kAutoAlgorithm};
+  std::vector<std::string> selected;
+  for (const std::string& algorithm : options.algorithms) {
+    if (algorithm == "all") {
+      selected.insert(selected.end(), known.begin(), known.end());
+    } else if (algorithm == kAutoAlgorithm ||
+               std::find(known.begin(), known.end(), algorithm) != known.end()) {
+      selected.push_back(algorithm);
+    } else {
+      return InvalidArgumentError(absl::StrCat(
+          "Chorus has no ", CollectiveName(options.collective), " algorithm '", algorithm,
+          "'; choose from ", absl::StrJoin(known, ", "), ", auto or all"));
+    }
+  }
+  return selected;
+}
+
+class ChorusTarget : public CollectiveTarget {
+ public:
+  // `algorithm` is a name from Communicator::Algorithms or "auto" (the selector's choice).
+  ChorusTarget(Communicator& comm, const BenchmarkOptions& options, std::string algorithm)
+      : comm_(comm), options_(options) {
+    if (algorithm != kAutoAlgorithm) call_options_.algorithm = std::move(algorithm);
+  }
+
+  int rank() const override { return comm_.rank(); }
+  int ranks() const override { return comm_.size(); }
+  bool SupportsOutOfPlace() const override { return true; }
+
+  absl::Status Bind(void* input, void* output, int64_t count) override {
+    input_ = input;
+    output_ = output;
+    // The sweep counts the full array; Chorus counts one rank's block for the collectives that
+    // split it (count is a multiple of the rank count for those).
+    const bool per_rank_block = options_.collective == Collective::kAllgather ||
+                                options_.collective == Collective::kReduceScatter ||
+                                options_.collective == Collective::kAlltoall;
+    count_ = static_cast<size_t>(per_rank_block ? count / comm_.size() : count);
+    if (call_options_.algorithm.empty() && options_.collective != Collective::kBarrier) {
+      const size_t bytes = static_cast<size_t>(count) * DataTypeSize(options_.type);
+      CHORUS_ASSIGN_OR_RETURN(std::string chosen,
+                              comm_.ChooseAlgorithm(KindOf(options_.collective), bytes));
+      chosen_.insert(std::move(chosen));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Run() override {
+    const DataType type = options_.type;
+    switch (options_.collective) {
+      case Collective::kAllreduce:
+        return comm_.AllReduce(input_, output_, count_, type, options_.op, call_options_);
+      case Collective::kBroadcast:
+        return comm_.Broadcast(input_, output_, count_, type, options_.root, call_options_);
+      case Collective::kReduce:
+        return comm_.Reduce(input_, output_, count_, type, options_.op, options_.root,
+                            call_options_);
+      case Collective::kAllgather:
+        return comm_.AllGather(input_, output_, count_, type, call_options_);
+      case Collective::kReduceScatter:
+        return comm_.ReduceScatter(input_, output_, count_, type, options_.op, call_options_);
+      case Collective::kAlltoall:
+        return comm_.AllToAll(input_, output_, count_, type, call_options_);
+      case Collective::kBarrier:
+        break;
+    }
+    return comm_.Barrier(call_options_);
+  }
+
+  absl::StatusOr<double> MaxOverRanks(double value) override {
+    CHORUS_RETURN_IF_ERROR(
+        comm_.AllReduce(&value, &value, 1, DataType::kFloat64, ReduceOp::kMax));
+    return value;
+  }
+
+  absl::StatusOr<int64_t> SumOverRanks(int64_t value) override {
+    CHORUS_RETURN_IF_ERROR(comm_.AllReduce(&value, &value, 1, DataType::kInt64, ReduceOp::kSum));
+    return value;
+  }
+
+  absl::Status Barrier() override { return comm_.Barrier(); }
+
+  // For `auto`: the algorithms the selector picked over the sweep, e.g. "auto (ring)".
+  std::string Description() const {
+    if (!call_options_.algorithm.empty()) return call_options_.algorithm;
+    if (chosen_.empty()) return kAutoAlgorithm;
+    return absl::StrCat(kAutoAlgorithm, " (", absl::StrJoin(chosen_, ", "), ")");
+  }
+
+ private:
+  Communicator& comm_;
+  const BenchmarkOptions& options_;
+  CollectiveOptions call_options_;
+  void* input_ = nullptr;
+  void* output_ = nullptr;
+  size_t count_ = 0;
+  std::set<std::string> chosen_;
+};
+
+absl::Status Main(int argc, char** argv) {
+  CHORUS_ASSIGN_OR_RETURN(const BenchmarkOptions options,
+                          ParseBenchmarkFlags(argc, argv, ChorusFlags()));
+  if (options.help) {
+    std::fputs(BenchmarkUsage("chorus_bench", ChorusFlags()).c_str(), stdout);
+    std::fputs("Run it under chorusrun (or set CHORUS_RANK, CHORUS_SIZE, CHORUS_STORE).\n",
+               stdout);
+    return absl::OkStatus();
+  }
+  const std::string& transport = options.tool_flags.at("transport");
+  CHORUS_RETURN_IF_ERROR(CheckTransport(transport));  // before the slow probe
+  CHORUS_ASSIGN_OR_RETURN(const std::vector<std::string> algorithms,
+                          SelectedAlgorithms(options));
+  CHORUS_ASSIGN_OR_RETURN(const RankIdentity identity, ReadRankIdentity());
+  std::string store_url = options.tool_flags.at("store");
+  if (store_url.empty()) {
+    CHORUS_RETURN_IF_ERROR(ReadStoreUrl().status());  // names CHORUS_STORE when it is unusable
+    store_url = *GetEnv("CHORUS_STORE");
+  }
+  CHORUS_ASSIGN_OR_RETURN(const StoreUrl url, ParseStoreUrl(store_url));
+  CHORUS_RETURN_IF_ERROR(ValidateForRanks(options, identity.size));
+
+  // The probe forks, so it runs before the device starts its progress thread; the other ranks
+  // wait for rank 0 in the rendezvous meanwhile.
+  const MachineDescription machine = DescribeMachine();
+  std::optional<MachineLimits> limits;
+  if (identity.rank == 0 && options.probe_limits) {
+    CHORUS_ASSIGN_OR_RETURN(limits, ProbeMachineLimits());
+    std::fputs(FormatMachine(machine, *limits).c_str(), stdout);
+    std::fflush(stdout);
+  }
+
+  CHORUS_ASSIGN_OR_RETURN(const std::unique_ptr<Store> store, OpenStore(store_url));
+  CHORUS_ASSIGN_OR_RETURN(const std::unique_ptr<Device> device, CreateDevice(transport));
+  CommunicatorOptions comm_options;
+  // The rank-0 probe takes a few seconds while the others wait in the rendezvous.
+  comm_options.connect_timeout = absl::Seconds(120);
+  CHORUS_ASSIGN_OR_RETURN(const std::unique_ptr<Communicator> comm,
+                          Communicator::Create(*store, "chorus-bench", *device, identity.rank,
+                                               identity.size, comm_options));
+  std::vector<RunReport> runs;
+  for (const std::string& algorithm : algorithms) {
+    RunReport run;
+    run.library = "chorus";
+    run.library_version = "0.1";
+    run.algorithm = algorithm;
+    run.transport = transport;
+    run.store = url.kind == StoreUrl::Kind::kFile ? "file" : "redis";
+    run.ranks = identity.size;
+    run.options = options;
+    ChorusTarget target(*comm, options, algorithm);
+    CHORUS_RETURN_IF_ERROR(RunSweep(target, run, stdout));
+    run.algorithm = target.Description();
+    if (identity.rank == 0 && run.algorithm != algorithm) {
+      std::printf("# %s picked: %s\n", algorithm.c_str(), run.algorithm.c_str());
+    }
+    runs.push_back(std::move(run));
+  }
+
+  if (identity.rank == 0 && !options.json_path.empty()) {
+    std::vector<std::string> words(argv, argv + argc);
+    CHORUS_RETURN_IF_ERROR(
+        WriteFile(options.json_path, ReportJson(absl::StrJoin(words, " "), machine, limits, runs)));
+  }
+  return CheckNoWrongElements(runs);
+}
+
+}  // namespace
+}  // namespace chorus::bench
+
+int main(int argc, char** argv) {
+  const absl::Status status = chorus::bench::Main(argc, argv);
+  if (!status.ok()) {
+    std::fprintf(stderr, "chorus_bench: %s\n", status.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,146 @@
+#include "chorus/benchmarks/sweep.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "chorus/benchmarks/verify.h"
+#include "chorus/core/status.h"
+
+namespace chorus::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+using AlignedBuffer = std::unique_ptr<std::byte[], FreeDeleter>;
+
+// Page-aligned and touched once, so the first timed iteration does not take page faults.
+AlignedBuffer AllocateTouched(int64_t bytes) {
+  constexpr size_t kAlignment = 4096;
+  const size_t size = (static_cast<size_t>(std::max<int64_t>(bytes, 1)) + kAlignment - 1) /
+                      kAlignment * kAlignment;
+  AlignedBuffer buffer(static_cast<std::byte*>(std::aligned_alloc(kAlignment, size)));
+  if (buffer) std::memset(buffer.get(), 0, size);
+  return buffer;
+}
+
+enum class Mode { kOutOfPlace, kInPlace };
+
+absl::string_view ModeName(Mode mode) {
+  return mode == Mode::kOutOfPlace ? "out-of-place" : "in-place";
+}
+
+// Buffers for the largest size, reused by every row.
+struct Buffers {
+  AlignedBuffer input;
+  AlignedBuffer output;
+};
+
+// The input and output pointers of one mode, nccl-tests layout: in-place allgather reads its
+// input from its own chunk of the output, in-place reduce-scatter writes its output into its own
+// chunk of the input.
+std::pair<void*, void*> Layout(const Buffers& buffers, Mode mode, Collective collective,
+                               int64_t count, int rank, int ranks, size_t element_size) {
+  if (mode == Mode::kOutOfPlace) return {buffers.input.get(), buffers.output.get()};
+  std::byte* base = buffers.output.get();
+  const int64_t chunk_bytes = count / ranks * static_cast<int64_t>(element_size);
+  switch (collective) {
+    case Collective::kAllgather:
+      return {base + rank * chunk_bytes, base};
+    case Collective::kReduceScatter:
+      return {base, base + rank * chunk_bytes};
+    default:
+      return {base, base};
+  }
+}
+
+absl::StatusOr<Measurement> MeasureMode(CollectiveTarget& target, const RunReport& run,
+                                        const Buffers& buffers, Mode mode, int64_t bytes,
+                                        int64_t count) {
+  const BenchmarkOptions& o = run.options;
+  const VerifySpec spec{o.collective, o.type, o.op, target.ranks(), o.root, count};
+  const auto [input, output] = Layout(buffers, mode, o.collective, count, target.rank(),
+                                      target.ranks(), DataTypeSize(o.type));
+  CHORUS_RETURN_IF_ERROR(target.Bind(input, output, count));
+
+  // Verification: fresh inputs each time, untouched outputs marked, nothing timed.
+  const bool checked = o.check_iterations > 0 && o.collective != Collective::kBarrier;
+  int64_t wrong = 0;
+  for (int i = 0; checked && i < o.check_iterations; ++i) {
+    FillInput(spec, target.rank(), input);
+    if (mode == Mode::kOutOfPlace) {
+      FillSentinel(spec, output, BufferElementsFor(o.collective, count, target.ranks()).output);
+    }
+    CHORUS_RETURN_IF_ERROR(target.Run());
+    wrong += CountWrong(spec, target.rank(), output);
+  }
+
+  for (int i = 0; i < o.warmup_iterations; ++i) CHORUS_RETURN_IF_ERROR(target.Run());
+  CHORUS_RETURN_IF_ERROR(target.Barrier());
+  const auto start = Clock::now();
+  for (int i = 0; i < o.iterations; ++i) CHORUS_RETURN_IF_ERROR(target.Run());
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - start).count() / o.iterations;
+
+  CHORUS_ASSIGN_OR_RETURN(const double slowest, target.MaxOverRanks(seconds));
+  int64_t total_wrong = -1;
+  if (checked) {
+    CHORUS_ASSIGN_OR_RETURN(total_wrong, target.SumOverRanks(wrong));
+  }
+  return MakeMeasurement(o.collective, target.ranks(), bytes, slowest, total_wrong);
+}
+
+}  // namespace
+
+absl::Status RunSweep(CollectiveTarget& target, RunReport& run, std::FILE* out) {
+  const BenchmarkOptions& o = run.options;
+  CHORUS_RETURN_IF_ERROR(ValidateForRanks(o, target.ranks()));
+  const bool print = target.rank() == 0;
+  if (print) std::fputs(FormatTableHeader(run).c_str(), out);
+
+  const std::vector<int64_t> sizes = SweepSizes(o, target.ranks());
+  const size_t element_size = DataTypeSize(o.type);
+  const int64_t max_count = sizes.back() / static_cast<int64_t>(element_size);
+  const BufferElements largest = BufferElementsFor(o.collective, max_count, target.ranks());
+  Buffers buffers{AllocateTouched(largest.input * static_cast<int64_t>(element_size)),
+                  AllocateTouched(std::max(largest.input, largest.output) *
+                                  static_cast<int64_t>(element_size))};
+  if (!buffers.input || !buffers.output) {
+    return InvalidArgumentError(absl::StrCat("cannot allocate buffers for ", sizes.back(),
+                                             " bytes; lower -e"));
+  }
+
+  for (const int64_t bytes : sizes) {
+    ResultRow row;
+    row.bytes = bytes;
+    row.count = bytes / static_cast<int64_t>(element_size);
+    for (const Mode mode : {Mode::kOutOfPlace, Mode::kInPlace}) {
+      // Barrier has no buffers: it is timed once, in the in-place columns.
+      if (mode == Mode::kOutOfPlace &&
+          (!target.SupportsOutOfPlace() || o.collective == Collective::kBarrier)) {
+        continue;
+      }
+      auto measured = MeasureMode(target, run, buffers, mode, bytes, row.count);
+      if (!measured.ok()) {
+        return Annotate(measured.status(), absl::StrCat(CollectiveName(o.collective), " of ",
+                                                        bytes, " bytes, ", ModeName(mode)));
+      }
+      (mode == Mode::kOutOfPlace ? row.out_of_place : row.in_place) = *measured;
+    }
+    if (print) {
+      std::fputs(FormatRow(run, row).c_str(), out);
+      std::fflush(out);
+    }
+    run.rows.push_back(row);
+  }
+  if (print) std::fputs(FormatFooter(run).c_str(), out);
+  return absl::OkStatus();
+}
+
+}  // namespace chorus::bench

@@ -1,0 +1,44 @@
+// Every algorithm, as a function that moves data only through a CollectiveContext. Each is
+// listed with its collective and cost in algorithm_table.cc; buffer layouts per collective are
+// in communicator.h. Algorithms may assume size() > 1 (the communicator handles one rank) and
+// valid arguments (the communicator validates them).
+#ifndef CHORUS_COLLECTIVES_ALGORITHMS_ALGORITHMS_H_
+#define CHORUS_COLLECTIVES_ALGORITHMS_ALGORITHMS_H_
+
+#include "absl/status/status.h"
+#include "chorus/collectives/collective_args.h"
+#include "chorus/collectives/context.h"
+#include "chorus/core/status.h"
+
+namespace chorus {
+
+// ring.cc: segmented, pipelined rings.
+absl::Status RingAllReduce(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status RingReduceScatter(CollectiveContext& ctx, const CollectiveArgs& args);  // and v
+absl::Status RingAllGather(CollectiveContext& ctx, const CollectiveArgs& args);      // and v
+
+// recursive_doubling.cc: log2(p) full exchanges (non-powers of two fold first).
+absl::Status RecursiveDoublingAllReduce(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status RecursiveDoublingAllGather(CollectiveContext& ctx, const CollectiveArgs& args);
+
+// rabenseifner.cc: recursive halving reduce-scatter (+ recursive doubling allgather).
+absl::Status RabenseifnerAllReduce(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status RabenseifnerReduceScatter(CollectiveContext& ctx, const CollectiveArgs& args);
+
+// tree.cc: binomial and double binary trees, pipelined by segment.
+absl::Status BinomialAllReduce(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status BinomialBroadcast(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status BinomialReduce(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status DoubleTreeAllReduce(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status DoubleTreeBroadcast(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status DoubleTreeReduce(CollectiveContext& ctx, const CollectiveArgs& args);
+
+// exchange.cc: pairwise alltoall(v), linear gather(v) / scatter(v), dissemination barrier.
+absl::Status PairwiseAllToAll(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status LinearGather(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status LinearScatter(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status DisseminationBarrier(CollectiveContext& ctx, const CollectiveArgs& args);
+
+}  // namespace chorus
+
+#endif  // CHORUS_COLLECTIVES_ALGORITHMS_ALGORITHMS_H_

@@ -1,0 +1,51 @@
+// Helpers shared by the algorithms: per-rank block layouts, segment arithmetic and modular
+// rank arithmetic.
+#ifndef CHORUS_COLLECTIVES_ALGORITHMS_BLOCKS_H_
+#define CHORUS_COLLECTIVES_ALGORITHMS_BLOCKS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "chorus/collectives/collective_args.h"
+
+namespace chorus {
+
+inline int Mod(int value, int modulus) { return ((value % modulus) + modulus) % modulus; }
+
+// Per-rank element counts of the blocks a collective splits its array into: even blocks of
+// `count` for allreduce, `count` each for allgather / reduce_scatter, `counts` for the
+// v-variants.
+inline std::vector<size_t> RankBlocks(const CollectiveArgs& args, int ranks) {
+  switch (args.kind) {
+    case CollectiveKind::kAllReduce:
+      return EvenCounts(args.count, ranks);
+    case CollectiveKind::kAllGatherV:
+    case CollectiveKind::kReduceScatterV:
+      return args.counts;
+    default:
+      return std::vector<size_t>(ranks, args.count);
+  }
+}
+
+// The `index`-th of `parts` near-equal pieces of [0, count): its start and length.
+struct Piece {
+  size_t start;
+  size_t count;
+};
+inline Piece PieceOf(size_t count, size_t parts, size_t index) {
+  const size_t base = count / parts;
+  const size_t extra = count % parts;
+  return {index * base + (index < extra ? index : extra), base + (index < extra ? 1 : 0)};
+}
+
+// How many segments a pipeline cuts `bytes` into.
+inline size_t SegmentsFor(size_t bytes, size_t segment_bytes) {
+  if (segment_bytes == 0) return 1;
+  const size_t segments = (bytes + segment_bytes - 1) / segment_bytes;
+  return segments == 0 ? 1 : segments;
+}
+
+}  // namespace chorus
+
+#endif  // CHORUS_COLLECTIVES_ALGORITHMS_BLOCKS_H_

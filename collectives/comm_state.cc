@@ -1,0 +1,113 @@
+#include "chorus/collectives/comm_state.h"
+
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "chorus/collectives/tag.h"
+#include "chorus/core/logging.h"
+#include "chorus/core/status.h"
+
+namespace chorus {
+namespace {
+
+constexpr absl::string_view kFailureKey = "failure";
+constexpr absl::string_view kFailureClaimsKey = "failure/claims";
+
+}  // namespace
+
+CommState::CommState(std::string name, int rank, int size, std::unique_ptr<Store> store,
+                     std::unique_ptr<Mesh> mesh, CommTuning tuning)
+    : name_(std::move(name)),
+      rank_(rank),
+      size_(size),
+      tag_id_(CommunicatorTagId(name_)),
+      store_(std::move(store)),
+      mesh_(std::move(mesh)),
+      tuning_(tuning) {}
+
+absl::Status CommState::broken() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return broken_;
+}
+
+void CommState::Break(const absl::Status& error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!broken_.ok()) return;
+    broken_ = error;
+  }
+  CHORUS_LOG(kWarn, "collectives") << "communicator " << name_ << " is broken: " << error.message();
+  // One writer publishes; the record carries the error kind so other ranks fail with it.
+  absl::StatusOr<int64_t> claims = store_->Add(kFailureClaimsKey, 1);
+  if (claims.ok() && *claims == 1) {
+    const absl::Status set = store_->Set(
+        kFailureKey, absl::StrCat(static_cast<int>(GetErrorKind(error)), "|", error.message()));
+    if (!set.ok()) {
+      CHORUS_LOG(kWarn, "collectives") << "could not publish the failure: " << set.message();
+    }
+  }
+  mesh_->Abort(error.message());
+}
+
+std::unique_ptr<uint8_t[]> CommState::AcquireScratch(size_t bytes, size_t* capacity) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = scratch_.lower_bound(bytes);
+    // Reuse a cached buffer unless it is more than twice too large.
+    if (it != scratch_.end() && it->first <= 2 * bytes + 4096) {
+      *capacity = it->first;
+      std::unique_ptr<uint8_t[]> buffer = std::move(it->second);
+      scratch_bytes_ -= it->first;
+      scratch_.erase(it);
+      return buffer;
+    }
+  }
+  *capacity = bytes == 0 ? 1 : bytes;
+  return std::unique_ptr<uint8_t[]>(new uint8_t[*capacity]);
+}
+
+void CommState::ReleaseScratch(std::unique_ptr<uint8_t[]> buffer, size_t capacity) {
+  // Keeps at most this much cached; beyond it, the largest buffers are dropped first.
+  constexpr size_t kMaxCachedBytes = size_t{256} << 20;
+  std::lock_guard<std::mutex> lock(mu_);
+  scratch_.emplace(capacity, std::move(buffer));
+  scratch_bytes_ += capacity;
+  while (scratch_bytes_ > kMaxCachedBytes) {
+    auto largest = std::prev(scratch_.end());
+    scratch_bytes_ -= largest->first;
+    scratch_.erase(largest);
+  }
+}
+
+namespace {
+
+std::optional<absl::Status> ParseFailure(const std::string& text) {
+  const size_t bar = text.find('|');
+  int kind = 0;
+  if (bar == std::string::npos || !absl::SimpleAtoi(text.substr(0, bar), &kind)) {
+    return InternalError(absl::StrCat("malformed failure record: ", text));
+  }
+  return MakeError(static_cast<ErrorKind>(kind), text.substr(bar + 1));
+}
+
+}  // namespace
+
+std::optional<absl::Status> CommState::PeekFailure() {
+  absl::StatusOr<std::optional<std::string>> record = store_->TryGet(kFailureKey);
+  if (!record.ok() || !record->has_value()) return std::nullopt;
+  return ParseFailure(**record);
+}
+
+std::optional<absl::Status> CommState::PublishedFailure() {
+  if (std::optional<absl::Status> failure = PeekFailure()) return failure;
+  // A writer may have claimed the record and not finished writing it yet.
+  absl::StatusOr<int64_t> claims = store_->Add(kFailureClaimsKey, 0);
+  if (!claims.ok() || *claims == 0) return std::nullopt;
+  absl::StatusOr<std::string> value =
+      store_->Get(kFailureKey, Deadline::After(absl::Milliseconds(500)));
+  if (!value.ok()) return std::nullopt;
+  return ParseFailure(*value);
+}
+
+}  // namespace chorus

@@ -1,0 +1,78 @@
+// State shared by a communicator, the collectives it has in flight and its worker threads:
+// identity, the mesh, the scoped store, tuning, and the communicator's fatal failure.
+#ifndef CHORUS_COLLECTIVES_COMM_STATE_H_
+#define CHORUS_COLLECTIVES_COMM_STATE_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "chorus/rendezvous/store.h"
+#include "chorus/transport/transport.h"
+
+namespace chorus {
+
+struct CommTuning {
+  size_t segment_bytes = 256 * 1024;
+  int pipeline_depth = 4;
+};
+
+// Thread-safe.
+class CommState {
+ public:
+  CommState(std::string name, int rank, int size, std::unique_ptr<Store> store,
+            std::unique_ptr<Mesh> mesh, CommTuning tuning);
+
+  const std::string& name() const { return name_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  uint16_t tag_id() const { return tag_id_; }
+  Mesh& mesh() { return *mesh_; }
+  Store& store() { return *store_; }
+  const CommTuning& tuning() const { return tuning_; }
+
+  // OK while the communicator is usable; afterwards the failure that broke it.
+  absl::Status broken() const;
+
+  // Marks the communicator broken by `error` (the first error wins), publishes it in the store
+  // so that other ranks can report the cause instead of "connection closed", and aborts the
+  // mesh so that every pending operation on every rank ends promptly. Idempotent.
+  void Break(const absl::Status& error);
+
+  // The failure some rank published with Break(), if any (kind preserved). Waits at most a
+  // moment for a record whose writer has claimed it but not finished writing.
+  std::optional<absl::Status> PublishedFailure();
+
+  // The published failure if its record is complete now; one store read, never waits. For
+  // collectives that have waited a while: a peer that broke the communicator before this rank
+  // ever connected to it is otherwise only noticed at the connect timeout.
+  std::optional<absl::Status> PeekFailure();
+
+  // Scratch buffers for collectives, recycled so that repeated collectives neither allocate
+  // nor fault pages in on the hot path. The contents of an acquired buffer are undefined.
+  std::unique_ptr<uint8_t[]> AcquireScratch(size_t bytes, size_t* capacity);
+  void ReleaseScratch(std::unique_ptr<uint8_t[]> buffer, size_t capacity);
+
+ private:
+  const std::string name_;
+  const int rank_;
+  const int size_;
+  const uint16_t tag_id_;
+  const std::unique_ptr<Store> store_;
+  const std::unique_ptr<Mesh> mesh_;
+  const CommTuning tuning_;
+  mutable std::mutex mu_;
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  std::multimap<size_t, std::unique_ptr<uint8_t[]>> scratch_ ABSL_GUARDED_BY(mu_);  // by size
+  size_t scratch_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace chorus
+
+#endif  // CHORUS_COLLECTIVES_COMM_STATE_H_

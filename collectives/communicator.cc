@@ -1,0 +1,656 @@
+#include "chorus/collectives/communicator.h"
+
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "chorus/collectives/algorithm_table.h"
+#include "chorus/collectives/comm_state.h"
+#include "chorus/collectives/context.h"
+#include "chorus/collectives/header.h"
+#include "chorus/collectives/reduce_kernels.h"
+#include "chorus/collectives/selector.h"
+#include "chorus/collectives/tag.h"
+#include "chorus/collectives/worker_pool.h"
+#include "chorus/core/env.h"
+#include "chorus/core/logging.h"
+#include "chorus/core/status.h"
+#include "chorus/rendezvous/prefix_store.h"
+
+namespace chorus {
+namespace {
+
+std::vector<size_t> ToVector(absl::Span<const size_t> span) {
+  return std::vector<size_t>(span.begin(), span.end());
+}
+
+// Settings from CHORUS_* variables override the options' fields.
+absl::Status ApplyEnvironment(CommunicatorOptions& options) {
+  CHORUS_ASSIGN_OR_RETURN(options.timeout, GetEnvDuration("CHORUS_COLL_TIMEOUT", options.timeout));
+  CHORUS_ASSIGN_OR_RETURN(const int64_t threads,
+                          GetEnvInt("CHORUS_COLL_THREADS", options.worker_threads, 1, 256));
+  options.worker_threads = static_cast<int>(threads);
+  CHORUS_ASSIGN_OR_RETURN(
+      const int64_t segment,
+      GetEnvBytes("CHORUS_COLL_SEGMENT_BYTES", static_cast<int64_t>(options.segment_bytes)));
+  if (segment < 1) return InvalidArgumentError("CHORUS_COLL_SEGMENT_BYTES must be at least 1");
+  options.segment_bytes = static_cast<size_t>(segment);
+  CHORUS_ASSIGN_OR_RETURN(const int64_t depth,
+                          GetEnvInt("CHORUS_COLL_PIPELINE_DEPTH", options.pipeline_depth, 1, 1024));
+  options.pipeline_depth = static_cast<int>(depth);
+  return absl::OkStatus();
+}
+
+absl::Status CheckBuffer(const void* data, size_t bytes, absl::string_view what) {
+  if (data == nullptr && bytes > 0) {
+    return InvalidArgumentError(absl::StrCat(what, " is null but holds ", bytes, " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+// Two buffers may be the same in the collective's in-place form (`in_place_at` bytes into
+// the larger one) or disjoint; nothing else.
+absl::Status CheckOverlap(const void* a, size_t a_bytes, const void* b, size_t b_bytes,
+                          bool in_place) {
+  if (in_place || a == nullptr || b == nullptr || a_bytes == 0 || b_bytes == 0) {
+    return absl::OkStatus();
+  }
+  const auto* x = static_cast<const uint8_t*>(a);
+  const auto* y = static_cast<const uint8_t*>(b);
+  if (x < y + b_bytes && y < x + a_bytes) {
+    return InvalidArgumentError(
+        "the send and receive buffers overlap, but not in the collective's in-place form "
+        "(see communicator.h)");
+  }
+  return absl::OkStatus();
+}
+
+size_t Sum(const std::vector<size_t>& values) {
+  size_t total = 0;
+  for (size_t v : values) total += v;
+  return total;
+}
+
+size_t Extent(const std::vector<size_t>& displs, const std::vector<size_t>& counts) {
+  size_t end = 0;
+  for (size_t i = 0; i < counts.size(); ++i) end = std::max(end, displs[i] + counts[i]);
+  return end;
+}
+
+// One rank: every collective is a copy of this rank's own block.
+void CopyOwnBlock(const CollectiveArgs& args) {
+  const size_t elem = args.elem();
+  const uint8_t* in = static_cast<const uint8_t*>(args.send);
+  uint8_t* out = static_cast<uint8_t*>(args.recv);
+  size_t count = args.count;
+  switch (args.kind) {
+    case CollectiveKind::kAllGatherV:
+    case CollectiveKind::kReduceScatterV:
+      count = args.counts[0];
+      break;
+    case CollectiveKind::kGatherV:
+      out += args.displs[0] * elem;
+      break;
+    case CollectiveKind::kScatterV:
+      in += args.send_displs[0] * elem;
+      break;
+    case CollectiveKind::kAllToAllV:
+      in += args.send_displs[0] * elem;
+      out += args.displs[0] * elem;
+      count = args.counts[0];
+      break;
+    case CollectiveKind::kBarrier:
+      return;
+    default:
+      break;
+  }
+  if (in != out && count > 0) std::memcpy(out, in, count * elem);
+}
+
+// kAvg: the algorithms summed; divide this rank's share of the result once.
+void FinishAverage(const CollectiveArgs& args, int rank, int size) {
+  if (!IsReduction(args.kind) || args.op != ReduceOp::kAvg) return;
+  switch (args.kind) {
+    case CollectiveKind::kReduce:
+      if (rank != args.root) return;
+      break;
+    case CollectiveKind::kReduceScatterV:
+      return DivideBuffer(args.type, args.recv, args.counts[rank], size);
+    default:
+      break;
+  }
+  DivideBuffer(args.type, args.recv, args.count, size);
+}
+
+CollectiveArgs MakeArgs(CollectiveKind kind, const void* send, void* recv, size_t count,
+                        DataType type) {
+  CollectiveArgs args;
+  args.kind = kind;
+  args.send = send;
+  args.recv = recv;
+  args.count = count;
+  args.type = type;
+  return args;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
+    Store& store, absl::string_view name, Device& device, int rank, int size,
+    const CommunicatorOptions& given) {
+  if (size < 1 || rank < 0 || rank >= size) {
+    return InvalidArgumentError(
+        absl::StrCat("communicator '", name, "': rank ", rank, " is not in [0, ", size, ")"));
+  }
+  if (name.empty()) return InvalidArgumentError("a communicator needs a non-empty name");
+  CommunicatorOptions options = given;
+  CHORUS_RETURN_IF_ERROR(ApplyEnvironment(options));
+
+  CHORUS_ASSIGN_OR_RETURN(
+      std::vector<AlgorithmRule> rules, [&]() -> absl::StatusOr<std::vector<AlgorithmRule>> {
+        std::vector<AlgorithmRule> all;
+        if (auto env = GetEnv("CHORUS_ALGO")) {
+          auto parsed = ParseAlgorithmRules(*env);
+          if (!parsed.ok()) return Annotate(parsed.status(), "CHORUS_ALGO");
+          all = *std::move(parsed);
+        }
+        auto parsed = ParseAlgorithmRules(options.algorithm_rules);
+        if (!parsed.ok()) {
+          return Annotate(parsed.status(), "CommunicatorOptions::algorithm_rules");
+        }
+        all.insert(all.end(), parsed->begin(), parsed->end());
+        return all;
+      }());
+  CostParams cost = DefaultCostParams(device.kind());
+  if (options.cost.alpha_us > 0) cost.alpha_us = options.cost.alpha_us;
+  if (options.cost.beta_ns_per_byte > 0) cost.beta_ns_per_byte = options.cost.beta_ns_per_byte;
+  if (options.cost.gamma_ns_per_byte > 0) {
+    cost.gamma_ns_per_byte = options.cost.gamma_ns_per_byte;
+  }
+
+  auto scoped = std::make_unique<PrefixStore>(absl::StrCat("chorus/comm/", name), store);
+  PrefixStore mesh_store("mesh", *scoped);
+  MeshOptions mesh_options;
+  mesh_options.connect_timeout = options.connect_timeout;
+  absl::StatusOr<std::unique_ptr<Mesh>> mesh = device.CreateMesh(
+      mesh_store, rank, size, mesh_options, Deadline::After(options.connect_timeout));
+  if (!mesh.ok()) {
+    return Annotate(mesh.status(), absl::StrCat("communicator '", name, "' rank ", rank,
+                                                ": creating the ", device.kind(), " mesh"));
+  }
+  CommTuning tuning;
+  tuning.segment_bytes = options.segment_bytes;
+  tuning.pipeline_depth = options.pipeline_depth;
+  auto state = std::make_unique<CommState>(std::string(name), rank, size, std::move(scoped),
+                                           *std::move(mesh), tuning);
+  auto selector = std::make_unique<Selector>(std::move(rules), cost, options.segment_bytes);
+  CHORUS_LOG(kInfo, "collectives")
+      << "communicator " << name << ": rank " << rank << " of " << size << " over " << device.kind()
+      << " (" << device.address() << "), reduction kernels " << ReduceKernelSet();
+  return std::unique_ptr<Communicator>(
+      new Communicator(std::move(state), std::move(selector), options, options.timeout));
+}
+
+Communicator::Communicator(std::unique_ptr<CommState> state, std::unique_ptr<Selector> selector,
+                           const CommunicatorOptions& options, absl::Duration timeout)
+    : state_(std::move(state)),
+      selector_(std::move(selector)),
+      timeout_(timeout),
+      pool_(std::make_unique<WorkerPool>(options.worker_threads, state_->rank())) {}
+
+Communicator::~Communicator() {
+  if (pool_->Busy()) Abort("the communicator was destroyed with operations pending");
+  pool_.reset();
+}
+
+int Communicator::rank() const { return state_->rank(); }
+int Communicator::size() const { return state_->size(); }
+const std::string& Communicator::name() const { return state_->name(); }
+
+void Communicator::Abort(absl::string_view reason) {
+  state_->Break(AbortedError(
+      absl::StrCat("communicator ", name(), " aborted on rank ", rank(), ": ", reason)));
+}
+
+std::vector<std::string> Communicator::Algorithms(CollectiveKind kind) {
+  std::vector<std::string> names;
+  for (AlgorithmId id : AlgorithmsFor(kind)) names.emplace_back(AlgorithmName(id));
+  return names;
+}
+
+absl::StatusOr<std::string> Communicator::ChooseAlgorithm(CollectiveKind kind, size_t bytes) const {
+  CollectiveArgs args = MakeArgs(kind, nullptr, nullptr, bytes, DataType::kUint8);
+  if (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter ||
+      kind == CollectiveKind::kGather || kind == CollectiveKind::kScatter ||
+      kind == CollectiveKind::kAllToAll) {
+    args.count = bytes / static_cast<size_t>(size());
+  } else if (kind == CollectiveKind::kAllGatherV || kind == CollectiveKind::kReduceScatterV ||
+             kind == CollectiveKind::kGatherV || kind == CollectiveKind::kAllToAllV) {
+    args.counts = EvenCounts(bytes, size());
+  } else if (kind == CollectiveKind::kScatterV) {
+    args.send_counts = EvenCounts(bytes, size());
+  }
+  CHORUS_ASSIGN_OR_RETURN(const AlgorithmEntry* entry, selector_->Choose(args, size(), ""));
+  return std::string(AlgorithmName(entry->id));
+}
+
+absl::Status Communicator::Validate(const CollectiveArgs& args) const {
+  const int p = size();
+  const int r = rank();
+  const size_t elem = args.elem();
+  const bool rooted = IsRooted(args.kind);
+  if (rooted && (args.root < 0 || args.root >= p)) {
+    return InvalidArgumentError(absl::StrCat(CollectiveKindName(args.kind), ": root ", args.root,
+                                             " is not a rank of a communicator of ", p));
+  }
+  const bool is_root = rooted && r == args.root;
+  auto need_ranks = [&](const std::vector<size_t>& values, absl::string_view what) {
+    if (values.size() != static_cast<size_t>(p)) {
+      return InvalidArgumentError(absl::StrCat(CollectiveKindName(args.kind), ": ", what, " has ",
+                                               values.size(), " entries, not ", p));
+    }
+    return absl::OkStatus();
+  };
+  const auto* send = static_cast<const uint8_t*>(args.send);
+  const auto* recv = static_cast<const uint8_t*>(args.recv);
+  size_t send_bytes = 0;
+  size_t recv_bytes = 0;
+  bool in_place = false;
+  switch (args.kind) {
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kAllToAll:
+      send_bytes = recv_bytes =
+          args.count * elem * (args.kind == CollectiveKind::kAllToAll ? p : 1);
+      in_place = send == recv;
+      break;
+    case CollectiveKind::kBroadcast:
+      send_bytes = is_root ? args.count * elem : 0;
+      recv_bytes = args.count * elem;
+      in_place = send == recv;
+      break;
+    case CollectiveKind::kReduce:
+      send_bytes = args.count * elem;
+      recv_bytes = is_root ? args.count * elem : 0;
+      in_place = send == recv;
+      break;
+    case CollectiveKind::kAllGather:
+      send_bytes = args.count * elem;
+      recv_bytes = send_bytes * p;
+      in_place = send == recv + r * send_bytes;
+      break;
+    case CollectiveKind::kAllGatherV:
+      CHORUS_RETURN_IF_ERROR(need_ranks(args.counts, "counts"));
+      send_bytes = args.counts[r] * elem;
+      recv_bytes = Sum(args.counts) * elem;
+      in_place = send == recv + PackedOffsets(args.counts)[r] * elem;
+      break;
+    case CollectiveKind::kReduceScatter:
+      recv_bytes = args.count * elem;
+      send_bytes = recv_bytes * p;
+      in_place = recv == send + r * recv_bytes;
+      break;
+    case CollectiveKind::kReduceScatterV:
+      CHORUS_RETURN_IF_ERROR(need_ranks(args.counts, "counts"));
+      recv_bytes = args.counts[r] * elem;
+      send_bytes = Sum(args.counts) * elem;
+      in_place = recv == send + PackedOffsets(args.counts)[r] * elem;
+      break;
+    case CollectiveKind::kGather:
+      send_bytes = args.count * elem;
+      recv_bytes = is_root ? send_bytes * p : 0;
+      in_place = is_root && send == recv + r * send_bytes;
+      break;
+    case CollectiveKind::kGatherV:
+      send_bytes = args.count * elem;
+      if (is_root) {
+        CHORUS_RETURN_IF_ERROR(need_ranks(args.counts, "counts"));
+        CHORUS_RETURN_IF_ERROR(need_ranks(args.displs, "displs"));
+        if (args.counts[r] != args.count) {
+          return InvalidArgumentError(absl::StrCat("gatherv: the root sends ", args.count,
+                                                   " elements but counts[root] is ",
+                                                   args.counts[r]));
+        }
+        recv_bytes = Extent(args.displs, args.counts) * elem;
+        in_place = send == recv + args.displs[r] * elem;
+      }
+      break;
+    case CollectiveKind::kScatter:
+      recv_bytes = args.count * elem;
+      send_bytes = is_root ? recv_bytes * p : 0;
+      in_place = is_root && recv == send + r * recv_bytes;
+      break;
+    case CollectiveKind::kScatterV:
+      recv_bytes = args.count * elem;
+      if (is_root) {
+        CHORUS_RETURN_IF_ERROR(need_ranks(args.send_counts, "counts"));
+        CHORUS_RETURN_IF_ERROR(need_ranks(args.send_displs, "displs"));
+        if (args.send_counts[r] != args.count) {
+          return InvalidArgumentError(absl::StrCat("scatterv: the root receives ", args.count,
+                                                   " elements but counts[root] is ",
+                                                   args.send_counts[r]));
+        }
+        send_bytes = Extent(args.send_displs, args.send_counts) * elem;
+        in_place = recv == send + args.send_displs[r] * elem;
+      }
+      break;
+    case CollectiveKind::kAllToAllV:
+      CHORUS_RETURN_IF_ERROR(need_ranks(args.send_counts, "send_counts"));
+      CHORUS_RETURN_IF_ERROR(need_ranks(args.send_displs, "send_displs"));
+      CHORUS_RETURN_IF_ERROR(need_ranks(args.counts, "recv_counts"));
+      CHORUS_RETURN_IF_ERROR(need_ranks(args.displs, "recv_displs"));
+      send_bytes = Extent(args.send_displs, args.send_counts) * elem;
+      recv_bytes = Extent(args.displs, args.counts) * elem;
+      in_place = send == recv;
+      if (in_place && args.send_counts != args.counts) {
+        return InvalidArgumentError(
+            "alltoallv in place needs the same counts and displacements for send and receive");
+      }
+      if (in_place && args.send_displs != args.displs) {
+        return InvalidArgumentError(
+            "alltoallv in place needs the same counts and displacements for send and receive");
+      }
+      break;
+    case CollectiveKind::kBarrier:
+      break;
+    default:
+      return InvalidArgumentError(
+          absl::StrCat(CollectiveKindName(args.kind), " is not a collective"));
+  }
+  if (args.count > (size_t{1} << 56) / elem) {
+    return InvalidArgumentError(
+        absl::StrCat(CollectiveKindName(args.kind), ": count ", args.count, " is too large"));
+  }
+  CHORUS_RETURN_IF_ERROR(CheckBuffer(args.send, send_bytes, "the send buffer"));
+  CHORUS_RETURN_IF_ERROR(CheckBuffer(args.recv, recv_bytes, "the receive buffer"));
+  return CheckOverlap(args.send, send_bytes, args.recv, recv_bytes, in_place);
+}
+
+absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEntry& algorithm,
+                                   uint32_t sequence, absl::Duration timeout, Work* work) {
+  const CollectiveHeader header = CollectiveHeader::For(args, algorithm.id, sequence, size());
+  const absl::Status broken = state_->broken();
+  if (!broken.ok()) {
+    return MakeError(
+        GetErrorKind(broken),
+        absl::StrCat(header.Describe(), " on rank ", rank(), ": the communicator is broken (",
+                     broken.message(), "); create a new communicator"),
+        ErrorPeerRank(broken).value_or(-1));
+  }
+  CollectiveContext ctx(*state_, args, header, Deadline::After(timeout));
+  if (work != nullptr && !work->Attach([&ctx] { ctx.Cancel(); })) {
+    return AbortedError(absl::StrCat(ctx.Describe(), ": aborted before it started"));
+  }
+  CHORUS_LOG(kDebug, "collectives") << ctx.Describe() << ": " << args.bytes(size())
+                                    << " bytes, algorithm " << AlgorithmName(algorithm.id);
+  ctx.Start();
+  absl::Status status =
+      size() == 1 ? (CopyOwnBlock(args), absl::OkStatus()) : algorithm.run(ctx, args);
+  if (status.ok()) status = ctx.Finish();
+  if (status.ok()) FinishAverage(args, rank(), size());
+  if (work != nullptr) work->Detach();
+  return status;
+}
+
+absl::Status Communicator::Run(CollectiveArgs args, const CollectiveOptions& options) {
+  CHORUS_RETURN_IF_ERROR(Validate(args));
+  CHORUS_ASSIGN_OR_RETURN(const AlgorithmEntry* algorithm,
+                          selector_->Choose(args, size(), options.algorithm));
+  const uint32_t sequence = next_sequence_.fetch_add(1);
+  return Execute(args, *algorithm, sequence, options.timeout.value_or(timeout_), nullptr);
+}
+
+WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& options) {
+  absl::Status invalid = Validate(args);
+  absl::StatusOr<const AlgorithmEntry*> algorithm =
+      invalid.ok() ? selector_->Choose(args, size(), options.algorithm)
+                   : absl::StatusOr<const AlgorithmEntry*>(invalid);
+  if (!algorithm.ok()) {
+    auto work =
+        std::make_shared<Work>(args.kind, 0, "none", std::string(CollectiveKindName(args.kind)));
+    work->Complete(algorithm.status());
+    return work;
+  }
+  const uint32_t sequence = next_sequence_.fetch_add(1);
+  const CollectiveHeader header = CollectiveHeader::For(args, (*algorithm)->id, sequence, size());
+  auto work = std::make_shared<Work>(
+      args.kind, sequence, std::string(AlgorithmName((*algorithm)->id)), header.Describe());
+  const absl::Duration timeout = options.timeout.value_or(timeout_);
+  pool_->Submit([this, args = std::move(args), entry = *algorithm, sequence, timeout, work] {
+    work->Complete(Execute(args, *entry, sequence, timeout, work.get()));
+  });
+  return work;
+}
+
+WorkPtr Communicator::PostPointToPoint(CollectiveKind kind, void* data, size_t count, DataType type,
+                                       absl::Span<const int> peers, uint32_t tag,
+                                       const CollectiveOptions& options) {
+  const size_t bytes = count * DataTypeSize(type);
+  const std::string description =
+      absl::StrCat(CollectiveKindName(kind), kind == CollectiveKind::kSend ? " to" : " from",
+                   " rank", peers.size() == 1 ? " " : "s ", absl::StrJoin(peers, ","), " (tag ",
+                   tag, ", ", count, " x ", DataTypeName(type), ") on rank ", rank());
+  auto work = std::make_shared<Work>(kind, 0, "direct", description);
+  absl::Status invalid = CheckBuffer(data, bytes, "the buffer");
+  if (tag > kMaxUserTag) {
+    invalid = InvalidArgumentError(absl::StrCat(description, ": tags must be below 2^31"));
+  }
+  if (peers.empty()) invalid = InvalidArgumentError(absl::StrCat(description, ": no peer"));
+  for (int peer : peers) {
+    if (peer < 0 || peer >= size() || peer == rank()) {
+      invalid = InvalidArgumentError(
+          absl::StrCat(description, ": rank ", peer, " is not another rank of ", size()));
+    }
+  }
+  if (invalid.ok()) invalid = state_->broken();
+  if (!invalid.ok()) {
+    work->Complete(invalid);
+    return work;
+  }
+  const Tag wire_tag = PointToPointTag(state_->tag_id(), tag);
+  RequestPtr request;
+  if (peers.size() > 1) {
+    request = state_->mesh().RecvFromAny(peers, wire_tag, MemoryRef{data, bytes});
+  } else {
+    absl::StatusOr<Connection*> connection = state_->mesh().GetConnection(peers[0]);
+    if (!connection.ok()) {
+      work->Complete(Annotate(connection.status(), description));
+      return work;
+    }
+    request = kind == CollectiveKind::kSend
+                  ? (*connection)->Send(wire_tag, ConstMemoryRef{data, bytes})
+                  : (*connection)->Recv(wire_tag, MemoryRef{data, bytes});
+  }
+  work->BindRequest(
+      std::move(request),
+      [description, bytes, kind](const Request& done) -> absl::Status {
+        const absl::Status status = done.status();
+        if (!status.ok()) {
+          if (GetErrorKind(status) == ErrorKind::kInvalidArgument) {
+            return MismatchError(absl::StrCat(description, ": rank ", done.peer(),
+                                              " sent a longer message (", status.message(), ")"),
+                                 done.peer());
+          }
+          return MakeError(GetErrorKind(status), absl::StrCat(description, ": ", status.message()),
+                           done.peer());
+        }
+        if (kind != CollectiveKind::kSend && done.bytes() != bytes) {
+          return MismatchError(absl::StrCat(description, ": rank ", done.peer(), " sent ",
+                                            done.bytes(), " bytes where ", bytes, " were expected"),
+                               done.peer());
+        }
+        return absl::OkStatus();
+      },
+      Deadline::After(options.timeout.value_or(timeout_)));
+  return work;
+}
+
+// --- Thin public wrappers: build the arguments, then Run (blocking) or Launch (async). ---
+
+#define CHORUS_BLOCKING_AND_ASYNC(Name, Params, Build) \
+  absl::Status Communicator::Name Params {             \
+    CollectiveArgs args = Build;                       \
+    return Run(std::move(args), options);              \
+  }                                                    \
+  WorkPtr Communicator::Name##Async Params {           \
+    CollectiveArgs args = Build;                       \
+    return Launch(std::move(args), options);           \
+  }
+
+namespace {
+
+CollectiveArgs Reduction(CollectiveKind kind, const void* send, void* recv, size_t count,
+                         DataType type, ReduceOp op, int root) {
+  CollectiveArgs args = MakeArgs(kind, send, recv, count, type);
+  args.op = op;
+  args.root = root;
+  return args;
+}
+
+CollectiveArgs Rooted(CollectiveKind kind, const void* send, void* recv, size_t count,
+                      DataType type, int root) {
+  CollectiveArgs args = MakeArgs(kind, send, recv, count, type);
+  args.root = root;
+  return args;
+}
+
+CollectiveArgs WithCounts(CollectiveArgs args, absl::Span<const size_t> counts) {
+  args.counts = ToVector(counts);
+  return args;
+}
+
+}  // namespace
+
+CHORUS_BLOCKING_AND_ASYNC(AllReduce,
+                          (const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                           const CollectiveOptions& options),
+                          Reduction(CollectiveKind::kAllReduce, send, recv, count, type, op, -1))
+
+CHORUS_BLOCKING_AND_ASYNC(Broadcast,
+                          (const void* send, void* recv, size_t count, DataType type, int root,
+                           const CollectiveOptions& options),
+                          Rooted(CollectiveKind::kBroadcast, send, recv, count, type, root))
+
+CHORUS_BLOCKING_AND_ASYNC(Reduce,
+                          (const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                           int root, const CollectiveOptions& options),
+                          Reduction(CollectiveKind::kReduce, send, recv, count, type, op, root))
+
+CHORUS_BLOCKING_AND_ASYNC(AllGather,
+                          (const void* send, void* recv, size_t count, DataType type,
+                           const CollectiveOptions& options),
+                          MakeArgs(CollectiveKind::kAllGather, send, recv, count, type))
+
+CHORUS_BLOCKING_AND_ASYNC(AllGatherV,
+                          (const void* send, void* recv, absl::Span<const size_t> counts,
+                           DataType type, const CollectiveOptions& options),
+                          WithCounts(MakeArgs(CollectiveKind::kAllGatherV, send, recv, 0, type),
+                                     counts))
+
+CHORUS_BLOCKING_AND_ASYNC(ReduceScatter,
+                          (const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                           const CollectiveOptions& options),
+                          Reduction(CollectiveKind::kReduceScatter, send, recv, count, type, op,
+                                    -1))
+
+CHORUS_BLOCKING_AND_ASYNC(
+    ReduceScatterV,
+    (const void* send, void* recv, absl::Span<const size_t> counts, DataType type, ReduceOp op,
+     const CollectiveOptions& options),
+    WithCounts(Reduction(CollectiveKind::kReduceScatterV, send, recv, 0, type, op, -1), counts))
+
+CHORUS_BLOCKING_AND_ASYNC(Gather,
+                          (const void* send, void* recv, size_t count, DataType type, int root,
+                           const CollectiveOptions& options),
+                          Rooted(CollectiveKind::kGather, send, recv, count, type, root))
+
+CHORUS_BLOCKING_AND_ASYNC(GatherV,
+                          (const void* send, size_t send_count, void* recv,
+                           absl::Span<const size_t> counts, absl::Span<const size_t> displs,
+                           DataType type, int root, const CollectiveOptions& options),
+                          [&] {
+                            CollectiveArgs args = Rooted(CollectiveKind::kGatherV, send, recv,
+                                                         send_count, type, root);
+                            args.counts = ToVector(counts);
+                            args.displs = ToVector(displs);
+                            return args;
+                          }())
+
+CHORUS_BLOCKING_AND_ASYNC(Scatter,
+                          (const void* send, void* recv, size_t count, DataType type, int root,
+                           const CollectiveOptions& options),
+                          Rooted(CollectiveKind::kScatter, send, recv, count, type, root))
+
+CHORUS_BLOCKING_AND_ASYNC(ScatterV,
+                          (const void* send, absl::Span<const size_t> counts,
+                           absl::Span<const size_t> displs, void* recv, size_t recv_count,
+                           DataType type, int root, const CollectiveOptions& options),
+                          [&] {
+                            CollectiveArgs args = Rooted(CollectiveKind::kScatterV, send, recv,
+                                                         recv_count, type, root);
+                            args.send_counts = ToVector(counts);
+                            args.send_displs = ToVector(displs);
+                            return args;
+                          }())
+
+CHORUS_BLOCKING_AND_ASYNC(AllToAll,
+                          (const void* send, void* recv, size_t count, DataType type,
+                           const CollectiveOptions& options),
+                          MakeArgs(CollectiveKind::kAllToAll, send, recv, count, type))
+
+CHORUS_BLOCKING_AND_ASYNC(
+    AllToAllV,
+    (const void* send, absl::Span<const size_t> send_counts, absl::Span<const size_t> send_displs,
+     void* recv, absl::Span<const size_t> recv_counts, absl::Span<const size_t> recv_displs,
+     DataType type, const CollectiveOptions& options),
+    [&] {
+      CollectiveArgs args = MakeArgs(CollectiveKind::kAllToAllV, send, recv, 0, type);
+      args.send_counts = ToVector(send_counts);
+      args.send_displs = ToVector(send_displs);
+      args.counts = ToVector(recv_counts);
+      args.displs = ToVector(recv_displs);
+      return args;
+    }())
+
+CHORUS_BLOCKING_AND_ASYNC(Barrier, (const CollectiveOptions& options),
+                          MakeArgs(CollectiveKind::kBarrier, nullptr, nullptr, 0, DataType::kUint8))
+
+#undef CHORUS_BLOCKING_AND_ASYNC
+
+absl::Status Communicator::Send(const void* data, size_t count, DataType type, int peer,
+                                uint32_t tag, const CollectiveOptions& options) {
+  return SendAsync(data, count, type, peer, tag, options)->Wait();
+}
+
+WorkPtr Communicator::SendAsync(const void* data, size_t count, DataType type, int peer,
+                                uint32_t tag, const CollectiveOptions& options) {
+  // The transport only reads a send buffer; the shared path takes a mutable pointer.
+  return PostPointToPoint(CollectiveKind::kSend, const_cast<void*>(data), count, type, {&peer, 1},
+                          tag, options);
+}
+
+absl::Status Communicator::Recv(void* data, size_t count, DataType type, int peer, uint32_t tag,
+                                const CollectiveOptions& options) {
+  return RecvAsync(data, count, type, peer, tag, options)->Wait();
+}
+
+WorkPtr Communicator::RecvAsync(void* data, size_t count, DataType type, int peer, uint32_t tag,
+                                const CollectiveOptions& options) {
+  return PostPointToPoint(CollectiveKind::kRecv, data, count, type, {&peer, 1}, tag, options);
+}
+
+absl::StatusOr<int> Communicator::RecvFromAny(void* data, size_t count, DataType type,
+                                              absl::Span<const int> peers, uint32_t tag,
+                                              const CollectiveOptions& options) {
+  WorkPtr work = RecvFromAnyAsync(data, count, type, peers, tag, options);
+  CHORUS_RETURN_IF_ERROR(work->Wait());
+  return work->peer();
+}
+
+WorkPtr Communicator::RecvFromAnyAsync(void* data, size_t count, DataType type,
+                                       absl::Span<const int> peers, uint32_t tag,
+                                       const CollectiveOptions& options) {
+  return PostPointToPoint(CollectiveKind::kRecv, data, count, type, peers, tag, options);
+}
+
+}  // namespace chorus

@@ -1,0 +1,228 @@
+// A communicator: `size` ranks that run collectives together over one transport device.
+//
+//   auto comm = Communicator::Create(store, "job42/world", device, rank, size);
+//   CHORUS_RETURN_IF_ERROR((*comm)->AllReduce(in, out, n, DataType::kFloat32, ReduceOp::kSum));
+//   WorkPtr work = (*comm)->AllGatherAsync(in, out, n, DataType::kInt32);
+//   CHORUS_RETURN_IF_ERROR(work->Wait());
+//
+// Every collective has a blocking form, run on the calling thread, and an asynchronous form
+// that returns a Work handle and runs on the communicator's worker threads (options.h). Every
+// rank must issue the same collectives in the same order (each gets the next sequence number);
+// a rank that disagrees makes the collective fail on every rank with a MismatchError naming
+// both views (context.h), and breaks the communicator. Any failure other than a timeout, an
+// invalid argument or Work::Abort breaks the communicator too, so that no rank is left waiting:
+// later calls fail at once with the original error; create a new communicator to go on.
+//
+// Buffers (counts in elements; "block" = one rank's share; in-place forms in brackets):
+//   AllReduce      send[count] -> recv[count] on every rank                 [send == recv]
+//   Broadcast      root's send[count] -> recv[count] on every rank      [root: send == recv]
+//   Reduce         send[count] -> root's recv[count]                    [root: send == recv]
+//   AllGather      send[count] -> recv[size * count], rank r's block at r * count
+//                                                           [send == recv + rank * count]
+//   AllGatherV     send[counts[rank]] -> recv[sum(counts)], blocks packed in rank order
+//                                                  [send == recv + sum(counts[0..rank))]
+//   ReduceScatter  send[size * count] -> recv[count], the reduced block `rank`
+//                                                           [recv == send + rank * count]
+//   ReduceScatterV send[sum(counts)] -> recv[counts[rank]]
+//                                                  [recv == send + sum(counts[0..rank))]
+//   Gather         send[count] -> root's recv[size * count]   [root: send == recv + root*count]
+//   GatherV        send[send_count] -> root's recv at displs[r], counts[r] (root only)
+//                                                        [root: send == recv + displs[root]]
+//   Scatter        root's send[size * count] -> recv[count]   [root: recv == send + root*count]
+//   ScatterV       root's send at displs[r], counts[r] (root only) -> recv[recv_count]
+//                                                        [root: recv == send + displs[root]]
+//   AllToAll       send[size * count] -> recv[size * count]; block r of send goes to rank r,
+//                  block r of recv comes from rank r                        [send == recv]
+//   AllToAllV      send at send_displs[r], send_counts[r] to rank r; recv at recv_displs[r],
+//                  recv_counts[r] from rank r                                [send == recv]
+// Zero counts are legal everywhere. Buffers that overlap other than in these in-place forms
+// are rejected. Buffers not used on a rank (recv of Reduce off the root, ...) may be null.
+//
+// ReduceOp::kAvg sums, then divides by size() (integers truncate toward zero); the sum must
+// be representable in the element type.
+//
+// Thread-safety: all methods may be called from any thread, but collectives must be issued in
+// the same order on every rank, so calls from several threads must be ordered by the caller.
+#ifndef CHORUS_COLLECTIVES_COMMUNICATOR_H_
+#define CHORUS_COLLECTIVES_COMMUNICATOR_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/types/span.h"
+#include "chorus/collectives/collective_args.h"
+#include "chorus/collectives/collective_kind.h"
+#include "chorus/collectives/options.h"
+#include "chorus/collectives/work.h"
+#include "chorus/core/types.h"
+#include "chorus/rendezvous/store.h"
+#include "chorus/transport/transport.h"
+
+namespace chorus {
+
+class CommState;
+class Selector;
+class WorkerPool;
+struct AlgorithmEntry;
+
+class Communicator {
+ public:
+  // Creates rank `rank` of a communicator of `size` ranks. `name` scopes its keys in `store`
+  // (many communicators may share a store) and must be the same on every rank and unique among
+  // live communicators. `store` and `device` must outlive the communicator. Fails with
+  // InvalidArgument for bad arguments or malformed CHORUS_* variables, and with the store's or
+  // device's error if the mesh cannot be set up before options.connect_timeout.
+  static absl::StatusOr<std::unique_ptr<Communicator>> Create(
+      Store& store, absl::string_view name, Device& device, int rank, int size,
+      const CommunicatorOptions& options = {});
+
+  // Aborts the communicator if asynchronous work is still pending (that work fails with
+  // kAborted), then waits for the worker threads.
+  ~Communicator();
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const;
+  int size() const;
+  const std::string& name() const;
+
+  // Ends all pending and future operations of this communicator on this rank with kAborted,
+  // and (through the closed connections and the store) makes the other ranks' pending
+  // operations fail promptly too. Returns promptly.
+  void Abort(absl::string_view reason);
+
+  // The algorithms that implement `kind` ("ring", ...), and the one a call of `bytes` (as
+  // CollectiveArgs::bytes() counts them) would use without a per-call choice.
+  static std::vector<std::string> Algorithms(CollectiveKind kind);
+  absl::StatusOr<std::string> ChooseAlgorithm(CollectiveKind kind, size_t bytes) const;
+
+  // --- Collectives (see the buffer table above) ---
+  absl::Status AllReduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                         const CollectiveOptions& options = {});
+  WorkPtr AllReduceAsync(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                         const CollectiveOptions& options = {});
+
+  absl::Status Broadcast(const void* send, void* recv, size_t count, DataType type, int root,
+                         const CollectiveOptions& options = {});
+  WorkPtr BroadcastAsync(const void* send, void* recv, size_t count, DataType type, int root,
+                         const CollectiveOptions& options = {});
+
+  absl::Status Reduce(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                      int root, const CollectiveOptions& options = {});
+  WorkPtr ReduceAsync(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                      int root, const CollectiveOptions& options = {});
+
+  absl::Status AllGather(const void* send, void* recv, size_t count, DataType type,
+                         const CollectiveOptions& options = {});
+  WorkPtr AllGatherAsync(const void* send, void* recv, size_t count, DataType type,
+                         const CollectiveOptions& options = {});
+
+  absl::Status AllGatherV(const void* send, void* recv, absl::Span<const size_t> counts,
+                          DataType type, const CollectiveOptions& options = {});
+  WorkPtr AllGatherVAsync(const void* send, void* recv, absl::Span<const size_t> counts,
+                          DataType type, const CollectiveOptions& options = {});
+
+  absl::Status ReduceScatter(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                             const CollectiveOptions& options = {});
+  WorkPtr ReduceScatterAsync(const void* send, void* recv, size_t count, DataType type, ReduceOp op,
+                             const CollectiveOptions& options = {});
+
+  absl::Status ReduceScatterV(const void* send, void* recv, absl::Span<const size_t> counts,
+                              DataType type, ReduceOp op, const CollectiveOptions& options = {});
+  WorkPtr ReduceScatterVAsync(const void* send, void* recv, absl::Span<const size_t> counts,
+                              DataType type, ReduceOp op, const CollectiveOptions& options = {});
+
+  absl::Status Gather(const void* send, void* recv, size_t count, DataType type, int root,
+                      const CollectiveOptions& options = {});
+  WorkPtr GatherAsync(const void* send, void* recv, size_t count, DataType type, int root,
+                      const CollectiveOptions& options = {});
+
+  absl::Status GatherV(const void* send, size_t send_count, void* recv,
+                       absl::Span<const size_t> counts, absl::Span<const size_t> displs,
+                       DataType type, int root, const CollectiveOptions& options = {});
+  WorkPtr GatherVAsync(const void* send, size_t send_count, void* recv,
+                       absl::Span<const size_t> counts, absl::Span<const size_t> displs,
+                       DataType type, int root, const CollectiveOptions& options = {});
+
+  absl::Status Scatter(const void* send, void* recv, size_t count, DataType type, int root,
+                       const CollectiveOptions& options = {});
+  WorkPtr ScatterAsync(const void* send, void* recv, size_t count, DataType type, int root,
+                       const CollectiveOptions& options = {});
+
+  absl::Status ScatterV(const void* send, absl::Span<const size_t> counts,
+                        absl::Span<const size_t> displs, void* recv, size_t recv_count,
+                        DataType type, int root, const CollectiveOptions& options = {});
+  WorkPtr ScatterVAsync(const void* send, absl::Span<const size_t> counts,
+                        absl::Span<const size_t> displs, void* recv, size_t recv_count,
+                        DataType type, int root, const CollectiveOptions& options = {});
+
+  absl::Status AllToAll(const void* send, void* recv, size_t count, DataType type,
+                        const CollectiveOptions& options = {});
+  WorkPtr AllToAllAsync(const void* send, void* recv, size_t count, DataType type,
+                        const CollectiveOptions& options = {});
+
+  absl::Status AllToAllV(const void* send, absl::Span<const size_t> send_counts,
+                         absl::Span<const size_t> send_displs, void* recv,
+                         absl::Span<const size_t> recv_counts, absl::Span<const size_t> recv_displs,
+                         DataType type, const CollectiveOptions& options = {});
+  WorkPtr AllToAllVAsync(const void* send, absl::Span<const size_t> send_counts,
+                         absl::Span<const size_t> send_displs, void* recv,
+                         absl::Span<const size_t> recv_counts, absl::Span<const size_t> recv_displs,
+                         DataType type, const CollectiveOptions& options = {});
+
+  absl::Status Barrier(const CollectiveOptions& options = {});
+  WorkPtr BarrierAsync(const CollectiveOptions& options = {});
+
+  // --- Point-to-point: `count` elements with a caller-chosen tag < 2^31. Messages with the
+  // same (peer, tag) arrive in order. A receive of a different length than `count` fails with
+  // a MismatchError naming both lengths. Point-to-point calls take no sequence number and may
+  // be interleaved freely with collectives. Asynchronous forms are posted at once (they never
+  // wait for a worker thread); their deadline is enforced by Work::Wait.
+  absl::Status Send(const void* data, size_t count, DataType type, int peer, uint32_t tag,
+                    const CollectiveOptions& options = {});
+  WorkPtr SendAsync(const void* data, size_t count, DataType type, int peer, uint32_t tag,
+                    const CollectiveOptions& options = {});
+  absl::Status Recv(void* data, size_t count, DataType type, int peer, uint32_t tag,
+                    const CollectiveOptions& options = {});
+  WorkPtr RecvAsync(void* data, size_t count, DataType type, int peer, uint32_t tag,
+                    const CollectiveOptions& options = {});
+  // Receives one message with `tag` from whichever of `peers` sends first; returns its rank
+  // (Work::peer() for the asynchronous form).
+  absl::StatusOr<int> RecvFromAny(void* data, size_t count, DataType type,
+                                  absl::Span<const int> peers, uint32_t tag,
+                                  const CollectiveOptions& options = {});
+  WorkPtr RecvFromAnyAsync(void* data, size_t count, DataType type, absl::Span<const int> peers,
+                           uint32_t tag, const CollectiveOptions& options = {});
+
+ private:
+  Communicator(std::unique_ptr<CommState> state, std::unique_ptr<Selector> selector,
+               const CommunicatorOptions& options, absl::Duration timeout);
+
+  // The collective path: validate, choose, number, then run here or on a worker.
+  absl::Status Run(CollectiveArgs args, const CollectiveOptions& options);
+  WorkPtr Launch(CollectiveArgs args, const CollectiveOptions& options);
+  absl::Status Execute(const CollectiveArgs& args, const AlgorithmEntry& algorithm,
+                       uint32_t sequence, absl::Duration timeout, Work* work);
+  absl::Status Validate(const CollectiveArgs& args) const;
+
+  // The point-to-point path.
+  WorkPtr PostPointToPoint(CollectiveKind kind, void* data, size_t count, DataType type,
+                           absl::Span<const int> peers, uint32_t tag,
+                           const CollectiveOptions& options);
+
+  const std::unique_ptr<CommState> state_;
+  const std::unique_ptr<Selector> selector_;
+  const absl::Duration timeout_;
+  std::atomic<uint32_t> next_sequence_{0};
+  std::unique_ptr<WorkerPool> pool_;  // last: its threads use the members above
+};
+
+}  // namespace chorus
+
+#endif  // CHORUS_COLLECTIVES_COMMUNICATOR_H_

@@ -1,0 +1,324 @@
+#include "chorus/collectives/context.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "chorus/collectives/tag.h"
+#include "chorus/core/logging.h"
+#include "chorus/core/status.h"
+
+namespace chorus {
+namespace {
+
+// While waiting on one request the others are re-checked this often, so that a failure
+// elsewhere (a mismatched header, a dead peer) is noticed within this time.
+constexpr absl::Duration kRescanInterval = absl::Milliseconds(5);
+
+// A wait that lasts longer than this also looks in the store for a failure another rank
+// published, every this often (see CommState::PeekFailure).
+constexpr absl::Duration kStoreCheckInterval = absl::Milliseconds(250);
+
+// Stands in for a request that could not even be posted (no connection to the peer), so the
+// error reaches the algorithm through the same Wait path as every other.
+class FailedRequest : public Request {
+ public:
+  FailedRequest(RequestKind kind, int peer, absl::Status status) : Request(kind, peer, 0) {
+    Complete(std::move(status), 0);
+  }
+  void Cancel() override {}
+};
+
+const char kSameCallsAdvice[] =
+    "every rank must call the same collectives in the same order with the same count, type, "
+    "op and root";
+
+}  // namespace
+
+CollectiveContext::CollectiveContext(CommState& comm, const CollectiveArgs& args,
+                                     const CollectiveHeader& header, Deadline deadline)
+    : comm_(comm),
+      args_(args),
+      header_(header),
+      header_wire_(header.Encode()),
+      deadline_(deadline),
+      header_sent_(comm.size(), false) {}
+
+CollectiveContext::~CollectiveContext() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    CancelAll(requests_);
+  }
+  for (ScratchBuffer& buffer : scratch_) {
+    comm_.ReleaseScratch(std::move(buffer.data), buffer.capacity);
+  }
+}
+
+std::string CollectiveContext::Describe() const {
+  return absl::StrCat(header_.Describe(), " on rank ", rank());
+}
+
+void CollectiveContext::Register(const RequestPtr& request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  requests_.push_back(request);
+  if (cancelled_) request->Cancel();
+}
+
+void CollectiveContext::Start() {
+  if (size() == 1) return;
+  SendHeaderTo((rank() + 1) % size());
+  ExpectHeaderFrom((rank() + size() - 1) % size());
+}
+
+void CollectiveContext::SendHeaderTo(int peer) {
+  if (header_sent_[peer]) return;
+  header_sent_[peer] = true;
+  const Tag tag = CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep);
+  absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
+  // Without a connection the data transfers to this peer report the same error.
+  if (!connection.ok()) return;
+  Transfer transfer{nullptr, peer, header_wire_.size(), kHeaderStep, false};
+  transfer.request = (*connection)->Send(tag, header_wire_.data(), header_wire_.size());
+  Register(transfer.request);
+  sends_.push_back(std::move(transfer));
+}
+
+void CollectiveContext::ExpectHeaderFrom(int peer) {
+  if (headers_in_.count(peer) != 0) return;
+  absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
+  if (!connection.ok()) return;
+  PeerHeader& header = headers_in_[peer];
+  header.request = (*connection)
+                       ->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep),
+                              header.wire.data(), header.wire.size());
+  Register(header.request);
+  ++unchecked_headers_;
+}
+
+Transfer CollectiveContext::Send(int peer, uint64_t step, const void* data, size_t bytes) {
+  SendHeaderTo(peer);
+  Transfer transfer{nullptr, peer, bytes, step, false};
+  absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
+  if (!connection.ok()) {
+    transfer.request =
+        std::make_shared<FailedRequest>(RequestKind::kSend, peer, connection.status());
+  } else {
+    transfer.request =
+        (*connection)->Send(CollectiveTag(comm_.tag_id(), header_.sequence, step), data, bytes);
+  }
+  Register(transfer.request);
+  sends_.push_back(transfer);
+  return transfer;
+}
+
+Transfer CollectiveContext::Recv(int peer, uint64_t step, void* data, size_t bytes) {
+  ExpectHeaderFrom(peer);
+  Transfer transfer{nullptr, peer, bytes, step, true};
+  absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
+  if (!connection.ok()) {
+    transfer.request =
+        std::make_shared<FailedRequest>(RequestKind::kRecv, peer, connection.status());
+  } else {
+    transfer.request =
+        (*connection)->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, step), data, bytes);
+  }
+  Register(transfer.request);
+  return transfer;
+}
+
+uint8_t* CollectiveContext::Scratch(size_t bytes) {
+  ScratchBuffer buffer;
+  buffer.data = comm_.AcquireScratch(bytes, &buffer.capacity);
+  scratch_.push_back(std::move(buffer));
+  return scratch_.back().data.get();
+}
+
+void CollectiveContext::Cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+  CancelAll(requests_);
+}
+
+absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
+  Deadline store_check = Deadline::After(kStoreCheckInterval);
+  while (true) {
+    CHORUS_RETURN_IF_ERROR(CheckArrivedHeaders());
+    Request* pending = nullptr;
+    for (const Transfer& transfer : transfers) {
+      if (!transfer.request->IsDone()) {
+        if (pending == nullptr) pending = transfer.request.get();
+        continue;
+      }
+      const absl::Status status = transfer.request->status();
+      if (!status.ok()) return Failed(transfer, status);
+      if (!transfer.is_recv) continue;
+      if (transfer.request->bytes() != transfer.bytes) {
+        return WrongLength(transfer, transfer.request->bytes());
+      }
+      // Data from a peer counts only once that peer's header has been checked.
+      auto it = headers_in_.find(transfer.peer);
+      if (it != headers_in_.end() && !it->second.checked && pending == nullptr) {
+        pending = it->second.request.get();
+      }
+    }
+    if (pending == nullptr) return absl::OkStatus();
+    if (store_check.Expired()) {
+      if (std::optional<absl::Status> published = comm_.PeekFailure()) {
+        return Reported(*published, -1);
+      }
+      store_check = Deadline::After(kStoreCheckInterval);
+    }
+    if (deadline_.Expired()) return TimedOut(transfers);
+    // The status is read from the requests above; a slice ending is not an error here.
+    pending->Wait(deadline_.Min(Deadline::After(kRescanInterval))).IgnoreError();
+  }
+}
+
+bool CollectiveContext::Ready(const Transfer& transfer) const {
+  if (!transfer.request->IsDone()) return false;
+  if (!transfer.is_recv) return true;
+  auto it = headers_in_.find(transfer.peer);
+  return it == headers_in_.end() || it->second.request->IsDone();
+}
+
+absl::Status CollectiveContext::Finish() {
+  std::vector<Transfer> outstanding = sends_;
+  for (auto& [peer, header] : headers_in_) {
+    outstanding.push_back(
+        Transfer{header.request, peer, header.wire.size(), kHeaderStep, /*is_recv=*/true});
+  }
+  return WaitAll(outstanding);
+}
+
+absl::Status CollectiveContext::CheckArrivedHeaders() {
+  if (unchecked_headers_ == 0) return absl::OkStatus();
+  for (auto& [peer, header] : headers_in_) {
+    if (header.checked || !header.request->IsDone()) continue;
+    CHORUS_RETURN_IF_ERROR(CheckHeader(peer, header));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CollectiveContext::CheckHeader(int peer, PeerHeader& header) {
+  const absl::Status status = header.request->status();
+  if (!status.ok()) {
+    return Failed(Transfer{header.request, peer, header.wire.size(), kHeaderStep, true}, status);
+  }
+  absl::StatusOr<CollectiveHeader> theirs =
+      CollectiveHeader::Decode(header.wire.data(), header.request->bytes());
+  if (!theirs.ok()) {
+    return Fatal(MismatchError(
+        absl::StrCat(Describe(), ": rank ", peer, " sent a malformed collective header (",
+                     theirs.status().message(), "); is it running a different Chorus version?"),
+        peer));
+  }
+  const std::string differences = header_.Differences(*theirs);
+  if (!differences.empty()) {
+    return Fatal(
+        MismatchError(absl::StrCat(Describe(), " but rank ", peer, " called ", theirs->Describe(),
+                                   " (", differences, "); ", kSameCallsAdvice),
+                      peer));
+  }
+  header.checked = true;
+  --unchecked_headers_;
+  return absl::OkStatus();
+}
+
+absl::Status CollectiveContext::Reported(const absl::Status& published, int peer) {
+  return Fatal(MakeError(
+      GetErrorKind(published),
+      absl::StrCat(Describe(), " failed because another rank reported: ", published.message()),
+      ErrorPeerRank(published).value_or(peer)));
+}
+
+absl::Status CollectiveContext::Fatal(absl::Status error) {
+  comm_.Break(error);
+  return error;
+}
+
+absl::Status CollectiveContext::Failed(const Transfer& transfer, const absl::Status& status) {
+  const int peer = transfer.peer;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cancelled_) {
+      return AbortedError(absl::StrCat(Describe(), ": aborted by the caller (Work::Abort)"));
+    }
+  }
+  const absl::Status broken = comm_.broken();
+  if (!broken.ok()) {
+    return MakeError(GetErrorKind(broken),
+                     absl::StrCat(Describe(), ": the communicator is broken: ", broken.message()),
+                     ErrorPeerRank(broken).value_or(-1));
+  }
+  const ErrorKind kind = GetErrorKind(status);
+  if (kind == ErrorKind::kInvalidArgument && transfer.is_recv) {
+    // A longer message than expected: most likely the peer runs a different collective.
+    auto it = headers_in_.find(peer);
+    if (it != headers_in_.end() && !it->second.checked &&
+        it->second.request->Wait(deadline_).ok()) {
+      CHORUS_RETURN_IF_ERROR(CheckHeader(peer, it->second));
+    }
+    return Fatal(
+        MismatchError(absl::StrCat(Describe(), ": rank ", peer, " sent a longer message than the ",
+                                   transfer.bytes, " bytes expected at step ", transfer.step, " (",
+                                   status.message(), "); ", kSameCallsAdvice),
+                      peer));
+  }
+  if (kind == ErrorKind::kPeerUnavailable || kind == ErrorKind::kAborted) {
+    // Another rank may have broken the communicator on purpose; report its reason.
+    if (std::optional<absl::Status> published = comm_.PublishedFailure()) {
+      return Reported(*published, peer);
+    }
+    return Fatal(PeerUnavailableError(
+        absl::StrCat(
+            Describe(), ": rank ", peer, " closed its connection or died during ",
+            transfer.is_recv ? "a receive" : "a send", " at step ",
+            transfer.step == kHeaderStep ? std::string("header") : absl::StrCat(transfer.step),
+            " (", status.message(), "); check rank ", peer, "'s log"),
+        peer));
+  }
+  if (kind == ErrorKind::kDeadlineExceeded) return TimedOut({&transfer, 1});
+  return Fatal(MakeError(
+      kind, absl::StrCat(Describe(), ": transfer with rank ", peer, " failed: ", status.message()),
+      peer));
+}
+
+absl::Status CollectiveContext::WrongLength(const Transfer& transfer, size_t got) {
+  auto it = headers_in_.find(transfer.peer);
+  if (it != headers_in_.end() && !it->second.checked && it->second.request->Wait(deadline_).ok()) {
+    CHORUS_RETURN_IF_ERROR(CheckHeader(transfer.peer, it->second));
+  }
+  return Fatal(MismatchError(
+      absl::StrCat(Describe(), ": rank ", transfer.peer, " sent ", got, " bytes at step ",
+                   transfer.step, " where ", transfer.bytes, " were expected; ", kSameCallsAdvice),
+      transfer.peer));
+}
+
+absl::Status CollectiveContext::TimedOut(absl::Span<const Transfer> transfers) {
+  std::vector<std::string> waiting;
+  for (const Transfer& transfer : transfers) {
+    if (transfer.request->IsDone()) continue;
+    waiting.push_back(
+        absl::StrCat(transfer.is_recv ? "a receive from rank " : "a send to rank ", transfer.peer,
+                     transfer.step == kHeaderStep ? std::string(" (header)")
+                                                  : absl::StrCat(" (step ", transfer.step, ")")));
+  }
+  for (const auto& [peer, header] : headers_in_) {
+    if (!header.request->IsDone()) waiting.push_back(absl::StrCat("the header of rank ", peer));
+  }
+  int first_peer = -1;
+  for (const Transfer& transfer : transfers) {
+    if (!transfer.request->IsDone()) {
+      first_peer = transfer.peer;
+      break;
+    }
+  }
+  return DeadlineExceededError(
+      absl::StrCat(Describe(), ": did not finish before its deadline; still waiting for ",
+                   waiting.empty() ? std::string("nothing") : absl::StrJoin(waiting, ", "),
+                   ". Those ranks may be stuck in an earlier collective, dead, or calling a "
+                   "different collective; check their logs"),
+      first_peer);
+}
+
+}  // namespace chorus

@@ -1,0 +1,63 @@
+// Options for communicators and for single collective calls. Plain structs; every field has a
+// documented default.
+#ifndef CHORUS_COLLECTIVES_OPTIONS_H_
+#define CHORUS_COLLECTIVES_OPTIONS_H_
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+#include "absl/time/time.h"
+
+namespace chorus {
+
+// Per-call options.
+struct CollectiveOptions {
+  // Forces an algorithm by name ("ring", "recursive_doubling", "rabenseifner", "binomial",
+  // "double_binary_tree", "pairwise", "linear", "dissemination"); empty: the CHORUS_ALGO rules,
+  // then CommunicatorOptions::algorithm_rules, then the cost model. Naming an algorithm that
+  // does not implement the collective is an InvalidArgument error. Every rank must make the same
+  // choice (checked by the header).
+  std::string algorithm;
+
+  // How long the whole collective may take on this rank; unset: the communicator's default.
+  std::optional<absl::Duration> timeout;
+};
+
+// Link costs of the alpha-beta-gamma model: time = messages * alpha + bytes * beta +
+// reduced bytes * gamma. Zero fields take the device kind's defaults (see cost_model.h).
+struct CostParams {
+  double alpha_us = 0;           // per message
+  double beta_ns_per_byte = 0;   // per byte on the wire
+  double gamma_ns_per_byte = 0;  // per byte combined by a reduction
+};
+
+struct CommunicatorOptions {
+  // Default deadline of each collective (per call overridable). CHORUS_COLL_TIMEOUT overrides
+  // it.
+  absl::Duration timeout = absl::Seconds(30);
+
+  // How long creating the mesh and connecting to a peer may take.
+  absl::Duration connect_timeout = absl::Seconds(30);
+
+  // Threads that run asynchronous collectives (started on demand). CHORUS_COLL_THREADS
+  // overrides it. Several collectives may be in flight with fewer threads: they run in call
+  // order, which every rank shares.
+  int worker_threads = 2;
+
+  // Pipelining of ring and tree algorithms: segment size and segments in flight.
+  // CHORUS_COLL_SEGMENT_BYTES and CHORUS_COLL_PIPELINE_DEPTH override them.
+  size_t segment_bytes = 256 * 1024;
+  int pipeline_depth = 4;
+
+  // Link costs for the selector; zero fields use the defaults for the device's kind.
+  CostParams cost;
+
+  // Algorithm rules in the CHORUS_ALGO grammar (see selector.h). Rules from CHORUS_ALGO are
+  // consulted first, then these, then the cost model.
+  std::string algorithm_rules;
+};
+
+}  // namespace chorus
+
+#endif  // CHORUS_COLLECTIVES_OPTIONS_H_

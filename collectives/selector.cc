@@ -1,0 +1,137 @@
+#include "chorus/collectives/selector.h"
+
+#include <limits>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "chorus/core/env.h"
+#include "chorus/core/status.h"
+
+namespace chorus {
+namespace {
+
+std::string KnownFor(CollectiveKind kind) {
+  std::vector<std::string> names;
+  for (AlgorithmId id : AlgorithmsFor(kind)) names.emplace_back(AlgorithmName(id));
+  return absl::StrJoin(names, ", ");
+}
+
+absl::StatusOr<AlgorithmRule> ParseRule(CollectiveKind kind, absl::string_view text) {
+  absl::string_view range;
+  absl::string_view name;
+  if (size_t at = text.find(":@"); at != absl::string_view::npos) {
+    range = text.substr(0, at);
+    name = text.substr(at + 2);
+  } else if (size_t eq = text.find('='); eq != absl::string_view::npos) {
+    range = text.substr(0, eq);
+    name = text.substr(eq + 1);
+  } else {
+    return InvalidArgumentError(
+        absl::StrCat("algorithm rule '", text, "' needs the form lo-hi=algorithm"));
+  }
+  const size_t dash = range.find('-');
+  if (dash == absl::string_view::npos) {
+    return InvalidArgumentError(
+        absl::StrCat("size range '", range, "' in rule '", text, "' needs the form lo-hi"));
+  }
+  CHORUS_ASSIGN_OR_RETURN(const int64_t lo, ParseBytes(range.substr(0, dash)));
+  CHORUS_ASSIGN_OR_RETURN(const int64_t hi, ParseBytes(range.substr(dash + 1)));
+  if (lo >= hi) {
+    return InvalidArgumentError(absl::StrCat("size range '", range, "' in rule '", text,
+                                             "' is empty (the upper bound is exclusive)"));
+  }
+  CHORUS_ASSIGN_OR_RETURN(const AlgorithmId id, ParseAlgorithmName(name));
+  if (FindAlgorithm(kind, id) == nullptr) {
+    return InvalidArgumentError(absl::StrCat("algorithm '", AlgorithmName(id),
+                                             "' does not implement ", CollectiveKindName(kind),
+                                             "; choose one of: ", KnownFor(kind)));
+  }
+  return AlgorithmRule{kind, lo, hi, id};
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<AlgorithmRule>> ParseAlgorithmRules(absl::string_view text) {
+  std::vector<AlgorithmRule> rules;
+  for (absl::string_view section : absl::StrSplit(text, absl::ByAnyChar(";#"))) {
+    section = absl::StripAsciiWhitespace(section);
+    if (section.empty()) continue;
+    const size_t colon = section.find(':');
+    if (colon == absl::string_view::npos) {
+      return InvalidArgumentError(
+          absl::StrCat("algorithm rules section '", section,
+                       "' needs the form collective:lo-hi=algorithm[,lo-hi=algorithm...]"));
+    }
+    CHORUS_ASSIGN_OR_RETURN(const CollectiveKind kind,
+                            ParseCollectiveKind(section.substr(0, colon)));
+    for (absl::string_view rule : absl::StrSplit(section.substr(colon + 1), ',')) {
+      rule = absl::StripAsciiWhitespace(rule);
+      if (rule.empty()) continue;
+      CHORUS_ASSIGN_OR_RETURN(AlgorithmRule parsed, ParseRule(kind, rule));
+      rules.push_back(parsed);
+    }
+  }
+  return rules;
+}
+
+CostParams DefaultCostParams(absl::string_view device_kind) {
+  // Measured on the 2-core development VM (docs/collectives.md, "Cost model").
+  if (device_kind == "inproc") return {15.0, 0.075, 0.1};
+  return {25.0, 1.3, 0.1};  // loopback TCP
+}
+
+Selector::Selector(std::vector<AlgorithmRule> rules, CostParams cost, size_t segment_bytes)
+    : rules_(std::move(rules)), cost_(cost), segment_bytes_(segment_bytes) {}
+
+double Selector::EstimateMicros(const AlgorithmEntry& entry, int ranks, size_t bytes) const {
+  CostInputs in;
+  in.ranks = ranks;
+  in.bytes = static_cast<double>(bytes);
+  in.alpha = cost_.alpha_us;
+  in.beta = cost_.beta_ns_per_byte / 1000.0;
+  in.gamma = cost_.gamma_ns_per_byte / 1000.0;
+  in.segment_bytes = static_cast<double>(segment_bytes_);
+  return entry.cost(in);
+}
+
+absl::StatusOr<const AlgorithmEntry*> Selector::Choose(const CollectiveArgs& args, int ranks,
+                                                       absl::string_view forced) const {
+  if (!forced.empty()) {
+    CHORUS_ASSIGN_OR_RETURN(const AlgorithmId id, ParseAlgorithmName(forced));
+    const AlgorithmEntry* entry = FindAlgorithm(args.kind, id);
+    if (entry == nullptr) {
+      return InvalidArgumentError(absl::StrCat("algorithm '", forced, "' does not implement ",
+                                               CollectiveKindName(args.kind),
+                                               "; choose one of: ", KnownFor(args.kind)));
+    }
+    return entry;
+  }
+  const size_t bytes = args.bytes(ranks);
+  const int64_t size = bytes > static_cast<size_t>(std::numeric_limits<int64_t>::max())
+                           ? std::numeric_limits<int64_t>::max()
+                           : static_cast<int64_t>(bytes);
+  for (const AlgorithmRule& rule : rules_) {
+    if (rule.kind == args.kind && size >= rule.min_bytes && size < rule.max_bytes) {
+      return FindAlgorithm(rule.kind, rule.algorithm);
+    }
+  }
+  const AlgorithmEntry* best = nullptr;
+  double best_cost = 0;
+  for (const AlgorithmEntry& entry : AlgorithmTable()) {
+    if (entry.kind != args.kind) continue;
+    const double cost = EstimateMicros(entry, ranks, bytes);
+    if (best == nullptr || cost < best_cost) {
+      best = &entry;
+      best_cost = cost;
+    }
+  }
+  if (best == nullptr) {
+    return InvalidArgumentError(
+        absl::StrCat("no algorithm implements ", CollectiveKindName(args.kind)));
+  }
+  return best;
+}
+
+}  // namespace chorus

@@ -1,0 +1,63 @@
+// Chooses the algorithm for each call: a per-call choice wins, then the first matching rule
+// (CHORUS_ALGO, then CommunicatorOptions::algorithm_rules), then the cheapest candidate of the
+// alpha-beta-gamma model in algorithm_table.cc.
+//
+// Rule grammar (sizes as CollectiveArgs::bytes() reports them, suffixes k/m/g = KiB/MiB/GiB,
+// ranges half-open [lo, hi), "inf" for no upper bound):
+//
+//   rules   := section ((';' | '#') section)*
+//   section := collective ':' rule (',' rule)*
+//   rule    := lo '-' hi ('=' | ':@') algorithm
+//
+//   CHORUS_ALGO="allreduce:0-64k=recursive_doubling,64k-inf=ring;broadcast:0-inf=binomial"
+//   CHORUS_ALGO="allreduce:0-4k:@recursive_doubling#allreduce:4k-inf:@ring"   (UCC style)
+#ifndef CHORUS_COLLECTIVES_SELECTOR_H_
+#define CHORUS_COLLECTIVES_SELECTOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "chorus/collectives/algorithm_table.h"
+#include "chorus/collectives/options.h"
+
+namespace chorus {
+
+struct AlgorithmRule {
+  CollectiveKind kind;
+  int64_t min_bytes;  // inclusive
+  int64_t max_bytes;  // exclusive
+  AlgorithmId algorithm;
+};
+
+// InvalidArgument naming the offending piece of text for anything malformed, and for an
+// algorithm that does not implement the collective (listing those that do).
+absl::StatusOr<std::vector<AlgorithmRule>> ParseAlgorithmRules(absl::string_view text);
+
+// The alpha/beta/gamma defaults for a device kind ("tcp", "inproc", ...), measured on the
+// development machine (docs/collectives.md); unknown kinds get the tcp values.
+CostParams DefaultCostParams(absl::string_view device_kind);
+
+// Immutable after construction; thread-safe.
+class Selector {
+ public:
+  Selector(std::vector<AlgorithmRule> rules, CostParams cost, size_t segment_bytes);
+
+  // The entry to run. `forced` is a per-call algorithm name (may be empty).
+  absl::StatusOr<const AlgorithmEntry*> Choose(const CollectiveArgs& args, int ranks,
+                                               absl::string_view forced) const;
+
+  // The model's estimate for one entry, in microseconds.
+  double EstimateMicros(const AlgorithmEntry& entry, int ranks, size_t bytes) const;
+
+ private:
+  const std::vector<AlgorithmRule> rules_;
+  const CostParams cost_;
+  const size_t segment_bytes_;
+};
+
+}  // namespace chorus
+
+#endif  // CHORUS_COLLECTIVES_SELECTOR_H_

@@ -1,0 +1,317 @@
+#!/usr/bin/env python3
+"""chorusrun: start R ranks of a program on this host, the way mpirun or torchrun would.
+
+    chorusrun -n R [--store file|redis] [--store-url URL] [--timeout S] [--] prog args...
+
+Each rank gets CHORUS_RANK, CHORUS_SIZE, CHORUS_LOCAL_RANK, CHORUS_LOCAL_SIZE and CHORUS_STORE
+in its environment. With --store file (the default) chorusrun creates a fresh directory
+/tmp/chorus-XXXX (CHORUS_STORE=file:///tmp/chorus-XXXX) and removes it at the end; with
+--store redis it starts its own redis-server on a free 127.0.0.1 port
+(CHORUS_STORE=redis://127.0.0.1:PORT/chorus-XXXX) and stops it at the end; --store-url passes
+an existing store through untouched.
+
+Every line a rank prints is prefixed with "[rank N] " (stdout to stdout, stderr to stderr).
+SIGINT and SIGTERM are forwarded to every rank. When a rank fails (non-zero exit or killed by
+a signal) chorusrun names it, stops the others (SIGTERM, then SIGKILL after --grace seconds)
+and exits with a code that says which rank failed:
+
+    0        every rank exited 0
+    1        chorusrun itself failed (could not start a rank or the redis server)
+    2        bad command line
+    100+N    rank N failed first (N = 0..22)
+    123      a rank numbered 23 or more failed first (the printed line names it)
+    124      --timeout expired; every rank was stopped
+    128+S    chorusrun was stopped by signal S (130: SIGINT, 143: SIGTERM)
+"""
+
+import argparse
+import os
+import secrets
+import selectors
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+EXIT_LAUNCHER_ERROR = 1
+EXIT_RANK_BASE = 100
+EXIT_RANK_MAX = 123
+EXIT_TIMEOUT = 124
+POLL_SECONDS = 0.05
+OUTPUT_DRAIN_SECONDS = 1.0
+
+
+def failed_rank_exit_code(rank):
+    return min(EXIT_RANK_BASE + rank, EXIT_RANK_MAX)
+
+
+def describe_returncode(code):
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "signal %d" % -code
+        return "was killed by %s" % name
+    return "exited with code %d" % code
+
+
+def log(message):
+    sys.stderr.write("chorusrun: %s\n" % message)
+    sys.stderr.flush()
+
+
+class LauncherError(Exception):
+    pass
+
+
+def free_loopback_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    """A private redis-server on a free 127.0.0.1 port, stopped by stop()."""
+
+    def __init__(self, binary, start_timeout):
+        self.port = free_loopback_port()
+        try:
+            self.process = subprocess.Popen(
+                [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                 "--appendonly", "no", "--protected-mode", "yes", "--loglevel", "warning"],
+                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                start_new_session=True)
+        except OSError as error:
+            raise LauncherError("cannot start %s: %s (install redis-server, or use --store file)"
+                                % (binary, error))
+        deadline = time.monotonic() + start_timeout
+        while not self._answers_ping():
+            if self.process.poll() is not None:
+                message = self.process.stderr.read().decode(errors="replace").strip()
+                raise LauncherError("redis-server on port %d exited at start: %s"
+                                    % (self.port, message))
+            if time.monotonic() > deadline:
+                self.stop()
+                raise LauncherError("redis-server on port %d did not answer within %.0f s"
+                                    % (self.port, start_timeout))
+            time.sleep(0.02)
+
+    def _answers_ping(self):
+        try:
+            with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as s:
+                s.sendall(b"PING\r\n")
+                return s.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process.stderr.close()
+
+
+class PrefixedOutput:
+    """Splits one rank's stream into lines and writes each with the rank's prefix."""
+
+    def __init__(self, rank, sink):
+        self.prefix = b"[rank %d] " % rank
+        self.sink = sink
+        self.partial = b""
+
+    def feed(self, data):
+        lines = (self.partial + data).split(b"\n")
+        self.partial = lines.pop()
+        if lines:
+            self.sink.write(b"".join(self.prefix + line + b"\n" for line in lines))
+            self.sink.flush()
+
+    def close(self):
+        if self.partial:
+            self.feed(b"\n")
+
+
+class Ranks:
+    """The rank processes, their output pumps and their stopping."""
+
+    def __init__(self, command, size, store_url):
+        self.processes = []
+        self.selector = selectors.DefaultSelector()
+        for rank in range(size):
+            env = dict(os.environ)
+            env.update(CHORUS_RANK=str(rank), CHORUS_SIZE=str(size),
+                       CHORUS_LOCAL_RANK=str(rank), CHORUS_LOCAL_SIZE=str(size),
+                       CHORUS_STORE=store_url)
+            try:
+                # Each rank leads its own process group, so a signal reaches its children too
+                # and a Ctrl-C in the terminal reaches chorusrun only (which forwards it).
+                process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
+                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                           start_new_session=True)
+            except OSError as error:
+                self.kill_all()
+                raise LauncherError("cannot start rank %d (%s): %s"
+                                    % (rank, " ".join(command), error))
+            self.processes.append(process)
+            for pipe, sink in ((process.stdout, sys.stdout.buffer),
+                               (process.stderr, sys.stderr.buffer)):
+                os.set_blocking(pipe.fileno(), False)
+                self.selector.register(pipe, selectors.EVENT_READ, PrefixedOutput(rank, sink))
+
+    def pump_output(self, timeout):
+        for key, _ in self.selector.select(timeout):
+            try:
+                data = os.read(key.fd, 65536)
+            except BlockingIOError:
+                continue
+            if data:
+                key.data.feed(data)
+            else:
+                key.data.close()
+                self.selector.unregister(key.fileobj)
+                key.fileobj.close()
+
+    def output_open(self):
+        return bool(self.selector.get_map())
+
+    def signal_running(self, signum):
+        for process in self.processes:
+            if process.poll() is None:
+                try:
+                    os.killpg(process.pid, signum)
+                except ProcessLookupError:
+                    pass
+
+    def kill_all(self):
+        self.signal_running(signal.SIGKILL)
+        for process in self.processes:
+            process.wait()
+
+    def running(self):
+        return [p for p in self.processes if p.poll() is None]
+
+
+def run(args):
+    store_dir = None
+    redis = None
+    ranks = None
+    received = []
+    handlers = {}
+
+    def on_signal(signum, _frame):
+        received.append(signum)
+
+    try:
+        if args.store_url:
+            store_url = args.store_url
+        elif args.store == "redis":
+            redis = RedisServer(args.redis_server, start_timeout=10)
+            store_url = "redis://127.0.0.1:%d/chorus-%s" % (redis.port, secrets.token_hex(4))
+        else:
+            store_dir = tempfile.mkdtemp(prefix="chorus-", dir=args.store_root)
+            store_url = "file://" + store_dir
+
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            handlers[signum] = signal.signal(signum, on_signal)
+        ranks = Ranks(args.command, args.n, store_url)
+
+        deadline = time.monotonic() + args.timeout if args.timeout > 0 else None
+        stop_started = None  # when the ranks were told to stop
+        exit_code = 0
+        forwarded = 0
+        all_exited = None  # when the last rank exited
+        while ranks.running() or ranks.output_open():
+            ranks.pump_output(POLL_SECONDS)
+            now = time.monotonic()
+            if not ranks.running():
+                # A rank's background child may hold its pipes open; do not wait for it long.
+                all_exited = all_exited or now
+                if now > all_exited + OUTPUT_DRAIN_SECONDS:
+                    break
+            if forwarded < len(received):
+                for signum in received[forwarded:]:
+                    log("forwarding %s to every rank" % signal.Signals(signum).name)
+                    ranks.signal_running(signum)
+                forwarded = len(received)
+                if exit_code == 0:
+                    exit_code = 128 + received[0]
+                    stop_started = now
+            if exit_code == 0:
+                for rank, process in enumerate(ranks.processes):
+                    code = process.poll()
+                    if code is not None and code != 0:
+                        exit_code = failed_rank_exit_code(rank)
+                        others = len(ranks.running())
+                        log("rank %d %s; stopping the other %d running rank(s); exit code %d"
+                            % (rank, describe_returncode(code), others, exit_code))
+                        ranks.signal_running(signal.SIGTERM)
+                        stop_started = now
+                        break
+            if exit_code == 0 and deadline is not None and now > deadline:
+                exit_code = EXIT_TIMEOUT
+                log("--timeout %g s expired with %d rank(s) running; stopping them; exit code %d"
+                    % (args.timeout, len(ranks.running()), exit_code))
+                ranks.signal_running(signal.SIGTERM)
+                stop_started = now
+            if stop_started is not None and now > stop_started + args.grace and ranks.running():
+                log("%d rank(s) still running %g s after being told to stop; killing them"
+                    % (len(ranks.running()), args.grace))
+                ranks.signal_running(signal.SIGKILL)
+                stop_started = float("inf")
+        return exit_code
+    except LauncherError as error:
+        log(str(error))
+        return EXIT_LAUNCHER_ERROR
+    finally:
+        if ranks is not None:
+            ranks.kill_all()
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
+        if redis is not None:
+            redis.stop()
+        if store_dir is not None:
+            shutil.rmtree(store_dir, ignore_errors=True)
+
+
+def parse_args(argv):
+    parser = argparse.ArgumentParser(
+        prog="chorusrun", description="Start R ranks of a program on this host.",
+        epilog="Exit codes: 0 ok, 1 launcher error, 2 usage, 100+N rank N failed first "
+               "(123: rank >= 23), 124 timeout, 128+S stopped by signal S.")
+    parser.add_argument("-n", type=int, required=True, metavar="R", help="number of ranks")
+    parser.add_argument("--store", choices=("file", "redis"), default="file",
+                        help="rendezvous store chorusrun creates (default: file)")
+    parser.add_argument("--store-url", help="use this existing store instead "
+                        "(file:///dir or redis://host:port/prefix)")
+    parser.add_argument("--store-root", default=None,
+                        help="where the file store directory is created (default: $TMPDIR or /tmp)")
+    parser.add_argument("--redis-server", default="redis-server",
+                        help="redis-server binary for --store redis")
+    parser.add_argument("--timeout", type=float, default=0,
+                        help="stop every rank after this many seconds (default: no limit)")
+    parser.add_argument("--grace", type=float, default=3,
+                        help="seconds between SIGTERM and SIGKILL when stopping ranks")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="program and its arguments")
+    args = parser.parse_args(argv)
+    if args.command and args.command[0] == "--":
+        args.command = args.command[1:]
+    if not args.command:
+        parser.error("no program to run")
+    if args.n < 1:
+        parser.error("-n must be at least 1")
+    return args
+
+
+def main(argv=None):
+    return run(parse_args(sys.argv[1:] if argv is None else argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+#include "chorus/integrations/launcher/rank_env.h"
+
+#include <limits>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "chorus/core/env.h"
+#include "chorus/core/status.h"
+
+namespace chorus {
+namespace {
+
+struct IdentityVariables {
+  const char* rank;
+  const char* size;
+  const char* local_rank;
+  const char* launcher;
+};
+
+// In order of preference: our own launcher first, so a chorusrun inside a Slurm allocation
+// means what chorusrun says.
+constexpr IdentityVariables kLaunchers[] = {
+    {"CHORUS_RANK", "CHORUS_SIZE", "CHORUS_LOCAL_RANK", "chorusrun"},
+    {"RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun"},
+    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "Slurm"},
+};
+
+constexpr int64_t kMaxRanks = std::numeric_limits<int>::max();
+
+absl::Status MissingPartner(const IdentityVariables& vars, const char* missing) {
+  return InvalidArgumentError(absl::StrCat(vars.rank, " and ", vars.size, " (set by ",
+                                           vars.launcher, ") must be set together; ", missing,
+                                           " is not set"));
+}
+
+}  // namespace
+
+absl::StatusOr<RankIdentity> ReadRankIdentity() {
+  for (const IdentityVariables& vars : kLaunchers) {
+    const bool has_rank = GetEnv(vars.rank).has_value();
+    const bool has_size = GetEnv(vars.size).has_value();
+    if (!has_rank && !has_size) continue;
+    if (!has_rank) return MissingPartner(vars, vars.rank);
+    if (!has_size) return MissingPartner(vars, vars.size);
+    CHORUS_ASSIGN_OR_RETURN(const int64_t size, GetEnvInt(vars.size, 0, 1, kMaxRanks));
+    CHORUS_ASSIGN_OR_RETURN(const int64_t rank, GetEnvInt(vars.rank, 0, 0, kMaxRanks));
+    if (rank >= size) {
+      return InvalidArgumentError(absl::StrCat(vars.rank, "=", rank, " is not below ", vars.size,
+                                               "=", size, "; ranks are numbered from 0"));
+    }
+    CHORUS_ASSIGN_OR_RETURN(const int64_t local_rank,
+                            GetEnvInt(vars.local_rank, -1, 0, kMaxRanks));
+    RankIdentity identity;
+    identity.rank = static_cast<int>(rank);
+    identity.size = static_cast<int>(size);
+    identity.local_rank = static_cast<int>(local_rank);
+    identity.source = absl::StrCat(vars.rank, "/", vars.size);
+    return identity;
+  }
+  return InvalidArgumentError(
+      "no rank identity in the environment: set CHORUS_RANK and CHORUS_SIZE (or start the "
+      "program with chorusrun -n <ranks>, torchrun, or srun)");
+}
+
+absl::StatusOr<StoreUrl> ReadStoreUrl() {
+  const std::optional<std::string> url = GetEnv("CHORUS_STORE");
+  if (!url) {
+    return InvalidArgumentError(
+        "CHORUS_STORE is not set: set it to file:///shared/dir or redis://host:port/prefix (or "
+        "start the program with chorusrun, which sets it)");
+  }
+  auto parsed = ParseStoreUrl(*url);
+  if (!parsed.ok()) return Annotate(parsed.status(), absl::StrCat("CHORUS_STORE='", *url, "'"));
+  return parsed;
+}
+
+}  // namespace chorus

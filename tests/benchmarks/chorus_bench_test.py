@@ -1,0 +1,104 @@
+"""chorus-bench under chorusrun over a file store, as a user runs it: every collective verifies
+exactly (#wrong == 0) in both modes on 2 and 3 ranks for a few types and ops, the JSON matches
+the table, `auto` names the algorithm it picked, and bad requests are refused by name."""
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+CHORUSRUN = os.path.join(ROOT, "integrations", "launcher", "chorusrun.py")
+CHORUS_BENCH = os.path.join(ROOT, "benchmarks", "chorus_bench")
+QUICK = ["-b", "8", "-e", "48K", "-f", "8", "-n", "2", "-w", "1", "--limits", "0"]
+
+
+def run_bench(ranks, *args):
+    return subprocess.run(
+        [sys.executable, CHORUSRUN, "-n", str(ranks), "--store", "file", "--timeout", "150",
+         "--", CHORUS_BENCH] + list(args),
+        capture_output=True, text=True, timeout=180)
+
+
+def table_rows(stdout):
+    """The data rows rank 0 printed, split into columns."""
+    rows = []
+    for line in stdout.splitlines():
+        fields = line.split()
+        if fields[:2] == ["[rank", "0]"] and len(fields) > 2 and fields[2].isdigit():
+            rows.append(fields[2:])
+    return rows
+
+
+class ChorusBench(unittest.TestCase):
+    def assert_all_verified(self, result, expected_rows):
+        self.assertEqual(result.returncode, 0, result.stderr + result.stdout)
+        rows = table_rows(result.stdout)
+        self.assertEqual(len(rows), expected_rows, result.stdout)
+        for row in rows:
+            # out-of-place and in-place both measured and both exact
+            self.assertNotIn("N/A", row[5:13], row)
+            self.assertEqual((row[8], row[12]), ("0", "0"), row)
+        return rows
+
+    def test_every_collective_verifies_on_2_and_3_ranks(self):
+        cases = [
+            ("allreduce", "float32", "sum"), ("allreduce", "int32", "max"),
+            ("allreduce", "bfloat16", "avg"), ("reduce", "float64", "prod"),
+            ("broadcast", "int8", "sum"), ("allgather", "float16", "sum"),
+            ("reduce_scatter", "float32", "sum"), ("reduce_scatter", "int64", "min"),
+            ("alltoall", "int32", "sum"),
+        ]
+        for ranks in (2, 3):
+            for coll, dtype, op in cases:
+                with self.subTest(ranks=ranks, coll=coll, dtype=dtype, op=op):
+                    result = run_bench(ranks, *QUICK, "--coll", coll, "-d", dtype, "-o", op,
+                                       "-r", str(ranks - 1))
+                    # 8, 64, 512, 4K, 32K (rounded to whole elements x ranks where split)
+                    self.assert_all_verified(result, 5)
+
+    def test_every_allreduce_algorithm_and_auto_and_the_json_matches_the_table(self):
+        with tempfile.TemporaryDirectory() as scratch:
+            path = os.path.join(scratch, "chorus.json")
+            result = run_bench(3, *QUICK, "--algo", "all,auto", "--json", path)
+            with open(path) as f:
+                report = json.load(f)
+        self.assertEqual(report["schema"], "chorus-bench/1")
+        self.assertIsNone(report["limits"])
+        algorithms = [run["algorithm"] for run in report["runs"]]
+        self.assertIn("ring", algorithms)
+        self.assertTrue(algorithms[-1].startswith("auto ("), algorithms)
+        self.assertIn("# auto picked: " + algorithms[-1], result.stdout)
+        rows = self.assert_all_verified(result, 5 * len(algorithms))
+        json_rows = [row for run in report["runs"] for row in run["rows"]]
+        for printed, row in zip(rows, json_rows):
+            self.assertEqual(int(printed[0]), row["bytes"])
+            self.assertEqual(row["out_of_place"]["wrong"], 0)
+            self.assertEqual(row["in_place"]["wrong"], 0)
+            self.assertAlmostEqual(float(printed[5]), row["out_of_place"]["time_us"],
+                                   delta=0.01 * row["out_of_place"]["time_us"] + 0.01)
+        for run in report["runs"]:
+            self.assertEqual((run["library"], run["transport"], run["store"], run["ranks"]),
+                             ("chorus", "tcp", "file", 3))
+            self.assertEqual(run["wrong_total"], 0)
+
+    def test_barrier_and_the_machine_limits(self):
+        result = run_bench(2, "--coll", "barrier", "-n", "3", "-w", "1")
+        self.assertEqual(result.returncode, 0, result.stderr)
+        self.assertLess(result.stdout.index("tcp loopback bidirectional"),
+                        result.stdout.index("chorus-bench"))
+        self.assertEqual(len(table_rows(result.stdout)), 1)
+
+    def test_bad_requests_are_refused_with_the_alternatives(self):
+        result = run_bench(2, *QUICK, "--algo", "bcube")
+        self.assertIn(result.returncode, (100, 101), result.stderr)
+        self.assertIn("no allreduce algorithm 'bcube'; choose from", result.stderr)
+        result = run_bench(2, *QUICK, "--transport", "carrier-pigeon")
+        self.assertIn("no transport 'carrier-pigeon'; choose from tcp", result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

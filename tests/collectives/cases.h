@@ -1,0 +1,58 @@
+// The collectives correctness matrix: cases (collective x algorithm x type x op x count x
+// in-place x root), inputs whose reductions are exact in every type (small integers: sums stay
+// below 128 for 9 ranks, products are powers of two at most 8), exact expected values, and a
+// runner that poisons every output first and checks every byte on every rank, including the
+// gaps a v-collective must not write.
+#ifndef CHORUS_TESTS_COLLECTIVES_CASES_H_
+#define CHORUS_TESTS_COLLECTIVES_CASES_H_
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "chorus/collectives/collective_kind.h"
+#include "chorus/collectives/communicator.h"
+#include "chorus/core/types.h"
+
+namespace chorus::testing {
+
+struct Case {
+  CollectiveKind kind = CollectiveKind::kBarrier;
+  std::string algorithm;  // empty: the selector's choice
+  DataType type = DataType::kInt32;
+  ReduceOp op = ReduceOp::kSum;
+  size_t count = 0;
+  bool in_place = false;
+  int root = 0;
+
+  std::string Describe() const;
+};
+
+// What a matrix covers; empty vectors mean "all".
+struct Matrix {
+  std::vector<CollectiveKind> kinds;
+  std::vector<DataType> types;
+  std::vector<ReduceOp> ops;
+  std::vector<size_t> counts = {0, 1, 7, 1000};
+  bool every_algorithm = true;  // else only the selector's choice
+  bool both_placements = true;  // in-place and out-of-place
+  // Counts are of the whole array: collectives whose count is per rank block get count/ranks
+  // (so "4 MiB" means the same traffic for every collective).
+  bool counts_are_totals = false;
+};
+
+// Every case of `matrix` for a communicator of `ranks`, in a fixed order (all ranks must
+// build the same list). Roots vary with the case so that every rank is a root somewhere.
+std::vector<Case> BuildCases(const Matrix& matrix, int ranks);
+
+// Runs one case on this rank and checks its output; the error names the case and the first
+// wrong element (index, expected, got).
+absl::Status RunCase(Communicator& comm, const Case& c);
+
+// Runs all cases in order; stops at the first failure.
+absl::Status RunCases(Communicator& comm, const std::vector<Case>& cases);
+
+}  // namespace chorus::testing
+
+#endif  // CHORUS_TESTS_COLLECTIVES_CASES_H_
