@@ -27,13 +27,13 @@ CommState::CommState(std::string name, int rank, int size, std::unique_ptr<Store
       tuning_(tuning) {}
 
 absl::Status CommState::broken() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return broken_;
 }
 
 void CommState::Break(const absl::Status& error) {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (!broken_.ok()) return;
     broken_ = error;
   }
@@ -52,7 +52,7 @@ void CommState::Break(const absl::Status& error) {
 
 std::unique_ptr<uint8_t[]> CommState::AcquireScratch(size_t bytes, size_t* capacity) {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     auto it = scratch_.lower_bound(bytes);
     // Reuse a cached buffer unless it is more than twice too large.
     if (it != scratch_.end() && it->first <= 2 * bytes + 4096) {
@@ -70,7 +70,7 @@ std::unique_ptr<uint8_t[]> CommState::AcquireScratch(size_t bytes, size_t* capac
 void CommState::ReleaseScratch(std::unique_ptr<uint8_t[]> buffer, size_t capacity) {
   // Keeps at most this much cached; beyond it, the largest buffers are dropped first.
   constexpr size_t kMaxCachedBytes = size_t{256} << 20;
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   scratch_.emplace(capacity, std::move(buffer));
   scratch_bytes_ += capacity;
   while (scratch_bytes_ > kMaxCachedBytes) {

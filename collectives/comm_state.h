@@ -6,11 +6,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "chorus/rendezvous/store.h"
 #include "chorus/transport/transport.h"
@@ -66,7 +67,7 @@ class CommState {
   const std::unique_ptr<Store> store_;
   const std::unique_ptr<Mesh> mesh_;
   const CommTuning tuning_;
-  mutable absl::Mutex mu_;
+  mutable std::mutex mu_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   std::multimap<size_t, std::unique_ptr<uint8_t[]>> scratch_ ABSL_GUARDED_BY(mu_);  // by size
   size_t scratch_bytes_ ABSL_GUARDED_BY(mu_) = 0;

@@ -39,6 +39,13 @@ absl::Status ApplyEnvironment(CommunicatorOptions& options) {
   CHORUS_ASSIGN_OR_RETURN(const int64_t depth,
                           GetEnvInt("CHORUS_COLL_PIPELINE_DEPTH", options.pipeline_depth, 1, 1024));
   options.pipeline_depth = static_cast<int>(depth);
+  if (std::optional<std::string> text = GetEnv("CHORUS_COLL_COST")) {
+    absl::StatusOr<CostParams> cost = ParseCostParams(*text);
+    if (!cost.ok()) return Annotate(cost.status(), "CHORUS_COLL_COST");
+    if (cost->alpha_us > 0) options.cost.alpha_us = cost->alpha_us;
+    if (cost->beta_ns_per_byte > 0) options.cost.beta_ns_per_byte = cost->beta_ns_per_byte;
+    if (cost->gamma_ns_per_byte > 0) options.cost.gamma_ns_per_byte = cost->gamma_ns_per_byte;
+  }
   return absl::OkStatus();
 }
 

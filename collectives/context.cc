@@ -46,7 +46,7 @@ CollectiveContext::CollectiveContext(CommState& comm, const CollectiveArgs& args
 
 CollectiveContext::~CollectiveContext() {
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     CancelAll(requests_);
   }
   for (ScratchBuffer& buffer : scratch_) {
@@ -59,7 +59,7 @@ std::string CollectiveContext::Describe() const {
 }
 
 void CollectiveContext::Register(const RequestPtr& request) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   requests_.push_back(request);
   if (cancelled_) request->Cancel();
 }
@@ -97,30 +97,30 @@ void CollectiveContext::ExpectHeaderFrom(int peer) {
 
 Transfer CollectiveContext::Send(int peer, uint64_t step, const void* data, size_t bytes) {
   SendHeaderTo(peer);
-  Transfer transfer{nullptr, peer, bytes, step, false};
-  absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
-  if (!connection.ok()) {
-    transfer.request =
-        std::make_shared<FailedRequest>(RequestKind::kSend, peer, connection.status());
-  } else {
-    transfer.request =
-        (*connection)->Send(CollectiveTag(comm_.tag_id(), header_.sequence, step), data, bytes);
-  }
-  Register(transfer.request);
+  Transfer transfer = Post(peer, step, bytes, /*is_recv=*/false,
+                           [&](Connection& connection, Tag tag) {
+                             return connection.Send(tag, data, bytes);
+                           });
   sends_.push_back(transfer);
   return transfer;
 }
 
 Transfer CollectiveContext::Recv(int peer, uint64_t step, void* data, size_t bytes) {
   ExpectHeaderFrom(peer);
-  Transfer transfer{nullptr, peer, bytes, step, true};
+  return Post(peer, step, bytes, /*is_recv=*/true, [&](Connection& connection, Tag tag) {
+    return connection.Recv(tag, data, bytes);
+  });
+}
+
+Transfer CollectiveContext::Post(int peer, uint64_t step, size_t bytes, bool is_recv,
+                                 absl::FunctionRef<RequestPtr(Connection&, Tag)> post) {
+  Transfer transfer{nullptr, peer, bytes, step, is_recv};
   absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
-  if (!connection.ok()) {
-    transfer.request =
-        std::make_shared<FailedRequest>(RequestKind::kRecv, peer, connection.status());
+  if (connection.ok()) {
+    transfer.request = post(**connection, CollectiveTag(comm_.tag_id(), header_.sequence, step));
   } else {
-    transfer.request =
-        (*connection)->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, step), data, bytes);
+    transfer.request = std::make_shared<FailedRequest>(
+        is_recv ? RequestKind::kRecv : RequestKind::kSend, peer, connection.status());
   }
   Register(transfer.request);
   return transfer;
@@ -134,7 +134,7 @@ uint8_t* CollectiveContext::Scratch(size_t bytes) {
 }
 
 void CollectiveContext::Cancel() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   cancelled_ = true;
   CancelAll(requests_);
 }
@@ -239,7 +239,7 @@ absl::Status CollectiveContext::Fatal(absl::Status error) {
 absl::Status CollectiveContext::Failed(const Transfer& transfer, const absl::Status& status) {
   const int peer = transfer.peer;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (cancelled_) {
       return AbortedError(absl::StrCat(Describe(), ": aborted by the caller (Work::Abort)"));
     }

@@ -17,11 +17,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/types/span.h"
 #include "chorus/collectives/collective_args.h"
 #include "chorus/collectives/comm_state.h"
@@ -80,7 +82,7 @@ class CollectiveContext {
   // A scratch buffer (contents undefined) owned by the context until it ends.
   uint8_t* Scratch(size_t bytes);
 
-  // "allreduce #17 (ring, 1000 x float32, sum) on rank 2".
+  // "allreduce #17 (ring, 1000 x float32 (3.9 KiB), sum) on rank 2".
   std::string Describe() const;
 
  private:
@@ -90,6 +92,8 @@ class CollectiveContext {
     bool checked = false;
   };
 
+  Transfer Post(int peer, uint64_t step, size_t bytes, bool is_recv,
+                absl::FunctionRef<RequestPtr(Connection&, Tag)> post);
   void SendHeaderTo(int peer);
   void ExpectHeaderFrom(int peer);
   void Register(const RequestPtr& request);
@@ -116,7 +120,7 @@ class CollectiveContext {
   int unchecked_headers_ = 0;
   std::vector<Transfer> sends_;
 
-  absl::Mutex mu_;
+  std::mutex mu_;
   std::vector<RequestPtr> requests_ ABSL_GUARDED_BY(mu_);  // everything posted, for Cancel
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "chorus/core/status.h"
 
@@ -33,6 +34,21 @@ T Take(const uint8_t* in) {
   T value;
   std::memcpy(&value, in, sizeof(T));
   return value;
+}
+
+// "512 B", "4 MiB", "1.5 GiB".
+std::string HumanBytes(uint64_t bytes) {
+  static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  if (unit == 0 || value == static_cast<double>(static_cast<uint64_t>(value))) {
+    return absl::StrCat(static_cast<uint64_t>(value), " ", kUnits[unit]);
+  }
+  return absl::StrCat(absl::StrFormat("%.1f", value), " ", kUnits[unit]);
 }
 
 }  // namespace
@@ -102,7 +118,8 @@ absl::StatusOr<CollectiveHeader> CollectiveHeader::Decode(const uint8_t* data, s
 std::string CollectiveHeader::Describe() const {
   std::vector<std::string> parts = {std::string(AlgorithmName(algorithm))};
   if (kind != CollectiveKind::kBarrier) {
-    parts.push_back(absl::StrCat(count, " x ", DataTypeName(type)));
+    parts.push_back(absl::StrCat(count, " x ", DataTypeName(type), " (",
+                                 HumanBytes(count * DataTypeSize(type)), ")"));
   }
   if (IsReduction(kind)) parts.push_back(std::string(ReduceOpName(op)));
   if (IsRooted(kind)) parts.push_back(absl::StrCat("root ", root));

@@ -46,7 +46,8 @@ struct CollectiveHeader {
   // InvalidArgument when the bytes are not a header (wrong length, version or enum values).
   static absl::StatusOr<CollectiveHeader> Decode(const uint8_t* data, size_t size);
 
-  // "allreduce #17 (ring, 1000 x float32, sum)", "broadcast #3 (binomial, 8 x int32, root 2)".
+  // "allreduce #17 (ring, 1048576 x float32 (4 MiB), sum)",
+  // "broadcast #3 (binomial, 8 x int32 (32 B), root 2)".
   std::string Describe() const;
 
   // The fields where `other` differs from this header, e.g. "count 1000 vs 999"; empty when

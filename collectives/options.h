@@ -51,6 +51,7 @@ struct CommunicatorOptions {
   int pipeline_depth = 4;
 
   // Link costs for the selector; zero fields use the defaults for the device's kind.
+  // CHORUS_COLL_COST ("alpha_us=25,beta_ns=1.3,gamma_ns=0.1") overrides the fields it names.
   CostParams cost;
 
   // Algorithm rules in the CHORUS_ALGO grammar (see selector.h). Rules from CHORUS_ALGO are

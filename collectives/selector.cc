@@ -3,6 +3,7 @@
 #include <limits>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -76,9 +77,34 @@ absl::StatusOr<std::vector<AlgorithmRule>> ParseAlgorithmRules(absl::string_view
   return rules;
 }
 
+absl::StatusOr<CostParams> ParseCostParams(absl::string_view text) {
+  CostParams params;
+  for (absl::string_view item : absl::StrSplit(text, ',', absl::SkipWhitespace())) {
+    const std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(item, '=');
+    const absl::string_view key = absl::StripAsciiWhitespace(kv.first);
+    double value = 0;
+    if (!absl::SimpleAtod(absl::StripAsciiWhitespace(kv.second), &value) || value <= 0) {
+      return InvalidArgumentError(absl::StrCat("cost parameter '", item,
+                                               "' needs a positive number, e.g. alpha_us=25"));
+    }
+    if (key == "alpha_us") {
+      params.alpha_us = value;
+    } else if (key == "beta_ns") {
+      params.beta_ns_per_byte = value;
+    } else if (key == "gamma_ns") {
+      params.gamma_ns_per_byte = value;
+    } else {
+      return InvalidArgumentError(absl::StrCat("unknown cost parameter '", key,
+                                               "'; known: alpha_us, beta_ns, gamma_ns"));
+    }
+  }
+  return params;
+}
+
 CostParams DefaultCostParams(absl::string_view device_kind) {
   // Measured on the 2-core development VM (docs/collectives.md, "Cost model").
   if (device_kind == "inproc") return {15.0, 0.075, 0.1};
+  if (device_kind == "shm") return {2.0, 0.035, 0.05};
   return {25.0, 1.3, 0.1};  // loopback TCP
 }
 

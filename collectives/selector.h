@@ -36,6 +36,10 @@ struct AlgorithmRule {
 // algorithm that does not implement the collective (listing those that do).
 absl::StatusOr<std::vector<AlgorithmRule>> ParseAlgorithmRules(absl::string_view text);
 
+// Parses "alpha_us=25,beta_ns=1.3,gamma_ns=0.1" (any subset; unnamed fields stay 0, meaning
+// "the device's default"), the grammar of CHORUS_COLL_COST.
+absl::StatusOr<CostParams> ParseCostParams(absl::string_view text);
+
 // The alpha/beta/gamma defaults for a device kind ("tcp", "inproc", ...), measured on the
 // development machine (docs/collectives.md); unknown kinds get the tcp values.
 CostParams DefaultCostParams(absl::string_view device_kind);

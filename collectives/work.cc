@@ -17,18 +17,18 @@ absl::Status Work::Wait(absl::Duration timeout) {
   const Deadline until = Deadline::After(timeout);
   RequestPtr request;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     request = request_;
   }
   if (request != nullptr) {
     // Point-to-point: wait on the request itself (outside mu_, so Abort stays prompt).
     Deadline op_deadline = Deadline::Infinite();
     {
-      absl::MutexLock lock(&mu_);
+      std::lock_guard<std::mutex> lock(mu_);
       op_deadline = deadline_;
     }
     request->Wait(until.Min(op_deadline)).IgnoreError();
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     if (!done_) {
       if (request->IsDone()) {
         status_ = finish_(*request);
@@ -48,11 +48,11 @@ absl::Status Work::Wait(absl::Duration timeout) {
     }
     return status_;
   }
-  absl::MutexLock lock(&mu_);
-  auto done = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return done_; };
+  std::unique_lock<std::mutex> lock(mu_);
+  auto done = [this] { return done_; };
   if (timeout == absl::InfiniteDuration()) {
-    mu_.Await(absl::Condition(&done));
-  } else if (!mu_.AwaitWithTimeout(absl::Condition(&done), timeout)) {
+    done_cv_.wait(lock, done);
+  } else if (!done_cv_.wait_for(lock, absl::ToChronoNanoseconds(timeout), done)) {
     return DeadlineExceededError(
         absl::StrCat(description_, " is still running after ", absl::FormatDuration(timeout),
                      " (it goes on until its own deadline; wait again, or Abort it)"));
@@ -61,12 +61,12 @@ absl::Status Work::Wait(absl::Duration timeout) {
 }
 
 bool Work::Test() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return done_ || (request_ != nullptr && request_->IsDone());
 }
 
 int Work::peer() const {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return request_ != nullptr && request_->IsDone() ? request_->peer() : -1;
 }
 
@@ -74,7 +74,7 @@ void Work::Abort() {
   // The cancel function runs under mu_ so that Detach(), which the runner calls before its
   // context goes away, cannot return while a cancel is still using that context. Cancelling
   // only completes transport requests; it never takes this mutex.
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (done_) return;
   abort_requested_ = true;
   if (cancel_) cancel_();
@@ -82,22 +82,25 @@ void Work::Abort() {
 }
 
 bool Work::Attach(std::function<void()> cancel) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   if (abort_requested_) return false;
   cancel_ = std::move(cancel);
   return true;
 }
 
 void Work::Detach() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   cancel_ = nullptr;
 }
 
 void Work::Complete(absl::Status status) {
   // An Abort() that raced with a successful finish leaves the success: the data is there.
-  absl::MutexLock lock(&mu_);
-  status_ = std::move(status);
-  done_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = std::move(status);
+    done_ = true;
+  }
+  done_cv_.notify_all();
 }
 
 }  // namespace chorus
@@ -106,7 +109,7 @@ namespace chorus {
 
 void Work::BindRequest(RequestPtr request, std::function<absl::Status(const Request&)> finish,
                        Deadline deadline) {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   request_ = std::move(request);
   finish_ = std::move(finish);
   deadline_ = deadline;

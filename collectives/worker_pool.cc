@@ -12,42 +12,44 @@ WorkerPool::WorkerPool(int max_threads, int log_rank)
 WorkerPool::~WorkerPool() {
   std::vector<std::thread> threads;
   {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
     threads = std::move(threads_);
   }
+  ready_cv_.notify_all();
   for (std::thread& thread : threads) thread.join();
 }
 
 void WorkerPool::Submit(std::function<void()> task) {
-  absl::MutexLock lock(&mu_);
-  tasks_.push_back(std::move(task));
-  if (idle_ == 0 && static_cast<int>(threads_.size()) < max_threads_) {
-    threads_.emplace_back([this] { Loop(); });
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(std::move(task));
+    if (idle_ == 0 && static_cast<int>(threads_.size()) < max_threads_) {
+      threads_.emplace_back([this] { Loop(); });
+    }
   }
+  ready_cv_.notify_one();
 }
 
 bool WorkerPool::Busy() {
-  absl::MutexLock lock(&mu_);
+  std::lock_guard<std::mutex> lock(mu_);
   return running_ > 0 || !tasks_.empty();
 }
 
 void WorkerPool::Loop() {
   SetThreadLogRank(log_rank_);
-  absl::MutexLock lock(&mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     ++idle_;
-    auto ready = [this]()
-                     ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !tasks_.empty() || stopping_; };
-    mu_.Await(absl::Condition(&ready));
+    ready_cv_.wait(lock, [this] { return !tasks_.empty() || stopping_; });
     --idle_;
     if (tasks_.empty()) return;  // stopping, and nothing left to run
     std::function<void()> task = std::move(tasks_.front());
     tasks_.pop_front();
     ++running_;
-    mu_.Unlock();
+    lock.unlock();
     task();
-    mu_.Lock();
+    lock.lock();
     --running_;
   }
 }

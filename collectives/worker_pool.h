@@ -5,12 +5,14 @@
 #ifndef CHORUS_COLLECTIVES_WORKER_POOL_H_
 #define CHORUS_COLLECTIVES_WORKER_POOL_H_
 
+#include <condition_variable>
 #include <deque>
 #include <functional>
+#include <mutex>
 #include <thread>
 #include <vector>
 
-#include "absl/synchronization/mutex.h"
+#include "absl/base/thread_annotations.h"
 
 namespace chorus {
 
@@ -33,7 +35,8 @@ class WorkerPool {
 
   const int max_threads_;
   const int log_rank_;
-  absl::Mutex mu_;
+  std::mutex mu_;
+  std::condition_variable ready_cv_;  // a task was queued or the pool is stopping
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   int idle_ ABSL_GUARDED_BY(mu_) = 0;
   int running_ ABSL_GUARDED_BY(mu_) = 0;

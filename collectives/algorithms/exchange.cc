@@ -76,9 +76,9 @@ absl::Status PairwiseAllToAll(CollectiveContext& ctx, const CollectiveArgs& args
     }
     const int dst = Mod(r + step, p);
     const int src = Mod(r - step, p);
-    transfers[2 * step] = ctx.Send(dst, step, in + to.displs[dst] * elem, to.counts[dst] * elem);
     transfers[2 * step + 1] =
         ctx.Recv(src, step, out + from.displs[src] * elem, from.counts[src] * elem);
+    transfers[2 * step] = ctx.Send(dst, step, in + to.displs[dst] * elem, to.counts[dst] * elem);
   }
   for (int step = std::max(1, p - depth); step < p; ++step) {
     CHORUS_RETURN_IF_ERROR(ctx.WaitAll({&transfers[2 * step], 2}));
@@ -128,8 +128,8 @@ absl::Status DisseminationBarrier(CollectiveContext& ctx, const CollectiveArgs& 
   int round = 0;
   for (int distance = 1; distance < ctx.size(); distance *= 2, ++round) {
     const Transfer transfers[] = {
-        ctx.Send(Mod(ctx.rank() + distance, ctx.size()), round, &kToken, 0),
-        ctx.Recv(Mod(ctx.rank() - distance, ctx.size()), round, &sink, 0)};
+        ctx.Recv(Mod(ctx.rank() - distance, ctx.size()), round, &sink, 0),
+        ctx.Send(Mod(ctx.rank() + distance, ctx.size()), round, &kToken, 0)};
     CHORUS_RETURN_IF_ERROR(ctx.WaitAll(transfers));
   }
   return absl::OkStatus();

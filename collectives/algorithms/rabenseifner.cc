@@ -68,8 +68,8 @@ class Halving {
       const Range give = lower ? RangeOf(low + half, low + 2 * half) : RangeOf(low, low + half);
       const int partner = fold_.RankOf(index_ ^ half);
       const Transfer transfers[] = {
-          ctx_.Send(partner, round, current + give.begin * elem_, give.count() * elem_),
-          ctx_.Recv(partner, round, incoming, keep.count() * elem_)};
+          ctx_.Recv(partner, round, incoming, keep.count() * elem_),
+          ctx_.Send(partner, round, current + give.begin * elem_, give.count() * elem_)};
       CHORUS_RETURN_IF_ERROR(ctx_.WaitAll(transfers));
       const uint8_t* mine = current + keep.begin * elem_;
       uint8_t* dst = acc + keep.begin * elem_;
@@ -118,8 +118,8 @@ absl::Status RabenseifnerAllReduce(CollectiveContext& ctx, const CollectiveArgs&
     const Range their_range = halving.RangeOf(theirs, theirs + width);
     const int partner = fold.RankOf(index ^ width);
     const Transfer transfers[] = {
-        ctx.Send(partner, round, out + my_range.begin * elem, my_range.count() * elem),
-        ctx.Recv(partner, round, out + their_range.begin * elem, their_range.count() * elem)};
+        ctx.Recv(partner, round, out + their_range.begin * elem, their_range.count() * elem),
+        ctx.Send(partner, round, out + my_range.begin * elem, my_range.count() * elem)};
     CHORUS_RETURN_IF_ERROR(ctx.WaitAll(transfers));
   }
   if (rank < 2 * fold.extra) {

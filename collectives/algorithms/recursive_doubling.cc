@@ -38,8 +38,9 @@ absl::Status RecursiveDoublingAllReduce(CollectiveContext& ctx, const Collective
   for (int round = 0; round < rounds; ++round) {
     const int partner_index = index ^ (1 << round);
     const int partner = fold.RankOf(partner_index);
-    const Transfer transfers[] = {ctx.Send(partner, round + 1, out, bytes),
-                                  ctx.Recv(partner, round + 1, incoming, bytes)};
+    // Receive first, so the partner's data can land straight in the posted buffer.
+    const Transfer transfers[] = {ctx.Recv(partner, round + 1, incoming, bytes),
+                                  ctx.Send(partner, round + 1, out, bytes)};
     CHORUS_RETURN_IF_ERROR(ctx.WaitAll(transfers));
     if (partner_index < index) {
       ReduceBuffers(args.type, args.op, incoming, out, out, args.count);
@@ -85,8 +86,8 @@ absl::Status RecursiveDoublingAllGather(CollectiveContext& ctx, const Collective
     auto [my_data, my_size] = span_of(fold.FirstRank(mine), fold.FirstRank(mine + width));
     auto [their_data, their_size] = span_of(fold.FirstRank(theirs), fold.FirstRank(theirs + width));
     const int partner = fold.RankOf(index ^ width);
-    const Transfer transfers[] = {ctx.Send(partner, round + 1, my_data, my_size),
-                                  ctx.Recv(partner, round + 1, their_data, their_size)};
+    const Transfer transfers[] = {ctx.Recv(partner, round + 1, their_data, their_size),
+                                  ctx.Send(partner, round + 1, my_data, my_size)};
     CHORUS_RETURN_IF_ERROR(ctx.WaitAll(transfers));
   }
   if (rank < 2 * fold.extra) {

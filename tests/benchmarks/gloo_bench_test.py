@@ -34,19 +34,23 @@ def table_rows(stdout):
 
 
 class GlooBench(unittest.TestCase):
-    def test_every_allreduce_algorithm_verifies_and_the_json_matches_the_table(self):
+    def test_gloo_allreduce_algorithms_verify_and_the_json_matches_the_table(self):
+        # bcube is left out: on 4 ranks Gloo's bcube returns wrong sums in some runs (seen
+        # here under load: 3910 wrong elements at 32 KiB), so it cannot be asserted correct.
+        # Our verification catching it is what the 3-rank bcube test below checks.
         with tempfile.TemporaryDirectory() as scratch:
             path = os.path.join(scratch, "gloo.json")
-            result = run_bench(4, *QUICK, "--algo", "all", "--json", path)
+            result = run_bench(4, *QUICK, "--algo", "ring,ring_chunked,halving_doubling",
+                               "--json", path)
             self.assertEqual(result.returncode, 0, result.stderr + result.stdout)
             with open(path) as f:
                 report = json.load(f)
         self.assertEqual(report["schema"], "chorus-bench/1")
         self.assertIsNone(report["limits"])
         self.assertEqual([run["algorithm"] for run in report["runs"]],
-                         ["ring", "ring_chunked", "halving_doubling", "bcube"])
+                         ["ring", "ring_chunked", "halving_doubling"])
         rows = table_rows(result.stdout)
-        self.assertEqual(len(rows), 4 * 5)  # 8, 64, 512, 4K, 32K per algorithm
+        self.assertEqual(len(rows), 3 * 5)  # 8, 64, 512, 4K, 32K per algorithm
         json_rows = [row for run in report["runs"] for row in run["rows"]]
         for printed, row in zip(rows, json_rows):
             self.assertEqual(int(printed[0]), row["bytes"])

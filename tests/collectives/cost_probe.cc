@@ -77,7 +77,9 @@ int SweepAllReduce(TransportKind kind, int ranks) {
 
 int Main(int argc, char** argv) {
   const std::string transport = argc > 1 ? argv[1] : "inproc";
-  const TransportKind kind = transport == "tcp" ? TransportKind::kTcp : TransportKind::kInproc;
+  const TransportKind kind = transport == "tcp"   ? TransportKind::kTcp
+                             : transport == "shm" ? TransportKind::kShm
+                                                  : TransportKind::kInproc;
   constexpr int kPings = 2000;
   constexpr size_t kMessage = 4 << 20;
   constexpr int kMessages = 32;

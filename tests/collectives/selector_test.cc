@@ -55,6 +55,21 @@ TEST_CASE("malformed rules are rejected with the offending text", "[selector]") 
   CHECK(absl::StrContains(wrong.status().message(), "ring"));  // lists the valid choices
 }
 
+TEST_CASE("cost parameters parse and reject nonsense", "[selector]") {
+  auto cost = ParseCostParams("alpha_us=40, gamma_ns=0.2");
+  REQUIRE(cost.ok());
+  CHECK(cost->alpha_us == 40);
+  CHECK(cost->beta_ns_per_byte == 0);  // unnamed: the device's default
+  CHECK(cost->gamma_ns_per_byte == 0.2);
+  CHECK(GetErrorKind(ParseCostParams("alpha=3").status()) == ErrorKind::kInvalidArgument);
+  CHECK(GetErrorKind(ParseCostParams("beta_ns=-1").status()) == ErrorKind::kInvalidArgument);
+  // A huge alpha makes latency dominate: the selector moves to the fewest-step algorithm.
+  CostParams slow = DefaultCostParams("tcp");
+  slow.alpha_us = 1e6;
+  const Selector selector({}, slow, 256 * 1024);
+  CHECK(Chosen(selector, AllReduceArgs(1 << 20), 8) == "recursive_doubling");
+}
+
 TEST_CASE("the cost model picks latency algorithms for small messages", "[selector]") {
   const Selector tcp({}, DefaultCostParams("tcp"), 256 * 1024);
   CHECK(Chosen(tcp, AllReduceArgs(64), 8) == "recursive_doubling");
@@ -90,10 +105,11 @@ TEST_CASE("CHORUS_ALGO reaches the communicator and the Work handle", "[selector
   const absl::Status status = RunOnThreads(
       TransportKind::kInproc, 3,
       [](Communicator& comm) -> absl::Status {
-        std::vector<float> data(10, 1.0f), gathered(30);
+        // Separate buffers: the two collectives are in flight at the same time.
+        std::vector<float> data(10, 1.0f), mine(10, 2.0f), gathered(30);
         WorkPtr reduce =
             comm.AllReduceAsync(data.data(), data.data(), 10, DataType::kFloat32, ReduceOp::kSum);
-        WorkPtr gather = comm.AllGatherAsync(data.data(), gathered.data(), 10, DataType::kFloat32);
+        WorkPtr gather = comm.AllGatherAsync(mine.data(), gathered.data(), 10, DataType::kFloat32);
         CHORUS_RETURN_IF_ERROR(reduce->Wait());
         CHORUS_RETURN_IF_ERROR(gather->Wait());
         if (reduce->algorithm() != "binomial" || gather->algorithm() != "ring") {

@@ -8,6 +8,8 @@
 #include "chorus/rendezvous/file_store.h"
 #include "chorus/rendezvous/memory_store.h"
 #include "chorus/transport/inproc/inproc_device.h"
+#include "chorus/transport/shm/shm_device.h"
+#include "chorus/transport/tcp/tcp_device.h"
 #include "tests/harness/multirank.h"
 
 namespace chorus::testing {
@@ -36,12 +38,23 @@ absl::Status FirstError(const std::vector<absl::Status>& statuses) {
 }  // namespace
 
 std::string TransportName(TransportKind kind) {
-  return kind == TransportKind::kInproc ? "inproc" : "tcp";
+  switch (kind) {
+    case TransportKind::kInproc:
+      return "inproc";
+    case TransportKind::kTcp:
+      return "tcp";
+    case TransportKind::kShm:
+      return "shm";
+  }
+  return "?";
 }
 
 absl::StatusOr<std::unique_ptr<Device>> MakeDevice(TransportKind kind) {
   if (kind == TransportKind::kInproc) return std::unique_ptr<Device>(new InprocDevice());
-  return InternalError("the tcp transport has not landed in this branch yet");
+  if (kind == TransportKind::kShm) return CreateShmDevice();
+  tcp::TcpDeviceOptions options;
+  options.address = "127.0.0.1";  // tests stay on loopback
+  return tcp::CreateTcpDevice(options);
 }
 
 std::vector<absl::Status> RunOnThreadsAll(TransportKind kind, int ranks, const CommBody& body,

@@ -17,7 +17,7 @@
 
 namespace chorus::testing {
 
-enum class TransportKind { kInproc, kTcp };
+enum class TransportKind { kInproc, kTcp, kShm };
 
 std::string TransportName(TransportKind kind);
 

@@ -57,8 +57,7 @@ std::vector<absl::Status> RunScenarioOnce(const TransportFactory& transport, Ran
       },
       kScenarioTimeout);
   for (const ProcessOutcome& outcome : outcomes) {
-    statuses.push_back(outcome.ok() ? absl::OkStatus()
-                                    : InternalError(outcome.Describe()));
+    statuses.push_back(outcome.ok() ? absl::OkStatus() : InternalError(outcome.Describe()));
   }
   return statuses;
 }

@@ -21,12 +21,20 @@
 
 namespace chorus::testing {
 
+// Sanitizer builds run several times slower (TSan far more); tests scale their largest
+// messages by this so the suite still finishes in time there.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+inline constexpr size_t kLargeMessageBytes = 16 << 20;
+#else
+inline constexpr size_t kLargeMessageBytes = 64 << 20;
+#endif
+
 // What a rank body gets.
 struct RankEnv {
   int rank = 0;
   int size = 0;
   bool separate_process = false;
-  Store* store = nullptr;                // shared by the ranks, for coordination
+  Store* store = nullptr;                 // shared by the ranks, for coordination
   std::unique_ptr<Mesh>* mesh = nullptr;  // the body may destroy it (peer death)
   Device* device = nullptr;
 
@@ -51,12 +59,12 @@ std::vector<uint8_t> Pattern(uint64_t seed, size_t size);
 // Empty when `data` is Pattern(seed, size); else where it first differs.
 std::string CheckPattern(const uint8_t* data, size_t size, uint64_t seed);
 
-#define SCENARIO_EXPECT(condition, ...)                                                     \
-  do {                                                                                       \
-    if (!(condition)) {                                                                      \
-      return ::chorus::InternalError(::absl::StrCat("expected ", #condition, " (", __FILE__, \
-                                                    ":", __LINE__, ") ", __VA_ARGS__));      \
-    }                                                                                        \
+#define SCENARIO_EXPECT(condition, ...)                                                           \
+  do {                                                                                            \
+    if (!(condition)) {                                                                           \
+      return ::chorus::InternalError(::absl::StrCat("expected ", #condition, " (", __FILE__, ":", \
+                                                    __LINE__, ") ", __VA_ARGS__));                \
+    }                                                                                             \
   } while (0)
 
 }  // namespace chorus::testing

@@ -11,14 +11,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
 #include <set>
 #include <sstream>
 #include <thread>
-
-#include <catch2/catch.hpp>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -55,8 +54,8 @@ int64_t NowNs() {
 }
 
 int64_t ElapsedMs(std::chrono::steady_clock::time_point since) {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::steady_clock::now() - since)
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               since)
       .count();
 }
 
@@ -157,8 +156,7 @@ bool Ipv6LoopbackAvailable() {
   sockaddr_in6 address{};
   address.sin6_family = AF_INET6;
   address.sin6_addr = in6addr_loopback;
-  return fd.valid() &&
-         bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
+  return fd.valid() && bind(fd.get(), reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0;
 }
 
 std::vector<std::string> ListDir(const char* path) {
@@ -241,11 +239,16 @@ TEST_CASE("the listen address: explicit IPv4 and IPv6, interface names, exclude 
 
 TEST_CASE("options come from CHORUS_TCP_* variables; bad values name the variable") {
   const std::vector<std::pair<const char*, const char*>> variables = {
-      {"CHORUS_TCP_ADDR", "::1"},         {"CHORUS_TCP_IFNAME", "^docker"},
-      {"CHORUS_TCP_FAMILY", "ipv6"},      {"CHORUS_TCP_PORT", "0"},
-      {"CHORUS_TCP_STREAMS", "3"},        {"CHORUS_TCP_STRIPE_MIN", "256k"},
-      {"CHORUS_TCP_SOCKET_BUFFER", "1M"}, {"CHORUS_TCP_MAX_MESSAGE", "2G"},
-      {"CHORUS_TCP_HANDSHAKE_TIMEOUT", "2s"}, {"CHORUS_TCP_SPIN_US", "20"}};
+      {"CHORUS_TCP_ADDR", "::1"},
+      {"CHORUS_TCP_IFNAME", "^docker"},
+      {"CHORUS_TCP_FAMILY", "ipv6"},
+      {"CHORUS_TCP_PORT", "0"},
+      {"CHORUS_TCP_STREAMS", "3"},
+      {"CHORUS_TCP_STRIPE_MIN", "256k"},
+      {"CHORUS_TCP_SOCKET_BUFFER", "1M"},
+      {"CHORUS_TCP_MAX_MESSAGE", "2G"},
+      {"CHORUS_TCP_HANDSHAKE_TIMEOUT", "2s"},
+      {"CHORUS_TCP_SPIN_US", "20"}};
   for (const auto& [name, value] : variables) setenv(name, value, 1);
   auto options = TcpDeviceOptions::FromEnv();
   REQUIRE(options.ok());
@@ -321,9 +324,9 @@ TEST_CASE("meshes sharing a device pair keep their messages apart") {
       [&](int rank) -> absl::Status {
         CHORUS_ASSIGN_OR_RETURN(devices[rank], CreateTcpDevice(Loopback()));
         for (int m = 0; m < kMeshes; ++m) {
-          CHORUS_ASSIGN_OR_RETURN(meshes[m][rank],
-                                  devices[rank]->CreateMesh(stores[m], rank, kRanks, {},
-                                                            Deadline::After(kSetup)));
+          CHORUS_ASSIGN_OR_RETURN(
+              meshes[m][rank],
+              devices[rank]->CreateMesh(stores[m], rank, kRanks, {}, Deadline::After(kSetup)));
         }
         // Everyone sends to everyone on every mesh at once: simultaneous dials everywhere.
         std::vector<RequestPtr> requests;
@@ -380,7 +383,7 @@ AttackOutcome Attack(const tcp::SocketAddress& target, const std::string& bytes)
   outcome.local_port = ntohs(local.sin_port);
   const auto start = std::chrono::steady_clock::now();
   outcome.sent = bytes.empty() || send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
-                                       static_cast<ssize_t>(bytes.size());
+                                      static_cast<ssize_t>(bytes.size());
   char buffer[256];
   while (true) {
     const ssize_t got = recv(fd.get(), buffer, sizeof(buffer), 0);
@@ -445,8 +448,10 @@ TEST_CASE("garbage and forged handshakes are refused and logged; real peers keep
   const AttackOutcome garbage = Attack(*target, std::string(200, 'x'));
   const AttackOutcome magic = Attack(*target, bad_magic);
   const AttackOutcome job = Attack(*target, forged([](tcp::Hello& h) { h.job_id ^= 1; }));
-  const AttackOutcome out_of_range = Attack(*target, forged([](tcp::Hello& h) { h.source_rank = 7; }));
-  const AttackOutcome wrong_target = Attack(*target, forged([](tcp::Hello& h) { h.target_rank = 0; }));
+  const AttackOutcome out_of_range =
+      Attack(*target, forged([](tcp::Hello& h) { h.source_rank = 7; }));
+  const AttackOutcome wrong_target =
+      Attack(*target, forged([](tcp::Hello& h) { h.target_rank = 0; }));
   const AttackOutcome foreign_mesh =
       Attack(*target, forged([](tcp::Hello& h) { h.source_mesh_id ^= 1; }));
   const AttackOutcome unknown_mesh =
@@ -478,7 +483,7 @@ TEST_CASE("garbage and forged handshakes are refused and logged; real peers keep
   for (const AttackOutcome& outcome : slow) {
     CHECK(outcome.closed);
     CHECK(outcome.reply.empty());
-    CHECK(outcome.elapsed_ms >= 250);   // the handshake timeout, not at once
+    CHECK(outcome.elapsed_ms >= 250);  // the handshake timeout, not at once
     CHECK(outcome.elapsed_ms < 2500);
   }
   // Real traffic still flows over the original connection, both ways.
@@ -486,12 +491,11 @@ TEST_CASE("garbage and forged handshakes are refused and logged; real peers keep
   CHECK(Transfer(*ranks.meshes[1], *ranks.meshes[0], 4, 100, 4).ok());
 
   const std::string text = log.Read();
-  for (const AttackOutcome& outcome :
-       {garbage, magic, job, out_of_range, wrong_target, foreign_mesh, unknown_mesh, slow[0],
-        slow[1]}) {
+  for (const AttackOutcome& outcome : {garbage, magic, job, out_of_range, wrong_target,
+                                       foreign_mesh, unknown_mesh, slow[0], slow[1]}) {
     INFO("attacker port " << outcome.local_port);
-    CHECK(absl::StrContains(text, absl::StrCat("refused connection from 127.0.0.1:",
-                                               outcome.local_port)));
+    CHECK(absl::StrContains(
+        text, absl::StrCat("refused connection from 127.0.0.1:", outcome.local_port)));
   }
   CHECK(absl::StrContains(text, "bad magic"));
   CHECK((absl::StrContains(text, "handshake truncated") ||
@@ -502,10 +506,16 @@ TEST_CASE("garbage and forged handshakes are refused and logged; real peers keep
 // then each runs its part.
 RankBody KillableRanks(const std::string& directory,
                        std::function<absl::Status(Mesh&, Connection&, Store&)> rank0,
-                       std::function<absl::Status(Connection&, Store&)> rank1) {
+                       std::function<absl::Status(Connection&, Store&)> rank1, int streams = 1) {
   return [=](int rank) -> absl::Status {
     CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(directory));
-    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, CreateTcpDevice(Loopback()));
+    // Small socket buffers: one send() moves a small part of a large message, so a sender
+    // that stops itself right after posting one leaves it cut off part-way.
+    TcpDeviceOptions options = Loopback();
+    options.socket_buffer_bytes = 256 * 1024;
+    options.streams = streams;
+    options.stripe_min_bytes = 64 * 1024;
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, CreateTcpDevice(options));
     CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Mesh> mesh,
                             device->CreateMesh(*store, rank, 2, {}, Deadline::After(kSetup)));
     CHORUS_ASSIGN_OR_RETURN(Connection * connection, mesh->GetConnection(1 - rank));
@@ -521,48 +531,47 @@ RankBody KillableRanks(const std::string& directory,
 }
 
 TEST_CASE("a peer killed mid-transfer fails the survivor's receive within 1 s, naming it") {
-  constexpr size_t kSize = 64 << 20;
+  constexpr size_t kSize = kLargeMessageBytes;
   TempDir directory;
   RankProcesses processes(
-      2, KillableRanks(
-             directory.path(),
-             [](Mesh&, Connection& connection, Store& store) -> absl::Status {
-               std::vector<uint8_t> buffer(kSize, 0);
-               RequestPtr receive = connection.Recv(2, buffer.data(), buffer.size());
-               uint8_t ping = 1;
-               CHORUS_RETURN_IF_ERROR(connection.Send(1, &ping, 1)->Wait(Deadline::After(kSetup)));
-               // Rank 1 posts its send (which writes what the sockets take at once) and stops
-               // itself: the message is cut off part-way.
-               CHORUS_RETURN_IF_ERROR(store.Get("stopping", Deadline::After(kSetup)).status());
-               std::this_thread::sleep_for(std::chrono::milliseconds(100));
-               SCENARIO_EXPECT(!receive->IsDone(), "the transfer was not cut short: ",
-                               receive->status().ToString());
-               CHORUS_RETURN_IF_ERROR(store.Set("mid-transfer", "1"));
-               CHORUS_ASSIGN_OR_RETURN(const std::string killed_at,
-                                       store.Get("killed-at", Deadline::After(kSetup)));
-               const absl::Status status = receive->Wait(Deadline::After(absl::Seconds(10)));
-               const int64_t after_kill_ms = (NowNs() - std::stoll(killed_at)) / 1000000;
-               SCENARIO_EXPECT(GetErrorKind(status) == ErrorKind::kPeerUnavailable,
-                               status.ToString());
-               SCENARIO_EXPECT(ErrorPeerRank(status) == 1, status.ToString());
-               SCENARIO_EXPECT(absl::StrContains(status.message(), "rank 1 (127.0.0.1:"),
-                               status.ToString());
-               SCENARIO_EXPECT(after_kill_ms < 1000, "failed ", after_kill_ms,
-                               " ms after the kill");
-               const absl::Status later =
-                   connection.Recv(3, buffer.data(), 8)->Wait(Deadline::After(kSetup));
-               SCENARIO_EXPECT(GetErrorKind(later) == ErrorKind::kPeerUnavailable &&
-                                   ErrorPeerRank(later) == 1,
-                               later.ToString());
-               return absl::OkStatus();
-             },
-             [](Connection& connection, Store& store) -> absl::Status {
-               const std::vector<uint8_t> data = Pattern(1, kSize);
-               RequestPtr send = connection.Send(2, data.data(), data.size());
-               CHORUS_RETURN_IF_ERROR(store.Set("stopping", "1"));
-               raise(SIGSTOP);  // frozen mid-transfer until the test kills it
-               return InternalError("rank 1 should have been killed");
-             }));
+      2,
+      KillableRanks(
+          directory.path(),
+          [](Mesh&, Connection& connection, Store& store) -> absl::Status {
+            std::vector<uint8_t> buffer(kSize, 0);
+            RequestPtr receive = connection.Recv(2, buffer.data(), buffer.size());
+            uint8_t ping = 1;
+            CHORUS_RETURN_IF_ERROR(connection.Send(1, &ping, 1)->Wait(Deadline::After(kSetup)));
+            // Rank 1 posts its send (which writes what the sockets take at once) and stops
+            // itself at once: the message is cut off part-way.
+            CHORUS_RETURN_IF_ERROR(store.Get("sending", Deadline::After(kSetup)).status());
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            SCENARIO_EXPECT(!receive->IsDone(),
+                            "the transfer was not cut short: ", receive->status().ToString());
+            CHORUS_RETURN_IF_ERROR(store.Set("mid-transfer", "1"));
+            CHORUS_ASSIGN_OR_RETURN(const std::string killed_at,
+                                    store.Get("killed-at", Deadline::After(kSetup)));
+            const absl::Status status = receive->Wait(Deadline::After(absl::Seconds(10)));
+            const int64_t after_kill_ms = (NowNs() - std::stoll(killed_at)) / 1000000;
+            SCENARIO_EXPECT(GetErrorKind(status) == ErrorKind::kPeerUnavailable, status.ToString());
+            SCENARIO_EXPECT(ErrorPeerRank(status) == 1, status.ToString());
+            SCENARIO_EXPECT(absl::StrContains(status.message(), "rank 1 (127.0.0.1:"),
+                            status.ToString());
+            SCENARIO_EXPECT(after_kill_ms < 1000, "failed ", after_kill_ms, " ms after the kill");
+            const absl::Status later =
+                connection.Recv(3, buffer.data(), 8)->Wait(Deadline::After(kSetup));
+            SCENARIO_EXPECT(
+                GetErrorKind(later) == ErrorKind::kPeerUnavailable && ErrorPeerRank(later) == 1,
+                later.ToString());
+            return absl::OkStatus();
+          },
+          [](Connection& connection, Store& store) -> absl::Status {
+            const std::vector<uint8_t> data = Pattern(1, kSize);
+            CHORUS_RETURN_IF_ERROR(store.Set("sending", "1"));
+            RequestPtr send = connection.Send(2, data.data(), data.size());
+            raise(SIGSTOP);  // frozen mid-transfer until the test kills it
+            return InternalError("rank 1 should have been killed");
+          }));
   auto store = FileStore::Open(directory.path());
   REQUIRE(store.ok());
   const auto ready = (*store)->Get("mid-transfer", Deadline::After(absl::Seconds(30)));
@@ -576,7 +585,7 @@ TEST_CASE("a peer killed mid-transfer fails the survivor's receive within 1 s, n
 }
 
 TEST_CASE("a receive cancelled mid-message is never written again; the stream stays in step") {
-  constexpr size_t kSize = 64 << 20;
+  constexpr size_t kSize = kLargeMessageBytes;
   TempDir directory;
   RankProcesses processes(
       2, KillableRanks(
@@ -586,8 +595,8 @@ TEST_CASE("a receive cancelled mid-message is never written again; the stream st
                RequestPtr receive = connection.Recv(2, buffer.data(), buffer.size());
                uint8_t ping = 1;
                CHORUS_RETURN_IF_ERROR(connection.Send(1, &ping, 1)->Wait(Deadline::After(kSetup)));
-               CHORUS_RETURN_IF_ERROR(store.Get("stopping", Deadline::After(kSetup)).status());
-               std::this_thread::sleep_for(std::chrono::milliseconds(100));
+               CHORUS_RETURN_IF_ERROR(store.Get("sending", Deadline::After(kSetup)).status());
+               std::this_thread::sleep_for(std::chrono::milliseconds(200));
                SCENARIO_EXPECT(!receive->IsDone(), receive->status().ToString());
                receive->Cancel();
                SCENARIO_EXPECT(GetErrorKind(receive->status()) == ErrorKind::kAborted, "");
@@ -606,8 +615,8 @@ TEST_CASE("a receive cancelled mid-message is never written again; the stream st
              [](Connection& connection, Store& store) -> absl::Status {
                const std::vector<uint8_t> data = Pattern(1, kSize);
                const std::vector<uint8_t> marker = Pattern(7, 16);
+               CHORUS_RETURN_IF_ERROR(store.Set("sending", "1"));
                RequestPtr send = connection.Send(2, data.data(), data.size());
-               CHORUS_RETURN_IF_ERROR(store.Set("stopping", "1"));
                raise(SIGSTOP);  // until the receiver has cancelled
                RequestPtr send_marker = connection.Send(2, marker.data(), marker.size());
                CHORUS_RETURN_IF_ERROR(WaitAll({send, send_marker}, Deadline::After(kSetup)));
@@ -622,6 +631,53 @@ TEST_CASE("a receive cancelled mid-message is never written again; the stream st
   INFO(outcomes[0].Describe() << "; " << outcomes[1].Describe());
   CHECK(outcomes[0].ok());
   CHECK(outcomes[1].ok());
+}
+
+TEST_CASE("a receive posted while its message is arriving gets all of it") {
+  constexpr size_t kSize = kLargeMessageBytes;
+  for (int streams : {1, 3}) {
+    DYNAMIC_SECTION(streams << " stream(s)") {
+      TempDir directory;
+      RankProcesses processes(
+          2,
+          KillableRanks(
+              directory.path(),
+              [](Mesh&, Connection& connection, Store& store) -> absl::Status {
+                uint8_t ping = 1;
+                CHORUS_RETURN_IF_ERROR(connection.Send(1, &ping, 1)->Wait(Deadline::After(kSetup)));
+                // Part of the message arrives (and is buffered) before the receive exists.
+                CHORUS_RETURN_IF_ERROR(store.Get("sending", Deadline::After(kSetup)).status());
+                std::this_thread::sleep_for(std::chrono::milliseconds(200));
+                std::vector<uint8_t> buffer(kSize, 0);
+                RequestPtr receive = connection.Recv(2, buffer.data(), buffer.size());
+                SCENARIO_EXPECT(!receive->IsDone(), "the whole message was already here");
+                CHORUS_RETURN_IF_ERROR(store.Set("posted", "1"));  // the test resumes rank 1
+                CHORUS_RETURN_IF_ERROR(receive->Wait(Deadline::After(kSetup)));
+                SCENARIO_EXPECT(receive->bytes() == kSize, "");
+                const std::string diff = CheckPattern(buffer.data(), kSize, 11);
+                SCENARIO_EXPECT(diff.empty(), diff);
+                return store.Set("done", "1");
+              },
+              [](Connection& connection, Store& store) -> absl::Status {
+                const std::vector<uint8_t> data = Pattern(11, kSize);
+                CHORUS_RETURN_IF_ERROR(store.Set("sending", "1"));
+                RequestPtr send = connection.Send(2, data.data(), data.size());
+                raise(SIGSTOP);  // until the receive is posted
+                CHORUS_RETURN_IF_ERROR(send->Wait(Deadline::After(kSetup)));
+                return store.Get("done", Deadline::After(kSetup)).status();
+              },
+              streams));
+      auto store = FileStore::Open(directory.path());
+      REQUIRE(store.ok());
+      CHECK((*store)->Get("posted", Deadline::After(absl::Seconds(30))).ok());
+      processes.Signal(1, SIGCONT);
+      CHECK((*store)->Get("done", Deadline::After(absl::Seconds(30))).ok());
+      const auto outcomes = processes.Wait(absl::Seconds(30));
+      INFO(outcomes[0].Describe() << "; " << outcomes[1].Describe());
+      CHECK(outcomes[0].ok());
+      CHECK(outcomes[1].ok());
+    }
+  }
 }
 
 TEST_CASE("a stopped peer makes a wait fail at its deadline, naming it") {
@@ -727,8 +783,9 @@ double RawTcpRoundTripUs(int iterations) {
     const auto start = std::chrono::steady_clock::now();
     send(fd.get(), buffer, 8, MSG_NOSIGNAL);
     recv(fd.get(), buffer, 8, MSG_WAITALL);
-    samples.push_back(std::chrono::duration<double, std::micro>(
-                          std::chrono::steady_clock::now() - start).count());
+    samples.push_back(
+        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+            .count());
   }
   echo.join();
   std::sort(samples.begin(), samples.end());
@@ -759,19 +816,22 @@ TEST_CASE("8-byte round trips stay close to raw TCP") {
     ok = connection->Send(1, &value, 8)->Wait(Deadline::After(kSetup)).ok() &&
          receive->Wait(Deadline::After(kSetup)).ok();
     if (i >= 100) {  // after warm-up
-      samples.push_back(std::chrono::duration<double, std::micro>(
-                            std::chrono::steady_clock::now() - start).count());
+      samples.push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+              .count());
     }
   }
   echo.join();
   REQUIRE(ok);
   std::sort(samples.begin(), samples.end());
   const double chorus_us = samples[samples.size() / 2];
-  WARN("8-byte round trip, median: raw TCP " << raw_us << " us, Chorus TCP " << chorus_us
-                                             << " us (" << chorus_us / raw_us << "x)");
+  WARN("8-byte round trip, median: raw TCP " << raw_us << " us, Chorus TCP " << chorus_us << " us ("
+                                             << chorus_us / raw_us << "x)");
   // The goal is 2x; the bound leaves room for a loaded machine but catches an extra thread
-  // hand-off or a poll loop that sleeps.
+  // hand-off or a poll loop that sleeps. Sanitizers slow our code far more than the kernel's.
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
   CHECK(chorus_us < 3 * raw_us + 10);
+#endif
 }
 
 }  // namespace

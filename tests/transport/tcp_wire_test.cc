@@ -1,7 +1,6 @@
 // The TCP transport's pure codecs: frame headers, handshakes, endpoints, interface lists.
-#include <cstring>
-
 #include <catch2/catch.hpp>
+#include <cstring>
 
 #include "absl/strings/match.h"
 #include "chorus/core/status.h"
@@ -138,11 +137,11 @@ TEST_CASE("interface lists choose as NCCL users expect") {
     REQUIRE(spec.ok());
     return ChooseInterfaceAddress(candidates, *spec, family, text);
   };
-  CHECK(choose("eth0")->address.IpString() == "192.0.2.2");  // IPv4 first
+  CHECK(choose("eth0")->address.IpString() == "192.0.2.2");                      // IPv4 first
   CHECK(choose("eth0", AddressFamily::kIPv6)->address.IpString() == "fd00::2");  // not link-local
   CHECK(choose("=eth10")->interface == "eth10");
   CHECK(choose("eth1")->interface == "eth10");  // prefix
-  CHECK_FALSE(choose("=eth1").ok());             // exact
+  CHECK_FALSE(choose("=eth1").ok());            // exact
   CHECK(choose("^lo,docker")->interface == "eth0");
   CHECK(choose("^=eth0,lo,docker0")->interface == "eth10");
   CHECK(choose("lo", AddressFamily::kIPv6)->address.IpString() == "::1");

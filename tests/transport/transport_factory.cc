@@ -1,5 +1,6 @@
 #include "tests/transport/transport_factory.h"
 
+#include "chorus/transport/shm/shm_device.h"
 #include "chorus/transport/tcp/tcp_device.h"
 
 namespace chorus::testing {
@@ -22,6 +23,7 @@ const std::vector<TransportFactory>& ConformanceTransports() {
   static const auto* transports = new std::vector<TransportFactory>{
       Tcp("tcp", 1),
       Tcp("tcp-4-streams", 4),
+      {"shm", [] { return CreateShmDevice(); }},
   };
   return *transports;
 }

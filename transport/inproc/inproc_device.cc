@@ -7,13 +7,14 @@
 #include <cstring>
 #include <list>
 #include <map>
+#include <mutex>
 #include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "absl/synchronization/mutex.h"
 #include "chorus/core/status.h"
 
 namespace chorus {
@@ -48,7 +49,7 @@ using InprocRequestPtr = std::shared_ptr<InprocRequest>;
 // The queues of one receiving rank. Matching and copying happen under `mu`, so once a
 // request has been removed under it (cancelled or completed) its buffer is never touched again.
 struct Endpoint {
-  absl::Mutex mu;
+  std::mutex mu;
   bool joined ABSL_GUARDED_BY(mu) = false;
   bool closed ABSL_GUARDED_BY(mu) = false;
   std::string close_reason ABSL_GUARDED_BY(mu);
@@ -87,7 +88,7 @@ class Fabric {
 
   absl::Status Join(int rank) {
     Endpoint& endpoint = endpoints_[rank];
-    absl::MutexLock lock(&endpoint.mu);
+    std::lock_guard<std::mutex> lock(endpoint.mu);
     if (endpoint.joined) {
       return InvalidArgumentError(absl::StrCat("inproc fabric ", id_, ": rank ", rank,
                                                " joined twice; every rank needs its own rank "
@@ -99,7 +100,7 @@ class Fabric {
 
   void Post(const InprocRequestPtr& request) {
     Endpoint& endpoint = endpoints_[request->owner()];
-    absl::MutexLock lock(&endpoint.mu);
+    std::lock_guard<std::mutex> lock(endpoint.mu);
     if (request->kind() == RequestKind::kSend) {
       PostSend(endpoint, request);
     } else {
@@ -109,7 +110,7 @@ class Fabric {
 
   void Cancel(InprocRequest* request) {
     Endpoint& endpoint = endpoints_[request->owner()];
-    absl::MutexLock lock(&endpoint.mu);
+    std::lock_guard<std::mutex> lock(endpoint.mu);
     auto& queue = request->kind() == RequestKind::kSend ? endpoint.sends : endpoint.recvs;
     auto it = std::find_if(queue.begin(), queue.end(),
                            [request](const InprocRequestPtr& r) { return r.get() == request; });
@@ -128,7 +129,7 @@ class Fabric {
     closed_[rank].store(true, std::memory_order_release);
     {
       Endpoint& own = endpoints_[rank];
-      absl::MutexLock lock(&own.mu);
+      std::lock_guard<std::mutex> lock(own.mu);
       if (own.closed) return;
       own.closed = true;
       own.close_reason = std::string(reason);
@@ -145,7 +146,7 @@ class Fabric {
     for (int other = 0; other < size(); ++other) {
       if (other == rank) continue;
       Endpoint& endpoint = endpoints_[other];
-      absl::MutexLock lock(&endpoint.mu);
+      std::lock_guard<std::mutex> lock(endpoint.mu);
       endpoint.sends.remove_if([&](const InprocRequestPtr& send) {
         if (send->sender != rank) return false;
         send->Complete(
@@ -243,7 +244,7 @@ class FabricRegistry {
 
   // Joins `rank` to the fabric `id`, creating it if needed.
   absl::StatusOr<std::shared_ptr<Fabric>> Join(const std::string& id, int rank, int size) {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     Entry& entry = fabrics_[id];
     std::shared_ptr<Fabric> fabric = entry.fabric.lock();
     if (fabric == nullptr) {
@@ -266,7 +267,7 @@ class FabricRegistry {
   }
 
   std::string NewId() {
-    absl::MutexLock lock(&mu_);
+    std::lock_guard<std::mutex> lock(mu_);
     return absl::StrCat(getpid(), ":", next_id_++);
   }
 
@@ -277,7 +278,7 @@ class FabricRegistry {
     int joined = 0;
   };
 
-  absl::Mutex mu_;
+  std::mutex mu_;
   std::map<std::string, Entry> fabrics_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 0;
 };

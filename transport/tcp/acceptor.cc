@@ -84,8 +84,8 @@ void Acceptor::OnEvents(uint32_t) {
     const std::string address =
         SocketAddress::FromSockaddr(reinterpret_cast<sockaddr*>(&remote), length).ToString();
     if (pending_.size() >= kMaxPendingHandshakes) {
-      CHORUS_LOG(kWarn, "tcp") << "refused connection from " << address << ": "
-                               << pending_.size() << " connections are already awaiting their "
+      CHORUS_LOG(kWarn, "tcp") << "refused connection from " << address << ": " << pending_.size()
+                               << " connections are already awaiting their "
                                << "handshake";
       continue;
     }
@@ -145,7 +145,8 @@ void Acceptor::OnHello(Handshake& handshake) {
     (void)send(handshake.fd.get(), reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
     CHORUS_LOG(kWarn, "tcp") << "refused connection from " << handshake.remote
                              << " claiming to be rank " << hello->source_rank
-                             << ": no mesh with id " << absl::StrCat(absl::Hex(hello->target_mesh_id))
+                             << ": no mesh with id "
+                             << absl::StrCat(absl::Hex(hello->target_mesh_id))
                              << " here (stale address, or another job)";
     Drop(handshake);
     return;
@@ -183,8 +184,8 @@ void Acceptor::Decide(Handshake& handshake, TcpMesh& mesh) {
   } else {
     CHORUS_LOG(kWarn, "tcp") << "refused connection from " << handshake.remote
                              << " claiming to be rank " << hello.source_rank << " of job "
-                             << absl::StrCat(absl::Hex(hello.job_id)) << " for rank " << hello.target_rank
-                             << ": "
+                             << absl::StrCat(absl::Hex(hello.job_id)) << " for rank "
+                             << hello.target_rank << ": "
                              << (verdict == HandshakeVerdict::kAccepted
                                      ? "the handshake reply could not be sent"
                                      : VerdictName(verdict));

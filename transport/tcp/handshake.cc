@@ -60,9 +60,9 @@ absl::StatusOr<Hello> DecodeHello(absl::Span<const uint8_t> bytes) {
   hello.dial_id = LoadLittleEndian<uint64_t>(&in[56]);
   if (hello.stream_count == 0 || hello.stream_count > kMaxStreams ||
       hello.stream_index >= hello.stream_count) {
-    return InvalidArgumentError(absl::StrCat("handshake names stream ", hello.stream_index,
-                                             " of ", hello.stream_count, " (at most ",
-                                             kMaxStreams, " streams)"));
+    return InvalidArgumentError(absl::StrCat("handshake names stream ", hello.stream_index, " of ",
+                                             hello.stream_count, " (at most ", kMaxStreams,
+                                             " streams)"));
   }
   return hello;
 }
@@ -130,8 +130,8 @@ absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view text) {
   Endpoint endpoint;
   if (field == absl::string_view::npos || field == 0 ||
       !absl::SimpleHexAtoi(text.substr(field + kMeshField.size()), &endpoint.mesh_id)) {
-    return InvalidArgumentError(absl::StrCat(
-        "'", text, "' is not a TCP endpoint of the form <host:port>;mesh=<hex id>"));
+    return InvalidArgumentError(
+        absl::StrCat("'", text, "' is not a TCP endpoint of the form <host:port>;mesh=<hex id>"));
   }
   endpoint.socket_address = std::string(text.substr(0, field));
   return endpoint;

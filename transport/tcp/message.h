@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "chorus/transport/tcp/tcp_request.h"
@@ -21,8 +22,8 @@ struct OutboundMessage {
   uint64_t seq = 0;
   const uint8_t* data = nullptr;  // the caller's buffer, or `copy` after a cancel
   uint64_t size = 0;
-  int frames_left = 0;            // frames not yet fully written
-  bool started = false;           // some byte of it is on the wire
+  int frames_left = 0;   // frames not yet fully written
+  bool started = false;  // some byte of it is on the wire
   // After the caller cancels a send that is partly on the wire, the rest goes out from here
   // (the stream must stay in sync, and the caller's buffer is no longer ours to read).
   std::unique_ptr<uint8_t[]> copy;
@@ -60,6 +61,10 @@ struct InboundMessage {
   std::shared_ptr<RecvSlot> slot;
   std::unique_ptr<uint8_t[]> buffered;
   bool discard = false;
+  // (offset, bytes written so far) of each frame of the message that has started arriving:
+  // what to copy out of `buffered` when a receive takes the message while it still arrives
+  // (the rest then goes straight to the receive's buffer). At most one entry per stream.
+  std::vector<std::pair<uint64_t, uint64_t>> frames;
 
   // Where payload byte 0 goes now; nullptr to discard.
   uint8_t* destination() const {

@@ -6,14 +6,15 @@
 // lock ordering to get wrong. Polling (epoll_wait) happens outside mu() by at most one thread
 // at a time, the "driver", which holds the driver token:
 //   - a thread waiting on a request (TcpRequest::Wait) drives itself when the token is free:
-//     it polls without sleeping for `spin`, yielding the core every few polls, then blocks in
-//     epoll_wait until its deadline. A message then wakes the very thread that waits for it:
-//     one kernel wake-up per message, no hand-off between threads.
+//     it polls without sleeping for `spin` (0 by default: see tcp_options.h), yielding the core
+//     every few polls, then blocks in epoll_wait until its deadline. A message then wakes the
+//     very thread that waits for it: one kernel wake-up per message, no hand-off between
+//     threads.
 //   - a background thread drives when nobody waits (accepting connections, draining sockets
 //     into unexpected-message buffers, noticing a dead peer). It steps aside while threads
 //     wait and for a grace period after each wait, so a thread that waits in a loop keeps the
 //     token to itself.
-// Posting threads never poll: they take mu(), write what the socket accepts and return.
+// Posting threads never poll: they take mu(), make one write and return.
 #ifndef CHORUS_TRANSPORT_TCP_PROGRESS_ENGINE_H_
 #define CHORUS_TRANSPORT_TCP_PROGRESS_ENGINE_H_
 
@@ -67,8 +68,7 @@ class ProgressEngine {
 
   // --- Registration (mu() held) ---
   // Adds `fd` with interest `events` (EPOLLIN/EPOLLOUT); returns the handler's token.
-  uint64_t Register(int fd, uint32_t events, EventHandler* handler)
-     ;
+  uint64_t Register(int fd, uint32_t events, EventHandler* handler);
   void SetInterest(uint64_t token, int fd, uint32_t events);
   // Removes the handler; events already fetched for it are dropped. Close `fd` afterwards.
   void Unregister(uint64_t token, int fd);

@@ -201,8 +201,8 @@ bool InterfaceSpec::Matches(absl::string_view interface) const {
 }
 
 absl::StatusOr<InterfaceAddress> ChooseInterfaceAddress(
-    absl::Span<const InterfaceAddress> candidates, const InterfaceSpec& spec,
-    AddressFamily family, absl::string_view spec_text) {
+    absl::Span<const InterfaceAddress> candidates, const InterfaceSpec& spec, AddressFamily family,
+    absl::string_view spec_text) {
   auto family_ok = [family](const SocketAddress& address) {
     if (address.IsLinkLocal()) return false;
     if (family == AddressFamily::kIPv4) return address.family() == AF_INET;
@@ -215,8 +215,8 @@ absl::StatusOr<InterfaceAddress> ChooseInterfaceAddress(
     const InterfaceAddress* chosen = nullptr;
     for (const InterfaceAddress& candidate : candidates) {
       if (candidate.interface != first.interface || !family_ok(candidate.address)) continue;
-      if (chosen == nullptr || (chosen->address.family() == AF_INET6 &&
-                                candidate.address.family() == AF_INET)) {
+      if (chosen == nullptr ||
+          (chosen->address.family() == AF_INET6 && candidate.address.family() == AF_INET)) {
         chosen = &candidate;
       }
     }
@@ -228,7 +228,9 @@ absl::StatusOr<InterfaceAddress> ChooseInterfaceAddress(
   }
   return InvalidArgumentError(absl::StrCat(
       "no usable address: interface list '", spec_text, "' with address family ",
-      family == AddressFamily::kAny ? "any" : family == AddressFamily::kIPv4 ? "ipv4" : "ipv6",
+      family == AddressFamily::kAny    ? "any"
+      : family == AddressFamily::kIPv4 ? "ipv4"
+                                       : "ipv6",
       " matches none of the interfaces that are up [", absl::StrJoin(seen, ", "),
       "] (IPv6 link-local addresses are skipped); set CHORUS_TCP_IFNAME or CHORUS_TCP_ADDR"));
 }
@@ -251,8 +253,8 @@ absl::Status ConfigureStreamSocket(int fd, int buffer_bytes) {
 absl::StatusOr<ScopedFd> Listen(SocketAddress& address, int buffer_bytes) {
   ScopedFd fd(socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) {
-    return InternalError(absl::StrCat("socket() for ", address.ToString(),
-                                      " failed: ", ErrnoText(errno)));
+    return InternalError(
+        absl::StrCat("socket() for ", address.ToString(), " failed: ", ErrnoText(errno)));
   }
   const int one = 1;
   setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -262,12 +264,12 @@ absl::StatusOr<ScopedFd> Listen(SocketAddress& address, int buffer_bytes) {
   // Accepted sockets inherit these options from the listener.
   CHORUS_RETURN_IF_ERROR(ConfigureStreamSocket(fd.get(), buffer_bytes));
   if (bind(fd.get(), address.sockaddr_ptr(), address.length()) != 0) {
-    return InvalidArgumentError(absl::StrCat("cannot listen on ", address.ToString(), ": bind: ",
-                                             ErrnoText(errno)));
+    return InvalidArgumentError(
+        absl::StrCat("cannot listen on ", address.ToString(), ": bind: ", ErrnoText(errno)));
   }
   if (listen(fd.get(), SOMAXCONN) != 0) {
-    return InternalError(absl::StrCat("listen on ", address.ToString(),
-                                      " failed: ", ErrnoText(errno)));
+    return InternalError(
+        absl::StrCat("listen on ", address.ToString(), " failed: ", ErrnoText(errno)));
   }
   sockaddr_storage bound{};
   socklen_t length = sizeof(bound);

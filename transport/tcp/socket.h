@@ -98,8 +98,8 @@ struct InterfaceSpec {
 // link-local addresses. NotFound-style InvalidArgument listing every candidate when nothing
 // matches, so the user sees what there was to choose from.
 absl::StatusOr<InterfaceAddress> ChooseInterfaceAddress(
-    absl::Span<const InterfaceAddress> candidates, const InterfaceSpec& spec,
-    AddressFamily family, absl::string_view spec_text);
+    absl::Span<const InterfaceAddress> candidates, const InterfaceSpec& spec, AddressFamily family,
+    absl::string_view spec_text);
 
 // TCP_NODELAY, and SO_SNDBUF/SO_RCVBUF of `buffer_bytes` when > 0 (0 keeps the kernel's
 // autotuning). Applied before connect/listen so the window scale covers the buffer.

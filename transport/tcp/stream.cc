@@ -24,15 +24,16 @@ constexpr size_t kDirectReadMin = 4 * 1024;
 constexpr size_t kReadBudget = 4 * 1024 * 1024;
 // Frames gathered into one sendmsg().
 constexpr int kFramesPerWrite = 32;
+// Bytes one OnEvents call writes before letting other sockets have a turn.
+constexpr size_t kWriteBudget = 4 * 1024 * 1024;
 
 }  // namespace
 
 std::unique_ptr<Stream> Stream::Dial(StreamOwner* owner, ProgressEngine* engine, int index,
-                                     ScopedFd fd, const Hello& hello,
-                                     Deadline handshake_deadline, uint64_t max_message_bytes) {
-  std::unique_ptr<Stream> stream(new Stream(owner, engine, index, std::move(fd),
-                                            State::kConnecting, handshake_deadline,
-                                            max_message_bytes));
+                                     ScopedFd fd, const Hello& hello, Deadline handshake_deadline,
+                                     uint64_t max_message_bytes) {
+  std::unique_ptr<Stream> stream(new Stream(owner, engine, index, std::move(fd), State::kConnecting,
+                                            handshake_deadline, max_message_bytes));
   stream->hello_ = EncodeHello(hello);
   return stream;
 }
@@ -85,7 +86,8 @@ void Stream::UpdateInterest() {
       want = EPOLLIN;
       break;
     case State::kOpen:
-      want = (paused_header_ ? 0u : uint32_t{EPOLLIN}) | (send_queue_.empty() ? 0u : uint32_t{EPOLLOUT});
+      want = (paused_header_ ? 0u : uint32_t{EPOLLIN}) |
+             (send_queue_.empty() ? 0u : uint32_t{EPOLLOUT});
       break;
     case State::kClosed:
       return;
@@ -122,7 +124,7 @@ void Stream::OnEvents(uint32_t events) {
         return;
       }
       if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ReadFrames();
-      if (state_ == State::kOpen && (events & EPOLLOUT)) Flush();
+      if (state_ == State::kOpen && (events & EPOLLOUT)) Flush(kWriteBudget);
       return;
     case State::kClosed:
       return;
@@ -131,8 +133,8 @@ void Stream::OnEvents(uint32_t events) {
 
 void Stream::SendHello() {
   while (hello_sent_ < hello_.size()) {
-    const ssize_t sent = send(fd_.get(), hello_.data() + hello_sent_,
-                              hello_.size() - hello_sent_, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t sent = send(fd_.get(), hello_.data() + hello_sent_, hello_.size() - hello_sent_,
+                              MSG_NOSIGNAL | MSG_DONTWAIT);
     if (sent > 0) {
       hello_sent_ += static_cast<size_t>(sent);
     } else if (errno == EINTR) {
@@ -195,8 +197,8 @@ void Stream::Eof() {
   owner_->OnStreamEof(*this, mid_frame);
 }
 
-void Stream::Flush() {
-  while (state_ == State::kOpen && !send_queue_.empty()) {
+void Stream::Flush(size_t budget) {
+  while (state_ == State::kOpen && !send_queue_.empty() && budget > 0) {
     iovec iov[2 * kFramesPerWrite];
     int count = 0;
     for (auto it = send_queue_.begin(); it != send_queue_.end() && count < 2 * kFramesPerWrite;
@@ -220,6 +222,7 @@ void Stream::Flush() {
       return;
     }
     size_t left = static_cast<size_t>(sent);
+    budget -= std::min(budget, left);
     while (!send_queue_.empty()) {
       OutFrame& frame = send_queue_.front();
       const size_t header_part = std::min(left, kFrameHeaderSize - frame.header_sent);
@@ -323,6 +326,8 @@ void Stream::HandleHeader(const FrameHeader& header) {
     case FrameTarget::Action::kDeliver:
       if (header.length > 0) {
         body_ = target.message;
+        body_frame_ = body_->frames.size();
+        body_->frames.emplace_back(header.offset, 0);
         body_offset_ = header.offset;
         body_remaining_ = header.length;
       }
@@ -339,6 +344,7 @@ void Stream::AccountBody(const uint8_t* from, size_t count) {
   body_offset_ += count;
   body_remaining_ -= count;
   message->received += count;
+  message->frames[body_frame_].second += count;
   if (body_remaining_ == 0) body_.reset();
   if (message->received == message->size) owner_->OnMessageComplete(message);
 }

@@ -57,8 +57,8 @@ class Stream : public EventHandler {
   // A stream whose connect (StartConnect) is under way; it sends `hello` and awaits the reply
   // until `handshake_deadline`.
   static std::unique_ptr<Stream> Dial(StreamOwner* owner, ProgressEngine* engine, int index,
-                                      ScopedFd fd, const Hello& hello,
-                                      Deadline handshake_deadline, uint64_t max_message_bytes);
+                                      ScopedFd fd, const Hello& hello, Deadline handshake_deadline,
+                                      uint64_t max_message_bytes);
   // A stream whose handshake the acceptor completed.
   static std::unique_ptr<Stream> Accepted(StreamOwner* owner, ProgressEngine* engine, int index,
                                           ScopedFd fd, uint64_t max_message_bytes);
@@ -72,8 +72,11 @@ class Stream : public EventHandler {
 
   // Queues a frame; call Flush() after queueing.
   void Enqueue(OutFrame frame) { send_queue_.push_back(std::move(frame)); }
-  // Writes what the socket accepts now; the rest goes out as it becomes writable.
-  void Flush();
+  // Writes queued frames until the socket is full or `budget` bytes are written; the rest goes
+  // out as the socket becomes writable. A posting thread writes once (one sendmsg, whatever
+  // the socket takes) and leaves the rest to the driver.
+  void Flush(size_t budget);
+  static constexpr size_t kSingleWrite = 1;  // a budget that allows exactly one sendmsg
   std::deque<OutFrame>& send_queue() { return send_queue_; }
 
   // A stream paused on a frame of a message not yet announced; Resume once it is.
@@ -127,6 +130,7 @@ class Stream : public EventHandler {
   size_t staged_end_ = 0;
   // The frame whose payload is arriving.
   std::shared_ptr<InboundMessage> body_;
+  size_t body_frame_ = 0;  // this frame's entry in body_->frames
   uint64_t body_offset_ = 0;
   uint64_t body_remaining_ = 0;
   std::optional<FrameHeader> paused_header_;

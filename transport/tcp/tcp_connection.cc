@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
 #include "chorus/transport/tcp/tcp_mesh.h"
@@ -39,17 +38,19 @@ TcpConnection::~TcpConnection() {
 // --- Posting -----------------------------------------------------------------------------
 
 RequestPtr TcpConnection::Send(Tag tag, ConstMemoryRef buffer) {
-  auto request = std::make_shared<TcpRequest>(RequestKind::kSend, peer_, tag,
-                                              mesh_.engine_ptr(), label_);
+  auto request =
+      std::make_shared<TcpRequest>(RequestKind::kSend, peer_, tag, mesh_.engine_ptr(), label_);
   std::lock_guard<std::mutex> lock(engine_.mu());
   const uint64_t max_bytes = static_cast<uint64_t>(mesh_.device_options().max_message_bytes);
   if (buffer.type != MemoryType::kHost) {
     request->Finish(InvalidArgumentError("the TCP transport sends host memory only"), 0);
   } else if (buffer.size > max_bytes) {
-    request->Finish(InvalidArgumentError(absl::StrCat(
-                        "send of ", buffer.size, " bytes to ", label_, " exceeds the maximum "
-                        "message size of ", max_bytes, " bytes (CHORUS_TCP_MAX_MESSAGE)")),
-                    0);
+    request->Finish(
+        InvalidArgumentError(absl::StrCat("send of ", buffer.size, " bytes to ", label_,
+                                          " exceeds the maximum "
+                                          "message size of ",
+                                          max_bytes, " bytes (CHORUS_TCP_MAX_MESSAGE)")),
+        0);
   } else if (!mesh_.aborted().ok()) {
     request->Finish(mesh_.aborted(), 0);
   } else if (state_ == State::kFailed) {
@@ -74,8 +75,8 @@ RequestPtr TcpConnection::Send(Tag tag, ConstMemoryRef buffer) {
 }
 
 RequestPtr TcpConnection::Recv(Tag tag, MemoryRef buffer) {
-  auto request = std::make_shared<TcpRequest>(RequestKind::kRecv, peer_, tag,
-                                              mesh_.engine_ptr(), label_);
+  auto request =
+      std::make_shared<TcpRequest>(RequestKind::kRecv, peer_, tag, mesh_.engine_ptr(), label_);
   std::lock_guard<std::mutex> lock(engine_.mu());
   if (buffer.type != MemoryType::kHost) {
     request->Finish(InvalidArgumentError("the TCP transport receives into host memory only"), 0);
@@ -105,8 +106,9 @@ void TcpConnection::AssignFrames(const std::shared_ptr<OutboundMessage>& message
   for (const auto& stream : streams_) {
     if (stream != nullptr && stream->open()) open.push_back(stream.get());
   }
-  const bool stripe = open.size() > 1 &&
-                      message->size >= static_cast<uint64_t>(mesh_.device_options().stripe_min_bytes);
+  const bool stripe =
+      open.size() > 1 &&
+      message->size >= static_cast<uint64_t>(mesh_.device_options().stripe_min_bytes);
   const uint64_t parts = stripe ? open.size() : 1;
   uint64_t part_size = (message->size + parts - 1) / parts;
   part_size = (part_size + kStripeAlignment - 1) / kStripeAlignment * kStripeAlignment;
@@ -129,8 +131,9 @@ void TcpConnection::AssignFrames(const std::shared_ptr<OutboundMessage>& message
     offset += header.length;
   } while (offset < message->size && used < open.size());
   message->frames_left = static_cast<int>(used);
-  // Stream 0 first: its kStart frame announces the message to the receiver.
-  for (size_t i = 0; i < used && state_ == State::kUp; ++i) open[i]->Flush();
+  // Stream 0 first: its kStart frame announces the message to the receiver. One write each:
+  // small messages leave now, large ones continue in the driver, so Send returns promptly.
+  for (size_t i = 0; i < used && state_ == State::kUp; ++i) open[i]->Flush(Stream::kSingleWrite);
 }
 
 // --- Receiving ---------------------------------------------------------------------------
@@ -177,18 +180,25 @@ std::shared_ptr<RecvSlot> TcpConnection::PopPosted(Tag tag) {
 void TcpConnection::Match(const std::shared_ptr<InboundMessage>& message,
                           const std::shared_ptr<RecvSlot>& slot) {
   if (message->size > slot->capacity) {
-    slot->request->Finish(
-        InvalidArgumentError(absl::StrCat(
-            "message of ", message->size, " bytes from ", label_, " (", TagText(message->tag),
-            ") is longer than the receive buffer of ", slot->capacity,
-            " bytes; the message was discarded")),
-        0, peer_);
+    slot->request->Finish(InvalidArgumentError(absl::StrCat(
+                              "message of ", message->size, " bytes from ", label_, " (",
+                              TagText(message->tag), ") is longer than the receive buffer of ",
+                              slot->capacity, " bytes; the message was discarded")),
+                          0, peer_);
     message->discard = true;
     message->buffered.reset();
     return;
   }
   message->slot = slot;
-  if (message->complete) Deliver(*message);
+  if (message->complete) {
+    Deliver(*message);
+  } else if (message->buffered != nullptr) {
+    // Still arriving: what is here is copied now, the rest lands in the receive's buffer.
+    for (const auto& [offset, written] : message->frames) {
+      std::memcpy(slot->data + offset, message->buffered.get() + offset, written);
+    }
+    message->buffered.reset();
+  }
 }
 
 void TcpConnection::Deliver(InboundMessage& message) {
@@ -219,10 +229,9 @@ FrameTarget TcpConnection::OnFrameHeader(Stream& stream, const FrameHeader& head
       return ProtocolError(absl::StrCat("chunk of message ", header.seq, " which is not arriving"));
     }
     const std::shared_ptr<InboundMessage>& message = it->second;
-    if (header.total_length != message->size ||
-        header.length > message->size - message->received) {
-      return ProtocolError(absl::StrCat("chunk of ", header.length, " bytes does not fit message ",
-                                        header.seq));
+    if (header.total_length != message->size || header.length > message->size - message->received) {
+      return ProtocolError(
+          absl::StrCat("chunk of ", header.length, " bytes does not fit message ", header.seq));
     }
     return {FrameTarget::Action::kDeliver, message};
   }
@@ -230,8 +239,8 @@ FrameTarget TcpConnection::OnFrameHeader(Stream& stream, const FrameHeader& head
     return ProtocolError(absl::StrCat("start frame on stream ", stream.index()));
   }
   if (header.seq <= last_announced_seq_) {
-    return ProtocolError(absl::StrCat("message number ", header.seq, " after ",
-                                      last_announced_seq_));
+    return ProtocolError(
+        absl::StrCat("message number ", header.seq, " after ", last_announced_seq_));
   }
   last_announced_seq_ = header.seq;
   auto message = std::make_shared<InboundMessage>();
@@ -246,8 +255,8 @@ FrameTarget TcpConnection::OnFrameHeader(Stream& stream, const FrameHeader& head
       // The decoder capped the size at CHORUS_TCP_MAX_MESSAGE before we got here.
       message->buffered.reset(new (std::nothrow) uint8_t[message->size]);
       if (message->buffered == nullptr) {
-        return ProtocolError(absl::StrCat("no memory to buffer an unexpected message of ",
-                                          message->size, " bytes"));
+        return ProtocolError(
+            absl::StrCat("no memory to buffer an unexpected message of ", message->size, " bytes"));
       }
     }
     unexpected_[header.tag].push_back(message);
@@ -361,8 +370,9 @@ void TcpConnection::StartDial() {
   hello.target_rank = static_cast<uint32_t>(peer_);
   hello.stream_count = static_cast<uint32_t>(options.streams);
   hello.dial_id = dial_id_;
-  dial_stream_ = Stream::Dial(this, &engine_, 0, *std::move(fd), hello,
-                              Deadline::After(options.handshake_timeout), options.max_message_bytes);
+  dial_stream_ =
+      Stream::Dial(this, &engine_, 0, *std::move(fd), hello,
+                   Deadline::After(options.handshake_timeout), options.max_message_bytes);
   engine_.RequestTick();
 }
 
@@ -421,9 +431,8 @@ void TcpConnection::OnDialResult(Stream& stream, absl::StatusOr<HandshakeVerdict
       engine_.RequestTick();
       return;
     default:
-      Fail(PeerUnavailableError(absl::StrCat(label_, " refused our connection: ",
-                                             VerdictName(*result)),
-                                peer_));
+      Fail(PeerUnavailableError(
+          absl::StrCat(label_, " refused our connection: ", VerdictName(*result)), peer_));
       return;
   }
 }
@@ -434,9 +443,8 @@ void TcpConnection::DialExtraStreams() {
   for (size_t index = 1; index < streams_.size(); ++index) {
     absl::StatusOr<ScopedFd> fd = StartConnect(endpoint.address, options.socket_buffer_bytes);
     if (!fd.ok()) {
-      CHORUS_LOG(kWarn, "tcp") << "stream " << index << " to " << label_
-                               << " could not be opened (" << fd.status().message()
-                               << "); continuing with the other streams";
+      CHORUS_LOG(kWarn, "tcp") << "stream " << index << " to " << label_ << " could not be opened ("
+                               << fd.status().message() << "); continuing with the other streams";
       continue;
     }
     Hello hello;
@@ -448,9 +456,9 @@ void TcpConnection::DialExtraStreams() {
     hello.target_rank = static_cast<uint32_t>(peer_);
     hello.stream_count = static_cast<uint32_t>(streams_.size());
     hello.dial_id = dial_id_;
-    streams_[index] = Stream::Dial(this, &engine_, static_cast<int>(index), *std::move(fd), hello,
-                                   Deadline::After(options.handshake_timeout),
-                                   options.max_message_bytes);
+    streams_[index] =
+        Stream::Dial(this, &engine_, static_cast<int>(index), *std::move(fd), hello,
+                     Deadline::After(options.handshake_timeout), options.max_message_bytes);
   }
   if (streams_.size() > 1) engine_.RequestTick();
 }
@@ -482,17 +490,15 @@ void TcpConnection::AdoptStream(const Hello& hello, ScopedFd fd) {
     BecomeUp();
     return;
   }
-  streams_[hello.stream_index] =
-      Stream::Accepted(this, &engine_, static_cast<int>(hello.stream_index), std::move(fd),
-                       max_bytes);
+  streams_[hello.stream_index] = Stream::Accepted(
+      this, &engine_, static_cast<int>(hello.stream_index), std::move(fd), max_bytes);
 }
 
 void TcpConnection::BecomeUp() {
   state_ = State::kUp;
   CHORUS_LOG(kInfo, "tcp") << "connected to " << label_ << " ("
-                           << (dialed_by_us_ ? "we dialed" : "it dialed") << ", "
-                           << streams_.size() << " stream" << (streams_.size() > 1 ? "s" : "")
-                           << ")";
+                           << (dialed_by_us_ ? "we dialed" : "it dialed") << ", " << streams_.size()
+                           << " stream" << (streams_.size() > 1 ? "s" : "") << ")";
   std::deque<std::shared_ptr<OutboundMessage>> queued;
   queued.swap(unassigned_sends_);
   for (const auto& message : queued) {
@@ -517,8 +523,9 @@ bool TcpConnection::Tick() {
     case State::kAwaitingPeerDial:
       if (connect_deadline_.Expired()) {
         Fail(PeerUnavailableError(
-            absl::StrCat(label_, " won a simultaneous dial but its connection did not arrive "
-                                 "before the connect timeout"),
+            absl::StrCat(label_,
+                         " won a simultaneous dial but its connection did not arrive "
+                         "before the connect timeout"),
             peer_));
         return false;
       }
@@ -545,16 +552,14 @@ bool TcpConnection::Tick() {
 // --- Failure -----------------------------------------------------------------------------
 
 void TcpConnection::OnStreamFailed(Stream& stream, absl::string_view why) {
-  Fail(PeerUnavailableError(
-      absl::StrCat(label_, " is unavailable: stream ", stream.index(), " ", why,
-                   " (did that process exit or crash?)"),
-      peer_));
+  Fail(PeerUnavailableError(absl::StrCat(label_, " is unavailable: stream ", stream.index(), " ",
+                                         why, " (did that process exit or crash?)"),
+                            peer_));
 }
 
 absl::Status TcpConnection::PeerClosedError() const {
   return PeerUnavailableError(
-      absl::StrCat(label_, " closed the connection (EOF); did that process exit or crash?"),
-      peer_);
+      absl::StrCat(label_, " closed the connection (EOF); did that process exit or crash?"), peer_);
 }
 
 void TcpConnection::OnStreamEof(Stream& stream, bool mid_frame) {

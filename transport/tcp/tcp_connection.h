@@ -83,8 +83,7 @@ class TcpConnection : public Connection, public StreamOwner, public RequestOwner
   void CancelSend(const TcpRequest& request);
   std::shared_ptr<RecvSlot> PopPosted(Tag tag);
   // Gives an announced message to a receive: straight into its buffer, or copied once whole.
-  void Match(const std::shared_ptr<InboundMessage>& message,
-             const std::shared_ptr<RecvSlot>& slot);
+  void Match(const std::shared_ptr<InboundMessage>& message, const std::shared_ptr<RecvSlot>& slot);
   void Deliver(InboundMessage& message);
   void ResumeStreamsPausedOn(uint64_t seq);
   FrameTarget ProtocolError(absl::string_view why);
@@ -92,7 +91,6 @@ class TcpConnection : public Connection, public StreamOwner, public RequestOwner
   // After the peer closed stream 0: fails the connection once nothing more can arrive.
   void FailIfPeerGone();
   absl::Status PeerClosedError() const;
-  void LogPending() const;
   size_t PendingCount() const;
 
   TcpMesh& mesh_;
@@ -110,7 +108,7 @@ class TcpConnection : public Connection, public StreamOwner, public RequestOwner
   absl::Duration dial_backoff_ = absl::Milliseconds(10);
   int dial_attempts_ = 0;
   std::string last_dial_error_;
-  uint64_t dial_id_ = 0;       // of the dial that made the connection
+  uint64_t dial_id_ = 0;  // of the dial that made the connection
   bool dialed_by_us_ = false;
 
   // streams_[i] is stream i (null until it is dialed or accepted); stream 0 carries every

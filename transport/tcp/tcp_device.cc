@@ -76,8 +76,9 @@ class TcpDevice : public Device {
       mesh->SetPeers(bootstrap.job_id, std::move(peers));
       if (acceptor_ != nullptr) acceptor_->MeshReady(mesh_id);
     }
-    CHORUS_LOG(kDebug, "tcp") << "mesh " << absl::StrCat(absl::Hex(mesh_id)) << ": rank " << rank << " of "
-                              << size << ", job " << absl::StrCat(absl::Hex(bootstrap.job_id));
+    CHORUS_LOG(kDebug, "tcp") << "mesh " << absl::StrCat(absl::Hex(mesh_id)) << ": rank " << rank
+                              << " of " << size << ", job "
+                              << absl::StrCat(absl::Hex(bootstrap.job_id));
     return std::unique_ptr<Mesh>(std::move(mesh));
   }
 
@@ -123,9 +124,8 @@ absl::StatusOr<SocketAddress> SelectListenAddress(const TcpDeviceOptions& option
 
 absl::StatusOr<std::unique_ptr<Device>> CreateTcpDevice(const TcpDeviceOptions& options) {
   if (options.streams < 1 || options.streams > static_cast<int>(kMaxStreams)) {
-    return InvalidArgumentError(
-        absl::StrCat("TCP streams per peer must be in [1, ", kMaxStreams, "], not ",
-                     options.streams));
+    return InvalidArgumentError(absl::StrCat("TCP streams per peer must be in [1, ", kMaxStreams,
+                                             "], not ", options.streams));
   }
   CHORUS_ASSIGN_OR_RETURN(SocketAddress address, SelectListenAddress(options));
   CHORUS_ASSIGN_OR_RETURN(ScopedFd listener, Listen(address, options.socket_buffer_bytes));

@@ -61,8 +61,8 @@ void TcpMesh::SetPeers(uint64_t job_id, std::vector<PeerEndpoint> peers) {
 TcpConnection* TcpMesh::ConnectionLocked(int peer) {
   std::unique_ptr<TcpConnection>& connection = connections_[peer];
   if (connection == nullptr) {
-    connection = std::make_unique<TcpConnection>(
-        *this, peer, Deadline::After(options_.connect_timeout));
+    connection =
+        std::make_unique<TcpConnection>(*this, peer, Deadline::After(options_.connect_timeout));
     if (aborted_.ok()) {
       connection->StartDial();
     } else {
@@ -83,18 +83,18 @@ absl::StatusOr<Connection*> TcpMesh::GetConnection(int peer) {
 }
 
 RequestPtr TcpMesh::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer) {
-  auto request = std::make_shared<TcpRequest>(
-      RequestKind::kRecv, -1, tag, engine_ptr(),
-      absl::StrCat("any of ranks [", absl::StrJoin(peers, ", "), "]"));
+  auto request =
+      std::make_shared<TcpRequest>(RequestKind::kRecv, -1, tag, engine_ptr(),
+                                   absl::StrCat("any of ranks [", absl::StrJoin(peers, ", "), "]"));
   std::lock_guard<std::mutex> lock(engine().mu());
   absl::flat_hash_set<int> seen;
   for (int peer : peers) {
     if (peer < 0 || peer >= size_ || peer == rank_ || !seen.insert(peer).second) {
-      request->Finish(InvalidArgumentError(absl::StrCat(
-                          "RecvFromAny on rank ", rank_, ": peer list [",
-                          absl::StrJoin(peers, ", "), "] must name distinct other ranks of [0, ",
-                          size_, ")")),
-                      0);
+      request->Finish(
+          InvalidArgumentError(absl::StrCat(
+              "RecvFromAny on rank ", rank_, ": peer list [", absl::StrJoin(peers, ", "),
+              "] must name distinct other ranks of [0, ", size_, ")")),
+          0);
       return request;
     }
   }

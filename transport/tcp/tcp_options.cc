@@ -15,8 +15,7 @@ absl::StatusOr<TcpDeviceOptions> TcpDeviceOptions::FromEnv() {
     options.family = *parsed;
   }
   CHORUS_ASSIGN_OR_RETURN(options.port, GetEnvInt("CHORUS_TCP_PORT", options.port, 0, 65535));
-  CHORUS_ASSIGN_OR_RETURN(options.streams,
-                          GetEnvInt("CHORUS_TCP_STREAMS", options.streams, 1, 64));
+  CHORUS_ASSIGN_OR_RETURN(options.streams, GetEnvInt("CHORUS_TCP_STREAMS", options.streams, 1, 64));
   CHORUS_ASSIGN_OR_RETURN(options.stripe_min_bytes,
                           GetEnvBytes("CHORUS_TCP_STRIPE_MIN", options.stripe_min_bytes));
   CHORUS_ASSIGN_OR_RETURN(const int64_t buffer,
@@ -27,12 +26,11 @@ absl::StatusOr<TcpDeviceOptions> TcpDeviceOptions::FromEnv() {
   options.socket_buffer_bytes = static_cast<int>(buffer);
   CHORUS_ASSIGN_OR_RETURN(options.max_message_bytes,
                           GetEnvBytes("CHORUS_TCP_MAX_MESSAGE", options.max_message_bytes));
-  CHORUS_ASSIGN_OR_RETURN(options.handshake_timeout,
-                          GetEnvDuration("CHORUS_TCP_HANDSHAKE_TIMEOUT",
-                                         options.handshake_timeout));
-  CHORUS_ASSIGN_OR_RETURN(const int64_t spin_us,
-                          GetEnvInt("CHORUS_TCP_SPIN_US",
-                                    absl::ToInt64Microseconds(options.spin), 0, 1000000));
+  CHORUS_ASSIGN_OR_RETURN(options.handshake_timeout, GetEnvDuration("CHORUS_TCP_HANDSHAKE_TIMEOUT",
+                                                                    options.handshake_timeout));
+  CHORUS_ASSIGN_OR_RETURN(
+      const int64_t spin_us,
+      GetEnvInt("CHORUS_TCP_SPIN_US", absl::ToInt64Microseconds(options.spin), 0, 1000000));
   options.spin = absl::Microseconds(spin_us);
   return options;
 }

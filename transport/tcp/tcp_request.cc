@@ -22,8 +22,8 @@ constexpr int kPollsPerYield = 4;
 
 }  // namespace
 
-TcpRequest::TcpRequest(RequestKind kind, int peer, Tag tag,
-                       std::shared_ptr<ProgressEngine> engine, std::string peer_label)
+TcpRequest::TcpRequest(RequestKind kind, int peer, Tag tag, std::shared_ptr<ProgressEngine> engine,
+                       std::string peer_label)
     : Request(kind, peer, tag), engine_(std::move(engine)), peer_label_(std::move(peer_label)) {}
 
 bool TcpRequest::Finish(absl::Status status, size_t bytes, int peer) {
@@ -39,7 +39,8 @@ absl::Status TcpRequest::Wait(Deadline deadline) {
     const auto spin_until =
         std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(engine_->spin());
     int polls = 0;
-    while (!IsDone() && !deadline.Expired()) {
+    // At least one pass, so a wait with an expired deadline still takes what has arrived.
+    do {
       const bool spinning = std::chrono::steady_clock::now() < spin_until;
       if (engine_->TryAcquireDriver()) {
         engine_->PollOnce(spinning ? 0 : deadline.RemainingMillis(kMaxSleepMs), this);
@@ -47,10 +48,10 @@ absl::Status TcpRequest::Wait(Deadline deadline) {
         if (spinning && ++polls % kPollsPerYield == 0) sched_yield();
       } else if (spinning) {
         sched_yield();
-      } else {
+      } else if (!deadline.Expired()) {
         AwaitDone(deadline.Min(Deadline::After(kFollowerSlice)));
       }
-    }
+    } while (!IsDone() && !deadline.Expired());
     engine_->EndWait();
   }
   if (!IsDone()) {

@@ -21,8 +21,8 @@ EncodedFrameHeader EncodeFrameHeader(const FrameHeader& header) {
 absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::Span<const uint8_t> bytes,
                                               uint64_t max_message_bytes) {
   if (bytes.size() < kFrameHeaderSize) {
-    return InvalidArgumentError(absl::StrCat("frame header truncated: ", bytes.size(), " of ",
-                                             kFrameHeaderSize, " bytes"));
+    return InvalidArgumentError(
+        absl::StrCat("frame header truncated: ", bytes.size(), " of ", kFrameHeaderSize, " bytes"));
   }
   const uint8_t* in = bytes.data();
   const uint32_t kind = LoadLittleEndian<uint32_t>(&in[0]);
@@ -46,11 +46,10 @@ absl::StatusOr<FrameHeader> DecodeFrameHeader(absl::Span<const uint8_t> bytes,
                                              " bytes exceeds the maximum of ", max_message_bytes,
                                              " (CHORUS_TCP_MAX_MESSAGE)"));
   }
-  if (header.offset > header.total_length ||
-      header.length > header.total_length - header.offset) {
+  if (header.offset > header.total_length || header.length > header.total_length - header.offset) {
     return InvalidArgumentError(absl::StrCat("frame [", header.offset, ", +", header.length,
-                                             ") lies outside its message of ",
-                                             header.total_length, " bytes"));
+                                             ") lies outside its message of ", header.total_length,
+                                             " bytes"));
   }
   if (header.kind == FrameKind::kStart && header.offset != 0) {
     return InvalidArgumentError(absl::StrCat("start frame at offset ", header.offset));

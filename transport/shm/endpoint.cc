@@ -1,0 +1,1372 @@
+#include "chorus/transport/shm/endpoint.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <limits>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "chorus/core/logging.h"
+#include "chorus/core/status.h"
+#include "chorus/transport/shm/doorbell.h"
+
+namespace chorus::shm {
+namespace {
+
+// A sleeping waiter re-checks at least this often (its deadline, and as a safety net).
+constexpr absl::Duration kWaiterSleepCap = absl::Milliseconds(100);
+// The background thread asleep on the doorbell wakes this often to check liveness.
+constexpr absl::Duration kIdleSleep = absl::Milliseconds(50);
+// While threads wait (and so drive progress), the background thread only polls pidfds.
+constexpr int kLivenessPollMillis = 5;
+// Cancel of a send whose receiver is copying out of it waits this long for the copy to end.
+constexpr absl::Duration kCancelReadWait = absl::Seconds(10);
+
+std::string TagText(Tag tag) { return absl::StrCat("0x", absl::Hex(tag)); }
+
+std::string Describe(const ShmRequest& request, absl::Span<const int> any_peers) {
+  if (request.kind() == RequestKind::kSend) {
+    return absl::StrCat("send to rank ", request.peer(), " (tag ", TagText(request.tag()), ")");
+  }
+  if (!any_peers.empty()) {
+    return absl::StrCat("receive from any of ranks [", absl::StrJoin(any_peers, ","), "] (tag ",
+                        TagText(request.tag()), ")");
+  }
+  return absl::StrCat("receive from rank ", request.peer(), " (tag ", TagText(request.tag()),
+                      ")");
+}
+
+SlotState StateOf(uint32_t word) { return static_cast<SlotState>(word & 7u); }
+
+int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
+
+}  // namespace
+
+// The Connection handed to users: a peer index over the endpoint.
+class ShmConnection final : public Connection {
+ public:
+  ShmConnection(Endpoint& endpoint, int peer) : endpoint_(endpoint), peer_(peer) {}
+  int peer() const override { return peer_; }
+  RequestPtr Send(Tag tag, ConstMemoryRef buffer) override {
+    return endpoint_.Send(peer_, tag, buffer);
+  }
+  RequestPtr Recv(Tag tag, MemoryRef buffer) override {
+    return endpoint_.Recv(peer_, tag, buffer);
+  }
+
+ private:
+  Endpoint& endpoint_;
+  const int peer_;
+};
+
+// A heap buffer that is not zero-filled first: pulled messages (up to many MiB) are written
+// over at once.
+struct Bytes {
+  std::unique_ptr<char[]> data;
+  size_t size = 0;
+
+  static Bytes Uninitialized(size_t size) {
+    return Bytes{std::unique_ptr<char[]>(new char[size]), size};
+  }
+  static Bytes CopyOf(const char* from, size_t size) {
+    Bytes bytes = Uninitialized(size);
+    if (size != 0) std::memcpy(bytes.data.get(), from, size);
+    return bytes;
+  }
+};
+
+// A message that arrived before its receive was posted.
+struct Endpoint::Unexpected {
+  enum class Kind {
+    kData,       // all of it is here (eager, or pulled)
+    kAnnounced,  // a large message's descriptor: the data is still in the sender's buffer
+    kPulling,    // being pulled through the staging area into a buffer of ours
+  };
+  Kind kind = Kind::kData;
+  uint64_t arrival = 0;    // endpoint-wide order, so RecvFromAny takes the oldest
+  Bytes data;              // kData
+  uint32_t slot_ref = 0;   // kAnnounced, kPulling
+  uint64_t length = 0;
+  uint64_t address = 0;
+};
+
+// A large message coming through the staging area.
+struct Endpoint::InboundStream {
+  enum class Into {
+    kRequest,  // the matched receive's buffer
+    kHeld,     // `held`: pulled before any receive was posted
+    kDiscard,  // the receive was cancelled or too small: drain and drop the rest
+  };
+  Into into = Into::kRequest;
+  std::shared_ptr<ShmRequest> request;
+  Bytes held;
+  Tag tag = 0;
+  uint32_t slot_ref = 0;
+  uint64_t length = 0;
+  uint64_t received = 0;
+
+  char* destination() const {
+    if (into == Into::kRequest) return request->data_;
+    if (into == Into::kHeld) return held.data.get();
+    return nullptr;
+  }
+};
+
+// An unmatched announcement, to be pulled once its hold time is over.
+struct Endpoint::HeldAnnouncement {
+  std::chrono::steady_clock::time_point pull_at;
+  int peer = -1;
+  Tag tag = 0;
+  uint64_t arrival = 0;
+};
+
+struct Endpoint::Peer {
+  int rank = -1;
+  InboxAddress address;
+  absl::Status failure;  // once set, later requests fail with it
+  bool departed = false;  // the failure is a clean close (its mesh was destroyed)
+  bool connected = false;
+  std::unique_ptr<ShmConnection> connection;
+
+  // Outbound: this rank's area in the peer's inbox.
+  std::unique_ptr<PeerInbox> outbox;
+  RingWriter writer;
+  LargePath large_path = LargePath::kStaging;  // how this rank reads the peer's large messages
+  uint64_t eager_limit = 0;
+  int pidfd = -1;  // -1 for a peer in this process (or without pidfd_open: kill(pid, 0))
+  std::deque<Record> control_queue;  // rendezvous replies waiting for ring space
+  std::deque<std::shared_ptr<ShmRequest>> send_queue;
+  std::vector<int> free_slots;
+  std::array<std::shared_ptr<ShmRequest>, kSlotsPerPeer> announced;
+  std::array<uint32_t, kSlotsPerPeer> generation{};
+  std::deque<std::shared_ptr<ShmRequest>> streams;  // cleared to stream, in order
+  uint64_t chunks_produced = 0;
+
+  // Inbound: the peer's area in this rank's inbox.
+  AreaView in;
+  RingReader reader;
+  uint64_t chunks_consumed = 0;
+  absl::flat_hash_map<Tag, std::deque<std::shared_ptr<ShmRequest>>> posted;
+  absl::flat_hash_map<Tag, std::deque<Unexpected>> unexpected;
+  absl::flat_hash_map<int, InboundStream> inbound_streams;  // by slot index
+};
+
+ShmRequest::ShmRequest(std::shared_ptr<Endpoint> endpoint, RequestKind kind, int peer, Tag tag,
+                       char* data, size_t size)
+    : Request(kind, peer, tag), endpoint_(std::move(endpoint)), data_(data), size_(size) {}
+
+absl::Status ShmRequest::Wait(Deadline deadline) { return endpoint_->Wait(*this, deadline); }
+
+void ShmRequest::Cancel() { endpoint_->Cancel(*this); }
+
+Endpoint::Endpoint(Config config)
+    : options_(config.options),
+      rank_(config.rank),
+      size_(config.size),
+      job_hash_(config.job_hash),
+      inbox_(std::move(config.inbox)),
+      header_(inbox_->header()) {
+  peers_.resize(size_);
+  for (int r = 0; r < size_; ++r) {
+    Peer& peer = peers_[r];
+    peer.rank = r;
+    peer.address = config.addresses[r];
+    if (r == rank_) continue;
+    peer.connection = std::make_unique<ShmConnection>(*this, r);
+    peer.in = inbox_->area(r);
+    peer.reader = RingReader(peer.in);
+  }
+}
+
+std::shared_ptr<Endpoint> Endpoint::Start(Config config) {
+  std::shared_ptr<Endpoint> endpoint(new Endpoint(std::move(config)));
+  endpoint->stop_event_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  endpoint->background_ = std::thread([raw = endpoint.get()] { raw->BackgroundLoop(); });
+  return endpoint;
+}
+
+Endpoint::~Endpoint() {
+  Shutdown();
+  for (Peer& peer : peers_) {
+    if (peer.pidfd >= 0) close(peer.pidfd);
+  }
+  if (stop_event_ >= 0) close(stop_event_);
+}
+
+// ------------------------------------------------------------------------------------------
+// Posting
+
+std::shared_ptr<ShmRequest> Endpoint::NewRequest(RequestKind kind, int peer, Tag tag, void* data,
+                                                 size_t size) {
+  auto request = std::make_shared<ShmRequest>(shared_from_this(), kind, peer, tag,
+                                              static_cast<char*>(data), size);
+  pending_.emplace(request.get(), request);
+  return request;
+}
+
+namespace {
+
+absl::Status CheckBuffer(MemoryType type, const void* data, size_t size) {
+  if (type != MemoryType::kHost) {
+    return InvalidArgumentError(
+        "shm: the shared-memory transport moves host memory only; use the CUDA IPC transport "
+        "for device buffers");
+  }
+  if (data == nullptr && size != 0) {
+    return InvalidArgumentError(
+        absl::StrCat("shm: a null buffer of ", size, " bytes was passed"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+Connection* Endpoint::GetConnection(int peer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Connect(peers_[peer]);
+  return peers_[peer].connection.get();
+}
+
+RequestPtr Endpoint::Send(int peer_rank, Tag tag, ConstMemoryRef buffer) {
+  std::shared_ptr<ShmRequest> request;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    request = NewRequest(RequestKind::kSend, peer_rank, tag, const_cast<void*>(buffer.data),
+                         buffer.size);
+    Peer& peer = peers_[peer_rank];
+    absl::Status check = CheckBuffer(buffer.type, buffer.data, buffer.size);
+    if (check.ok()) check = closed_;
+    if (check.ok()) {
+      Connect(peer);
+      check = peer.failure;
+    }
+    if (!check.ok()) {
+      Complete(*request, std::move(check));
+    } else {
+      request->stage_ = ShmRequest::Stage::kQueued;
+      peer.send_queue.push_back(request);
+      Flush(peer);
+    }
+  }
+  WakeWaitersIfCompleted();
+  return request;
+}
+
+RequestPtr Endpoint::Recv(int peer_rank, Tag tag, MemoryRef buffer) {
+  std::shared_ptr<ShmRequest> request;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    request = NewRequest(RequestKind::kRecv, peer_rank, tag, buffer.data, buffer.size);
+    Peer& peer = peers_[peer_rank];
+    absl::Status check = CheckBuffer(buffer.type, buffer.data, buffer.size);
+    if (check.ok()) check = closed_;
+    if (check.ok()) Connect(peer);
+    if (!check.ok()) {
+      Complete(*request, std::move(check));
+    } else if (!MatchUnexpected(peer, request)) {
+      if (!peer.failure.ok()) {
+        Complete(*request, peer.failure);
+      } else {
+        request->stage_ = ShmRequest::Stage::kPosted;
+        peer.posted[tag].push_back(request);
+      }
+    }
+  }
+  WakeWaitersIfCompleted();
+  return request;
+}
+
+RequestPtr Endpoint::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer) {
+  std::shared_ptr<ShmRequest> request;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    request = NewRequest(RequestKind::kRecv, -1, tag, buffer.data, buffer.size);
+    request->any_peers_.assign(peers.begin(), peers.end());
+    absl::Status check = CheckBuffer(buffer.type, buffer.data, buffer.size);
+    std::vector<int> sorted(peers.begin(), peers.end());
+    std::sort(sorted.begin(), sorted.end());
+    if (peers.empty() || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end() ||
+        sorted.front() < 0 || sorted.back() >= size_ ||
+        std::binary_search(sorted.begin(), sorted.end(), rank_)) {
+      check = InvalidArgumentError(absl::StrCat(
+          "shm: RecvFromAny on rank ", rank_, " needs distinct peers in [0, ", size_,
+          ") other than itself; got [", absl::StrJoin(peers, ","), "]"));
+    }
+    if (check.ok()) check = closed_;
+    if (!check.ok()) {
+      Complete(*request, std::move(check));
+    } else {
+      for (int r : peers) Connect(peers_[r]);
+      // Take the oldest message waiting on any of the peers.
+      bool matched = false;
+      while (!matched) {
+        Peer* oldest = nullptr;
+        uint64_t oldest_arrival = 0;
+        for (int r : peers) {
+          auto it = peers_[r].unexpected.find(tag);
+          if (it == peers_[r].unexpected.end()) continue;
+          const uint64_t arrival = it->second.front().arrival;
+          if (oldest == nullptr || arrival < oldest_arrival) {
+            oldest = &peers_[r];
+            oldest_arrival = arrival;
+          }
+        }
+        if (oldest == nullptr) break;
+        matched = MatchUnexpected(*oldest, request);
+      }
+      if (!matched) {
+        absl::Status failure = AnyFailure(peers);
+        if (!failure.ok()) {
+          Complete(*request, std::move(failure));
+        } else {
+          request->stage_ = ShmRequest::Stage::kPosted;
+          for (int r : peers) {
+            if (peers_[r].failure.ok()) peers_[r].posted[tag].push_back(request);
+          }
+        }
+      }
+    }
+  }
+  WakeWaitersIfCompleted();
+  return request;
+}
+
+// ------------------------------------------------------------------------------------------
+// Connecting
+
+void Endpoint::Connect(Peer& peer) {
+  if (peer.connected || !peer.failure.ok()) return;
+  const std::string who = absl::StrCat("rank ", peer.rank, " (pid ", peer.address.pid, ")");
+  if (peer.address.host != LocalHostIdentity()) {
+    FailPeer(peer, PeerUnavailableError(
+                       absl::StrCat("shm: ", who, " is on another host or in another pid "
+                                    "namespace (host identity ", peer.address.host,
+                                    ", this rank's ", LocalHostIdentity(),
+                                    "); shared memory reaches only ranks on the same host: use "
+                                    "the tcp transport for it"),
+                       peer.rank));
+    return;
+  }
+  const bool same_process = peer.address.pid == getpid();
+  if (!same_process) {
+    // Opened before the inbox is attached, so a recycled pid cannot slip in: the attach checks
+    // the inbox's nonce, which only the process we now hold a pidfd of can have.
+    peer.pidfd = PidfdOpen(peer.address.pid);
+    if (peer.pidfd < 0 && errno == ESRCH) {
+      FailPeer(peer, PeerUnavailableError(absl::StrCat("shm: ", who, " is not running"),
+                                          peer.rank));
+      return;
+    }
+  }
+  auto outbox = PeerInbox::Attach(peer.address, peer.rank, rank_, size_);
+  if (!outbox.ok()) {
+    // A peer that sent and then closed its mesh: what it wrote in full is still delivered.
+    if (peer.in.control->attached.load(std::memory_order_acquire) != 0) Drain(peer);
+    FailPeer(peer, outbox.status());
+    return;
+  }
+  peer.outbox = std::move(outbox).value();
+  auto large_path = ChooseLargePath(peer);
+  if (!large_path.ok()) {
+    FailPeer(peer, large_path.status());
+    return;
+  }
+  peer.large_path = *large_path;
+  peer.writer = RingWriter(peer.outbox->area());
+  peer.eager_limit = std::min<uint64_t>(options_.eager_bytes, peer.writer.max_payload());
+  for (int slot = kSlotsPerPeer - 1; slot >= 0; --slot) peer.free_slots.push_back(slot);
+
+  AreaControl& control = *peer.outbox->area().control;
+  control.producer_job_hash = job_hash_;
+  control.producer_rank = rank_;
+  control.attached.store(1, std::memory_order_release);
+  peer.outbox->header().attach_epoch.fetch_add(1, std::memory_order_acq_rel);
+  RingDoorbell(peer.outbox->header());
+  peer.connected = true;
+  active_.push_back(peer.rank);
+  CHORUS_LOG(kInfo, "shm") << "rank " << rank_ << " attached to " << who << "; eager up to "
+                           << peer.eager_limit << " bytes, larger messages from it by "
+                           << LargePathName(peer.large_path);
+}
+
+absl::StatusOr<LargePath> Endpoint::ChooseLargePath(const Peer& peer) const {
+  const bool same_process = peer.address.pid == getpid();
+  if (options_.single_copy == SingleCopyMode::kStaging) return LargePath::kStaging;
+  if (options_.single_copy == SingleCopyMode::kAuto && same_process) return LargePath::kMemcpy;
+  const InboxHeader& header = peer.outbox->header();
+  const absl::Status probe =
+      ProbeCrossMemory(peer.address.pid, header.probe_address, header.probe_value);
+  if (probe.ok()) return LargePath::kCrossMemory;
+  if (options_.single_copy == SingleCopyMode::kCma) {
+    return PeerUnavailableError(
+        absl::StrCat("shm: CHORUS_SHM_SINGLE_COPY=cma, but cross-memory attach to rank ",
+                     peer.rank, " fails: ", probe.message(),
+                     "; set it to auto to fall back to the staging area"),
+        peer.rank);
+  }
+  CHORUS_LOG(kInfo, "shm") << "rank " << rank_ << ": cross-memory attach to rank " << peer.rank
+                           << " is not allowed (" << probe.message()
+                           << "); its large messages go through the staging area";
+  return LargePath::kStaging;
+}
+
+void Endpoint::ScanAttachments() {
+  const uint64_t epoch = header_.attach_epoch.load(std::memory_order_acquire);
+  if (epoch == seen_attach_epoch_) return;
+  seen_attach_epoch_ = epoch;
+  for (Peer& peer : peers_) {
+    if (peer.rank == rank_ || peer.connected || !peer.failure.ok()) continue;
+    const AreaControl& control = *peer.in.control;
+    if (control.attached.load(std::memory_order_acquire) == 0) continue;
+    if (control.producer_job_hash != job_hash_ || control.producer_rank != peer.rank) {
+      FailPeer(peer, PeerUnavailableError(
+                         absl::StrCat("shm: the writer of rank ", peer.rank,
+                                      "'s area in rank ", rank_,
+                                      "'s inbox belongs to another job or rank; its "
+                                      "messages are ignored"),
+                         peer.rank));
+      continue;
+    }
+    // It sends to us: attach back for replies and watch its liveness.
+    Connect(peer);
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Progress
+
+void Endpoint::Progress() {
+  ScanAttachments();
+  if (!held_.empty()) PullExpiredAnnouncements();
+  for (size_t i = 0; i < active_.size(); ++i) {
+    Peer& peer = peers_[active_[i]];
+    // Read before draining: what the peer wrote before closing is still delivered.
+    const uint32_t closed = peer.outbox->header().closed.load(std::memory_order_acquire);
+    Drain(peer);
+    if (!peer.failure.ok()) continue;
+    if (closed != kOpen) {
+      const bool destroyed = closed == kClosedDestroyed;
+      FailPeer(peer,
+               PeerUnavailableError(absl::StrCat("shm: rank ", peer.rank, " (pid ",
+                                                 peer.address.pid, ") ",
+                                                 destroyed ? "destroyed" : "aborted",
+                                                 " its mesh; nothing more comes from it"),
+                                    peer.rank),
+               destroyed);
+      continue;
+    }
+    Flush(peer);
+  }
+  active_.erase(std::remove_if(active_.begin(), active_.end(),
+                               [this](int r) { return !peers_[r].failure.ok(); }),
+                active_.end());
+}
+
+void Endpoint::Drain(Peer& peer) {
+  bool consumed = false;
+  bool corrupt = false;
+  while (peer.failure.ok()) {
+    const Record* next = peer.reader.Next(&corrupt);
+    if (next == nullptr) break;
+    const Record record = *next;
+    HandleRecord(peer, record, reinterpret_cast<const char*>(next + 1));
+    peer.reader.Consume(record);
+    consumed = true;
+  }
+  if (corrupt) {
+    FailPeer(peer, PeerUnavailableError(
+                       absl::StrCat("shm: rank ", peer.rank, " wrote a malformed record into "
+                                    "rank ", rank_, "'s inbox (memory corruption, or a "
+                                    "different Chorus version)"),
+                       peer.rank));
+    return;
+  }
+  if (!consumed || !peer.connected) return;
+  // Space was freed: wake the peer if it waits for ring space or a staging chunk. Both sides
+  // swap `want_space` (after freeing, before looking again), so one of them sees the other.
+  if (peer.in.control->want_space.exchange(0, std::memory_order_seq_cst) != 0) {
+    RingDoorbell(peer.outbox->header());
+  }
+}
+
+void Endpoint::HandleRecord(Peer& peer, const Record& record, const char* payload) {
+  const bool slot_ok = SlotIndex(record.slot_ref) < kSlotsPerPeer;
+  switch (record.type) {
+    case RecordType::kEager:
+      DeliverEager(peer, record.tag, payload, record.length);
+      return;
+    case RecordType::kAnnounce:
+      if (slot_ok) DeliverAnnouncement(peer, record);
+      break;
+    case RecordType::kClearToSend:
+      if (slot_ok) OnClearToSend(peer, record.slot_ref);
+      break;
+    case RecordType::kChunk:
+      if (slot_ok) OnChunk(peer, record);
+      break;
+    case RecordType::kFinished:
+      if (slot_ok) OnFinished(peer, record.slot_ref, record.length);
+      break;
+    case RecordType::kWithdraw:
+      if (slot_ok) OnWithdraw(peer, record.slot_ref);
+      break;
+    default:
+      break;
+  }
+  if (!slot_ok || record.type < RecordType::kEager || record.type > RecordType::kWithdraw) {
+    FailPeer(peer, PeerUnavailableError(absl::StrCat("shm: rank ", peer.rank,
+                                                     " sent an invalid record (type ",
+                                                     static_cast<uint32_t>(record.type), ")"),
+                                        peer.rank));
+  }
+}
+
+void Endpoint::DeliverEager(Peer& peer, Tag tag, const char* data, uint64_t length) {
+  if (std::shared_ptr<ShmRequest> request = TakePosted(peer, tag)) {
+    FinishEagerReceive(*request, peer.rank, data, length);
+    return;
+  }
+  Unexpected message;
+  message.arrival = next_arrival_++;
+  message.data = Bytes::CopyOf(data, length);
+  peer.unexpected[tag].push_back(std::move(message));
+}
+
+void Endpoint::FinishEagerReceive(ShmRequest& request, int from, const char* data,
+                                  uint64_t length) {
+  if (length > request.size_) {
+    Complete(request,
+             InvalidArgumentError(absl::StrCat(
+                 "shm: the message from rank ", from, " with tag ", TagText(request.tag()),
+                 " is ", length, " bytes, longer than the receive buffer of ", request.size_,
+                 " bytes; it was discarded")),
+             0, from);
+    return;
+  }
+  if (length != 0) std::memcpy(request.data_, data, length);
+  Complete(request, absl::OkStatus(), length, from);
+}
+
+void Endpoint::DeliverAnnouncement(Peer& peer, const Record& record) {
+  ShmRequest* front = PeekPosted(peer, record.tag);
+  if (front == nullptr) {
+    // Held as a descriptor, so a receive posted soon still gets the single copy; pulled after
+    // the hold time, so the sender completes even if no receive comes for a while.
+    Unexpected message;
+    message.kind = Unexpected::Kind::kAnnounced;
+    message.arrival = next_arrival_++;
+    message.slot_ref = record.slot_ref;
+    message.length = record.length;
+    message.address = record.arg;
+    held_.push_back(HeldAnnouncement{std::chrono::steady_clock::now() +
+                                         absl::ToChronoNanoseconds(options_.hold),
+                                     peer.rank, record.tag, message.arrival});
+    peer.unexpected[record.tag].push_back(std::move(message));
+    return;
+  }
+  const Claim claim = ClaimAnnouncement(peer, record.slot_ref, record.length, front->size_);
+  if (claim == Claim::kWithdrawn) return;  // cancelled by its sender: never a message
+  ReceiveAnnounced(peer, TakePosted(peer, record.tag), claim, record.slot_ref, record.length,
+                   record.arg);
+}
+
+Endpoint::Claim Endpoint::ClaimAnnouncement(Peer& peer, uint32_t slot_ref, uint64_t length,
+                                            size_t capacity) {
+  const uint32_t generation = SlotGeneration(slot_ref);
+  Claim claim = Claim::kRead;
+  SlotState target = kSlotReading;
+  if (length > capacity) {
+    claim = Claim::kTooLong;
+    target = kSlotDone;
+  } else if (peer.large_path == LargePath::kStaging) {
+    claim = Claim::kStage;
+    target = kSlotStaging;
+  }
+  uint32_t expected = SlotWord(generation, kSlotPosted);
+  if (!peer.in.control->slots[SlotIndex(slot_ref)].compare_exchange_strong(
+          expected, SlotWord(generation, target), std::memory_order_acq_rel)) {
+    return Claim::kWithdrawn;
+  }
+  return claim;
+}
+
+void Endpoint::ReceiveAnnounced(Peer& peer, const std::shared_ptr<ShmRequest>& request,
+                                Claim claim, uint32_t slot_ref, uint64_t length,
+                                uint64_t address) {
+  switch (claim) {
+    case Claim::kWithdrawn:
+      return;
+    case Claim::kTooLong:
+      WriteControl(peer, RecordType::kFinished, slot_ref, kFinishDiscarded);
+      FinishEagerReceive(*request, peer.rank, nullptr, length);  // fails: too long
+      return;
+    case Claim::kStage: {
+      request->stage_ = ShmRequest::Stage::kStreaming;
+      request->slot_ref_ = slot_ref;
+      request->source_ = peer.rank;
+      InboundStream& stream = peer.inbound_streams[SlotIndex(slot_ref)];
+      stream = InboundStream{};
+      stream.request = request;
+      stream.tag = request->tag();
+      stream.slot_ref = slot_ref;
+      stream.length = length;
+      WriteControl(peer, RecordType::kClearToSend, slot_ref);
+      return;
+    }
+    case Claim::kRead:
+      Complete(*request, ReadAnnounced(peer, request->data_, slot_ref, length, address), length,
+               peer.rank);
+      return;
+  }
+}
+
+absl::Status Endpoint::ReadAnnounced(Peer& peer, char* into, uint32_t slot_ref, uint64_t length,
+                                     uint64_t address) {
+  absl::Status status;
+  if (peer.large_path == LargePath::kMemcpy) {
+    std::memcpy(into, reinterpret_cast<const void*>(address), length);
+  } else {
+    status = CrossMemoryRead(peer.address.pid, into, address, length);
+  }
+  peer.in.control->slots[SlotIndex(slot_ref)].store(
+      SlotWord(SlotGeneration(slot_ref), kSlotDone), std::memory_order_release);
+  WriteControl(peer, RecordType::kFinished, slot_ref,
+               status.ok() ? kFinishDelivered : kFinishReadFailed);
+  if (status.ok()) return status;
+  return MakeError(GetErrorKind(status),
+                   absl::StrCat("shm: reading the message of rank ", peer.rank,
+                                " failed: ", status.message()),
+                   peer.rank);
+}
+
+void Endpoint::PullExpiredAnnouncements() {
+  const auto now = std::chrono::steady_clock::now();
+  while (!held_.empty() && held_.front().pull_at <= now) {
+    const HeldAnnouncement held = held_.front();
+    held_.pop_front();
+    Peer& peer = peers_[held.peer];
+    auto queue = peer.unexpected.find(held.tag);
+    if (queue == peer.unexpected.end() || !peer.failure.ok()) continue;
+    auto message = std::find_if(queue->second.begin(), queue->second.end(),
+                                [&](const Unexpected& m) { return m.arrival == held.arrival; });
+    // Gone (matched, withdrawn, failed) or no longer a bare descriptor: nothing to do.
+    if (message == queue->second.end() || message->kind != Unexpected::Kind::kAnnounced) {
+      continue;
+    }
+    bool keep = true;
+    switch (ClaimAnnouncement(peer, message->slot_ref, message->length, message->length)) {
+      case Claim::kWithdrawn:
+      case Claim::kTooLong:  // cannot happen: the capacity is the length
+        keep = false;
+        break;
+      case Claim::kRead: {
+        Bytes data = Bytes::Uninitialized(message->length);
+        const absl::Status status = ReadAnnounced(peer, data.data.get(), message->slot_ref,
+                                                  message->length, message->address);
+        if (status.ok()) {
+          message->kind = Unexpected::Kind::kData;
+          message->data = std::move(data);
+        } else {
+          CHORUS_LOG(kWarn, "shm") << "rank " << rank_ << ": dropped an unmatched message: "
+                                   << status.message();
+          keep = false;
+        }
+        break;
+      }
+      case Claim::kStage: {
+        message->kind = Unexpected::Kind::kPulling;
+        InboundStream& stream = peer.inbound_streams[SlotIndex(message->slot_ref)];
+        stream = InboundStream{};
+        stream.into = InboundStream::Into::kHeld;
+        stream.held = Bytes::Uninitialized(message->length);
+        stream.tag = held.tag;
+        stream.slot_ref = message->slot_ref;
+        stream.length = message->length;
+        WriteControl(peer, RecordType::kClearToSend, message->slot_ref);
+        break;
+      }
+    }
+    if (!keep) {
+      queue->second.erase(message);
+      if (queue->second.empty()) peer.unexpected.erase(queue);
+    }
+  }
+  next_pull_ns_.store(held_.empty() ? std::numeric_limits<int64_t>::max()
+                                    : held_.front().pull_at.time_since_epoch().count(),
+                      std::memory_order_relaxed);
+}
+
+void Endpoint::TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& request,
+                            const Unexpected& message) {
+  InboundStream& stream = peer.inbound_streams[SlotIndex(message.slot_ref)];
+  if (message.length > request->size_) {
+    stream.into = InboundStream::Into::kDiscard;
+    stream.held = {};
+    FinishEagerReceive(*request, peer.rank, nullptr, message.length);  // fails: too long
+    return;
+  }
+  // What has arrived so far moves over; the rest streams straight into the receive.
+  if (stream.received != 0) std::memcpy(request->data_, stream.held.data.get(), stream.received);
+  stream.held = {};
+  stream.into = InboundStream::Into::kRequest;
+  stream.request = request;
+  request->stage_ = ShmRequest::Stage::kStreaming;
+  request->slot_ref_ = message.slot_ref;
+  request->source_ = peer.rank;
+}
+
+void Endpoint::DropPulled(Peer& peer, InboundStream& stream, bool keep_data) {
+  auto queue = peer.unexpected.find(stream.tag);
+  if (queue == peer.unexpected.end()) return;
+  auto message = std::find_if(queue->second.begin(), queue->second.end(), [&](const Unexpected& m) {
+    return m.kind == Unexpected::Kind::kPulling && m.slot_ref == stream.slot_ref;
+  });
+  if (message == queue->second.end()) return;
+  if (keep_data) {
+    message->kind = Unexpected::Kind::kData;
+    message->data = std::move(stream.held);
+    return;
+  }
+  queue->second.erase(message);
+  if (queue->second.empty()) peer.unexpected.erase(queue);
+}
+
+void Endpoint::OnClearToSend(Peer& peer, uint32_t slot_ref) {
+  const std::shared_ptr<ShmRequest>& request = peer.announced[SlotIndex(slot_ref)];
+  // A send cancelled meanwhile has already withdrawn the stream.
+  if (request == nullptr || request->slot_ref_ != slot_ref || request->IsDone()) return;
+  request->stage_ = ShmRequest::Stage::kStreaming;
+  peer.streams.push_back(request);
+}
+
+void Endpoint::OnChunk(Peer& peer, const Record& record) {
+  auto it = peer.inbound_streams.find(SlotIndex(record.slot_ref));
+  const uint64_t chunk_bytes = peer.in.chunk_bytes();
+  if (it == peer.inbound_streams.end() || it->second.slot_ref != record.slot_ref ||
+      record.arg != it->second.received || record.length == 0 || record.length > chunk_bytes ||
+      record.length > it->second.length - it->second.received) {
+    FailPeer(peer, PeerUnavailableError(
+                       absl::StrCat("shm: rank ", peer.rank, " sent a staging chunk that does "
+                                    "not continue any transfer (protocol error)"),
+                       peer.rank));
+    return;
+  }
+  InboundStream& stream = it->second;
+  if (char* into = stream.destination()) {
+    std::memcpy(into + record.arg, peer.in.chunk(peer.chunks_consumed), record.length);
+  }
+  ++peer.chunks_consumed;
+  peer.in.control->staging_released.store(peer.chunks_consumed, std::memory_order_release);
+  stream.received += record.length;
+  if (stream.received < stream.length) return;
+  if (stream.into == InboundStream::Into::kRequest) {
+    Complete(*stream.request, absl::OkStatus(), stream.length, peer.rank);
+  } else if (stream.into == InboundStream::Into::kHeld) {
+    DropPulled(peer, stream, /*keep_data=*/true);  // now an ordinary unexpected message
+  }
+  const uint32_t slot_ref = stream.slot_ref;
+  peer.inbound_streams.erase(it);
+  WriteControl(peer, RecordType::kFinished, slot_ref, kFinishDelivered);
+}
+
+void Endpoint::OnWithdraw(Peer& peer, uint32_t slot_ref) {
+  auto it = peer.inbound_streams.find(SlotIndex(slot_ref));
+  if (it == peer.inbound_streams.end() || it->second.slot_ref != slot_ref) return;
+  if (it->second.into == InboundStream::Into::kHeld) DropPulled(peer, it->second, false);
+  if (it->second.into == InboundStream::Into::kRequest) {
+    Complete(*it->second.request,
+             AbortedError(absl::StrCat("shm: rank ", peer.rank,
+                                       " cancelled this message's send while it was being "
+                                       "transferred"),
+                          peer.rank),
+             0, peer.rank);
+  }
+  peer.inbound_streams.erase(it);
+  WriteControl(peer, RecordType::kFinished, slot_ref, kFinishDiscarded);
+}
+
+void Endpoint::OnFinished(Peer& peer, uint32_t slot_ref, uint64_t outcome) {
+  const int slot = SlotIndex(slot_ref);
+  std::shared_ptr<ShmRequest> request = peer.announced[slot];
+  if (request == nullptr || request->slot_ref_ != slot_ref) return;
+  peer.announced[slot].reset();
+  peer.free_slots.push_back(slot);
+  if (request->IsDone()) return;  // streamed in full already, or cancelled
+  if (outcome == kFinishReadFailed) {
+    Complete(*request,
+             InternalError(absl::StrCat("shm: rank ", peer.rank,
+                                        " could not read this send's buffer with "
+                                        "process_vm_readv; is the buffer still valid?")));
+    return;
+  }
+  Complete(*request, absl::OkStatus(), request->size_);
+}
+
+// ------------------------------------------------------------------------------------------
+// Writing to a peer
+
+void Endpoint::WriteControl(Peer& peer, RecordType type, uint32_t slot_ref, uint64_t length) {
+  Record record{};
+  record.type = type;
+  record.slot_ref = slot_ref;
+  record.length = length;
+  peer.control_queue.push_back(record);
+  Flush(peer);
+}
+
+void Endpoint::Flush(Peer& peer) {
+  if (!peer.connected || !peer.failure.ok()) return;
+  if (!FlushOnce(peer)) return;
+  // Blocked on space: ask the consumer to ring us when it frees some, then look once more in
+  // case it did in between (see Drain).
+  peer.outbox->area().control->want_space.exchange(1, std::memory_order_seq_cst);
+  FlushOnce(peer);
+}
+
+bool Endpoint::FlushOnce(Peer& peer) {
+  bool wrote = false;
+  bool blocked = false;
+  while (!peer.control_queue.empty()) {
+    if (!peer.writer.TryWrite(peer.control_queue.front())) {
+      blocked = true;
+      break;
+    }
+    peer.control_queue.pop_front();
+    wrote = true;
+  }
+  if (!blocked) blocked = FlushSends(peer, &wrote);
+  if (!blocked) blocked = PushStreams(peer, &wrote);
+  if (wrote) RingDoorbell(peer.outbox->header());
+  return blocked;
+}
+
+bool Endpoint::FlushSends(Peer& peer, bool* wrote) {
+  while (!peer.send_queue.empty()) {
+    ShmRequest& request = *peer.send_queue.front();
+    Record record{};
+    record.tag = request.tag();
+    record.length = request.size_;
+    if (request.size_ <= peer.eager_limit) {
+      record.type = RecordType::kEager;
+      if (!peer.writer.TryWrite(record, request.data_, request.size_)) return true;
+      *wrote = true;
+      const std::shared_ptr<ShmRequest> sent = std::move(peer.send_queue.front());
+      peer.send_queue.pop_front();
+      Complete(*sent, absl::OkStatus(), sent->size_);
+      continue;
+    }
+    if (peer.free_slots.empty()) return false;  // a kFinished record will free one
+    const int slot = peer.free_slots.back();
+    const uint32_t generation = (peer.generation[slot] + 1) & kSlotGenerationMask;
+    // Published by the ring's release of the record below.
+    peer.outbox->area().control->slots[slot].store(SlotWord(generation, kSlotPosted),
+                                                   std::memory_order_relaxed);
+    record.type = RecordType::kAnnounce;
+    record.slot_ref = SlotRef(generation, slot);
+    record.arg = reinterpret_cast<uint64_t>(request.data_);
+    if (!peer.writer.TryWrite(record)) return true;
+    *wrote = true;
+    peer.generation[slot] = generation;
+    peer.free_slots.pop_back();
+    request.slot_ = slot;
+    request.slot_ref_ = record.slot_ref;
+    request.stage_ = ShmRequest::Stage::kAnnounced;
+    peer.announced[slot] = std::move(peer.send_queue.front());
+    peer.send_queue.pop_front();
+  }
+  return false;
+}
+
+bool Endpoint::PushStreams(Peer& peer, bool* wrote) {
+  const AreaView& out = peer.outbox->area();
+  while (!peer.streams.empty()) {
+    ShmRequest& request = *peer.streams.front();
+    while (request.streamed_ < request.size_) {
+      const uint64_t released = out.control->staging_released.load(std::memory_order_acquire);
+      if (peer.chunks_produced - released >= kStagingChunks) return true;
+      const uint64_t bytes =
+          std::min<uint64_t>(out.chunk_bytes(), request.size_ - request.streamed_);
+      // Rewritten harmlessly if the record below does not fit yet.
+      std::memcpy(out.chunk(peer.chunks_produced), request.data_ + request.streamed_, bytes);
+      Record record{};
+      record.type = RecordType::kChunk;
+      record.slot_ref = request.slot_ref_;
+      record.tag = request.tag();
+      record.length = bytes;
+      record.arg = request.streamed_;
+      if (!peer.writer.TryWrite(record)) return true;
+      *wrote = true;
+      ++peer.chunks_produced;
+      request.streamed_ += bytes;
+    }
+    // Every byte is in the staging area: the buffer is free. The slot stays taken until the
+    // receiver's kFinished.
+    const std::shared_ptr<ShmRequest> sent = std::move(peer.streams.front());
+    peer.streams.pop_front();
+    Complete(*sent, absl::OkStatus(), sent->size_);
+  }
+  return false;
+}
+
+// ------------------------------------------------------------------------------------------
+// Matching
+
+ShmRequest* Endpoint::PeekPosted(Peer& peer, Tag tag) {
+  auto it = peer.posted.find(tag);
+  return it == peer.posted.end() ? nullptr : it->second.front().get();
+}
+
+std::shared_ptr<ShmRequest> Endpoint::TakePosted(Peer& peer, Tag tag) {
+  auto it = peer.posted.find(tag);
+  if (it == peer.posted.end()) return nullptr;
+  std::shared_ptr<ShmRequest> request = std::move(it->second.front());
+  it->second.pop_front();
+  if (it->second.empty()) peer.posted.erase(it);
+  if (!request->any_peers_.empty()) RemoveFromPosted(*request, peer.rank);
+  return request;
+}
+
+void Endpoint::RemoveFromPosted(ShmRequest& request, int except_peer) {
+  std::vector<int> single;
+  if (request.any_peers_.empty()) single.push_back(request.peer());
+  for (int r : request.any_peers_.empty() ? single : request.any_peers_) {
+    if (r == except_peer) continue;
+    auto it = peers_[r].posted.find(request.tag());
+    if (it == peers_[r].posted.end()) continue;
+    auto& queue = it->second;
+    queue.erase(std::remove_if(queue.begin(), queue.end(),
+                               [&](const std::shared_ptr<ShmRequest>& posted) {
+                                 return posted.get() == &request;
+                               }),
+                queue.end());
+    if (queue.empty()) peers_[r].posted.erase(it);
+  }
+}
+
+bool Endpoint::MatchUnexpected(Peer& peer, const std::shared_ptr<ShmRequest>& request) {
+  auto it = peer.unexpected.find(request->tag());
+  while (it != peer.unexpected.end()) {
+    Unexpected message = std::move(it->second.front());
+    it->second.pop_front();
+    if (it->second.empty()) {
+      peer.unexpected.erase(it);
+      it = peer.unexpected.end();
+    }
+    switch (message.kind) {
+      case Unexpected::Kind::kData:
+        FinishEagerReceive(*request, peer.rank, message.data.data.get(), message.data.size);
+        return true;
+      case Unexpected::Kind::kPulling:
+        TakeOverPull(peer, request, message);
+        return true;
+      case Unexpected::Kind::kAnnounced: {
+        const Claim claim =
+            ClaimAnnouncement(peer, message.slot_ref, message.length, request->size_);
+        if (claim != Claim::kWithdrawn) {
+          ReceiveAnnounced(peer, request, claim, message.slot_ref, message.length,
+                           message.address);
+          return true;
+        }
+        break;  // withdrawn by its sender: it never was a message
+      }
+    }
+  }
+  return false;
+}
+
+// ------------------------------------------------------------------------------------------
+// Completion, cancellation, failure
+
+void Endpoint::Complete(ShmRequest& request, absl::Status status, size_t bytes, int from) {
+  std::shared_ptr<ShmRequest> keep;  // the request may have no other owner
+  auto it = pending_.find(&request);
+  if (it != pending_.end()) {
+    keep = std::move(it->second);
+    pending_.erase(it);
+  }
+  request.stage_ = ShmRequest::Stage::kDone;
+  if (request.Complete(std::move(status), bytes, from)) {
+    completed_since_wake_.store(true, std::memory_order_release);
+  }
+}
+
+void Endpoint::Cancel(ShmRequest& request) {
+  bool receiver_reading = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (request.IsDone()) return;
+    const absl::Status cancelled = AbortedError(
+        absl::StrCat("shm: ", Describe(request, request.any_peers_), " was cancelled"),
+        request.peer());
+    const bool is_send = request.kind() == RequestKind::kSend;
+    Peer* peer = request.peer() >= 0 ? &peers_[request.peer()] : nullptr;
+    switch (request.stage_) {
+      case ShmRequest::Stage::kNew:
+      case ShmRequest::Stage::kDone:
+        break;
+      case ShmRequest::Stage::kQueued: {
+        auto& queue = peer->send_queue;
+        queue.erase(std::remove_if(queue.begin(), queue.end(),
+                                   [&](const std::shared_ptr<ShmRequest>& queued) {
+                                     return queued.get() == &request;
+                                   }),
+                    queue.end());
+        Complete(request, cancelled);
+        break;
+      }
+      case ShmRequest::Stage::kPosted:
+        RemoveFromPosted(request, -1);
+        Complete(request, cancelled);
+        break;
+      case ShmRequest::Stage::kStreaming:
+        if (!is_send) {
+          // Later chunks are drained and dropped.
+          InboundStream& stream =
+              peers_[request.source_].inbound_streams[SlotIndex(request.slot_ref_)];
+          stream.into = InboundStream::Into::kDiscard;
+          stream.request.reset();
+          Complete(request, cancelled);
+          break;
+        }
+        [[fallthrough]];
+      case ShmRequest::Stage::kAnnounced: {
+        std::atomic<uint32_t>& word = peer->outbox->area().control->slots[request.slot_];
+        const uint32_t generation = SlotGeneration(request.slot_ref_);
+        uint32_t expected = SlotWord(generation, kSlotPosted);
+        if (word.compare_exchange_strong(expected, SlotWord(generation, kSlotCancelled),
+                                         std::memory_order_acq_rel)) {
+          // The receiver never touched it; its descriptor will fail to claim the slot.
+          peer->announced[request.slot_].reset();
+          peer->free_slots.push_back(request.slot_);
+          Complete(request, cancelled);
+        } else if (StateOf(expected) == kSlotStaging) {
+          auto& streams = peer->streams;
+          streams.erase(std::remove_if(streams.begin(), streams.end(),
+                                       [&](const std::shared_ptr<ShmRequest>& streaming) {
+                                         return streaming.get() == &request;
+                                       }),
+                        streams.end());
+          WriteControl(*peer, RecordType::kWithdraw, request.slot_ref_);
+          Complete(request, cancelled);  // the slot is freed by the receiver's kFinished
+        } else if (StateOf(expected) == kSlotDone) {
+          Complete(request, absl::OkStatus(), request.size_);  // delivered just now
+        } else {
+          receiver_reading = true;
+        }
+        break;
+      }
+    }
+  }
+  if (receiver_reading) FinishCancelAfterRead(request);
+  WakeWaitersIfCompleted();
+}
+
+void Endpoint::FinishCancelAfterRead(ShmRequest& request) {
+  // The receiver is copying straight out of this send's buffer. The promise of Cancel is that
+  // the buffer is left alone once it returns, so wait (outside the lock; the copy runs at
+  // memory speed) until the receiver is done, dies, or takes unreasonably long.
+  std::atomic<uint32_t>* word;
+  uint32_t reading;
+  int peer_rank = request.peer();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (request.IsDone()) return;
+    word = &peers_[peer_rank].outbox->area().control->slots[request.slot_];
+    reading = SlotWord(SlotGeneration(request.slot_ref_), kSlotReading);
+  }
+  const Deadline give_up = Deadline::After(kCancelReadWait);
+  while (word->load(std::memory_order_acquire) == reading && !give_up.Expired()) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (request.IsDone() || !peers_[peer_rank].failure.ok()) break;
+    }
+    absl::SleepFor(absl::Microseconds(200));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  if (request.IsDone()) return;
+  if (word->load(std::memory_order_acquire) == reading && peers_[peer_rank].failure.ok()) {
+    CHORUS_LOG(kWarn, "shm") << "rank " << rank_ << ": cancelled " << Describe(request, {})
+                             << " while rank " << peer_rank << " still reads its buffer after "
+                             << absl::FormatDuration(kCancelReadWait) << "; giving up on it";
+  }
+  if (StateOf(word->load(std::memory_order_acquire)) == kSlotDone) {
+    Complete(request, absl::OkStatus(), request.size_);  // the receiver took it meanwhile
+    return;
+  }
+  Complete(request,
+           AbortedError(absl::StrCat("shm: ", Describe(request, {}), " was cancelled"),
+                        peer_rank));
+}
+
+void Endpoint::FailPeer(Peer& peer, absl::Status status, bool departed) {
+  if (!peer.failure.ok()) return;
+  if (departed) {
+    CHORUS_LOG(kInfo, "shm") << "rank " << rank_ << ": " << status.message();
+  } else {
+    CHORUS_LOG(kWarn, "shm") << "rank " << rank_ << ": " << status.message();
+  }
+  peer.failure = status;
+  peer.departed = departed;
+  auto posted = std::move(peer.posted);
+  peer.posted.clear();
+  for (auto& [tag, queue] : posted) {
+    for (const std::shared_ptr<ShmRequest>& request : queue) {
+      if (!request->any_peers_.empty()) {
+        // A peer that left in good order does not fail a receive another peer may satisfy.
+        if (AnyFailure(request->any_peers_).ok()) continue;
+        RemoveFromPosted(*request, peer.rank);
+      }
+      Complete(*request, status);
+    }
+  }
+  for (const std::shared_ptr<ShmRequest>& request : peer.send_queue) Complete(*request, status);
+  peer.send_queue.clear();
+  for (std::shared_ptr<ShmRequest>& request : peer.announced) {
+    if (request != nullptr && !request->IsDone()) Complete(*request, status);
+    request.reset();
+  }
+  peer.streams.clear();
+  for (auto& [slot, stream] : peer.inbound_streams) {
+    if (stream.into == InboundStream::Into::kRequest) Complete(*stream.request, status);
+  }
+  peer.inbound_streams.clear();
+  peer.control_queue.clear();
+  // Messages that arrived in full stay receivable; descriptors and partial pulls of large ones
+  // are useless without their sender.
+  for (auto it = peer.unexpected.begin(); it != peer.unexpected.end();) {
+    auto& queue = it->second;
+    queue.erase(std::remove_if(queue.begin(), queue.end(),
+                               [](const Unexpected& message) {
+                                 return message.kind != Unexpected::Kind::kData;
+                               }),
+                queue.end());
+    if (queue.empty()) {
+      peer.unexpected.erase(it++);
+    } else {
+      ++it;
+    }
+  }
+}
+
+absl::Status Endpoint::AnyFailure(absl::Span<const int> peers) const {
+  // A peer that died or aborted fails the receive at once, so a survivor never waits out its
+  // deadline on a dead rank; peers that destroyed their meshes fail it only once none is left.
+  absl::Status last;
+  for (int r : peers) {
+    const Peer& peer = peers_[r];
+    if (peer.failure.ok()) return absl::OkStatus();
+    if (!peer.departed) return peer.failure;
+    last = peer.failure;
+  }
+  return last;
+}
+
+void Endpoint::CloseWith(absl::Status status, uint32_t how) {
+  if (!closed_.ok()) return;
+  closed_ = status;
+  // Withdraw announced buffers nobody reads yet, so no peer starts reading them later.
+  for (Peer& peer : peers_) {
+    for (const std::shared_ptr<ShmRequest>& request : peer.announced) {
+      if (request == nullptr || request->IsDone()) continue;
+      const uint32_t generation = SlotGeneration(request->slot_ref_);
+      uint32_t expected = SlotWord(generation, kSlotPosted);
+      peer.outbox->area().control->slots[request->slot_].compare_exchange_strong(
+          expected, SlotWord(generation, kSlotCancelled), std::memory_order_acq_rel);
+    }
+  }
+  std::vector<std::shared_ptr<ShmRequest>> all;
+  all.reserve(pending_.size());
+  for (auto& [raw, request] : pending_) all.push_back(request);
+  for (const std::shared_ptr<ShmRequest>& request : all) Complete(*request, status);
+  for (Peer& peer : peers_) {
+    peer.posted.clear();
+    peer.send_queue.clear();
+    for (auto& request : peer.announced) request.reset();
+    peer.streams.clear();
+    peer.inbound_streams.clear();
+    peer.control_queue.clear();
+    peer.unexpected.clear();
+  }
+  held_.clear();
+  // Tell the peers: those attached to us see `closed` on their next poll; ring the ones we
+  // reach so sleeping ones look now.
+  ScanAttachments();
+  header_.closed.store(how, std::memory_order_release);
+  for (int r : active_) WakeAll(peers_[r].outbox->header());
+  active_.clear();
+}
+
+void Endpoint::Abort(absl::string_view reason) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    CloseWith(AbortedError(absl::StrCat("shm: the mesh of rank ", rank_, " was aborted: ",
+                                        reason)),
+              kClosedAborted);
+  }
+  WakeAll(header_);
+}
+
+void Endpoint::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    CloseWith(AbortedError(absl::StrCat("shm: the mesh of rank ", rank_, " was destroyed")),
+              kClosedDestroyed);
+  }
+  if (!stopping_.exchange(true)) {
+    const uint64_t one = 1;
+    const ssize_t ignored = write(stop_event_, &one, sizeof(one));
+    (void)ignored;
+    WakeAll(header_);
+    background_.join();
+    inbox_->CloseForAttach();
+  }
+}
+
+// ------------------------------------------------------------------------------------------
+// Waiting and the background thread
+
+void Endpoint::PollOnce() {
+  if (mu_.try_lock()) {
+    if (closed_.ok()) Progress();
+    mu_.unlock();
+  }
+  WakeWaitersIfCompleted();
+}
+
+void Endpoint::WakeWaitersIfCompleted() {
+  if (!completed_since_wake_.load(std::memory_order_relaxed) ||
+      !completed_since_wake_.exchange(false, std::memory_order_acq_rel)) {
+    return;
+  }
+  // A read-modify-write, like the waiter's increment before it checks IsDone(): of the two,
+  // the later one sees the earlier.
+  if (sleeping_waiters_.fetch_add(0, std::memory_order_seq_cst) > 0) WakeAll(header_);
+}
+
+absl::Status Endpoint::Wait(ShmRequest& request, Deadline deadline) {
+  if (!request.IsDone()) {
+    active_waiters_.fetch_add(1, std::memory_order_relaxed);
+    // Poll the rings ourselves for a while: a message usually arrives within microseconds, and
+    // a futex wake-up costs tens. Yield now and then so oversubscribed ranks still run.
+    const auto spin_until =
+        std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(options_.spin);
+    for (int polls = 1; !request.IsDone() && !deadline.Expired(); ++polls) {
+      PollOnce();
+      if (request.IsDone() || std::chrono::steady_clock::now() >= spin_until) break;
+      if (polls % 8 == 0) sched_yield();
+    }
+    // Then sleep on the doorbell: peers ring it when they publish, local threads when they
+    // complete something.
+    while (!request.IsDone() && !deadline.Expired()) {
+      const uint32_t seq = BeginSleep(header_);
+      sleeping_waiters_.fetch_add(1, std::memory_order_seq_cst);
+      PollOnce();
+      if (!request.IsDone()) {
+        Sleep(header_, seq, std::min({deadline.Remaining(), kWaiterSleepCap, UntilNextPull()}));
+      }
+      sleeping_waiters_.fetch_sub(1, std::memory_order_relaxed);
+      EndSleep(header_);
+      PollOnce();
+    }
+    active_waiters_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  if (!request.IsDone()) {
+    std::vector<int> any_peers;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      any_peers = request.any_peers_;
+    }
+    return DeadlineExceededError(
+        absl::StrCat("shm: ", Describe(request, any_peers),
+                     " did not complete before its deadline on rank ", rank_),
+        request.peer());
+  }
+  return request.status();
+}
+
+absl::Duration Endpoint::UntilNextPull() const {
+  const int64_t at = next_pull_ns_.load(std::memory_order_relaxed);
+  if (at == std::numeric_limits<int64_t>::max()) return absl::InfiniteDuration();
+  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+  return absl::Nanoseconds(std::max<int64_t>(0, at - now));
+}
+
+void Endpoint::BackgroundLoop() {
+  SetThreadLogRank(rank_);
+  while (!stopping_.load(std::memory_order_acquire)) {
+    if (active_waiters_.load(std::memory_order_relaxed) > 0) {
+      // Waiters drive progress; only watch the peers' pids.
+      CheckLiveness(kLivenessPollMillis);
+      continue;
+    }
+    CheckLiveness(0);
+    const uint32_t seq = BeginSleep(header_);
+    PollOnce();
+    if (active_waiters_.load(std::memory_order_relaxed) == 0 &&
+        !stopping_.load(std::memory_order_acquire)) {
+      Sleep(header_, seq, std::min(kIdleSleep, UntilNextPull()));
+    }
+    EndSleep(header_);
+  }
+}
+
+void Endpoint::CheckLiveness(int timeout_ms) {
+  std::vector<struct pollfd> fds;
+  std::vector<int> ranks;
+  std::vector<int> dead;
+  fds.push_back({stop_event_, POLLIN, 0});
+  ranks.push_back(-1);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int r : active_) {
+      const Peer& peer = peers_[r];
+      if (peer.pidfd >= 0) {
+        fds.push_back({peer.pidfd, POLLIN, 0});
+        ranks.push_back(r);
+      } else if (peer.address.pid != getpid() && kill(peer.address.pid, 0) != 0 &&
+                 errno == ESRCH) {
+        dead.push_back(r);  // no pidfd_open on this kernel
+      }
+    }
+  }
+  if (poll(fds.data(), fds.size(), timeout_ms) > 0) {
+    for (size_t i = 1; i < fds.size(); ++i) {
+      if (fds[i].revents != 0) dead.push_back(ranks[i]);
+    }
+  }
+  if (dead.empty()) return;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int r : dead) {
+      Peer& peer = peers_[r];
+      if (!peer.failure.ok() || !closed_.ok()) continue;
+      // A peer that closed its mesh and then exited left in order: report that instead.
+      const bool closed_first =
+          peer.outbox->header().closed.load(std::memory_order_acquire) != kOpen;
+      Drain(peer);  // what it wrote in full before dying is still delivered
+      if (closed_first) {
+        Progress();
+        continue;
+      }
+      FailPeer(peer, PeerUnavailableError(
+                         absl::StrCat("shm: rank ", r, " (pid ", peer.address.pid,
+                                      ") died; requests to and from it fail. Check its logs "
+                                      "for why; rebuild the communicator without it"),
+                         r));
+    }
+  }
+  WakeWaitersIfCompleted();
+}
+
+}  // namespace chorus::shm

@@ -1,0 +1,222 @@
+// The engine of one shm mesh: matching, the ring protocol, progress, waiting and failure.
+//
+// Progress is made by whichever thread needs it, under one mutex: a thread in Wait() polls the
+// inbound rings itself (no hand-off to another thread on the fast path), then sleeps on the
+// inbox doorbell. A background thread watches peer liveness (pidfd) and makes progress only
+// while no thread waits, so requests that nobody waits on (IsDone() pollers, unexpected
+// messages filling a ring) still move.
+#ifndef CHORUS_TRANSPORT_SHM_ENDPOINT_H_
+#define CHORUS_TRANSPORT_SHM_ENDPOINT_H_
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "chorus/transport/request.h"
+#include "chorus/transport/shm/layout.h"
+#include "chorus/transport/shm/ring.h"
+#include "chorus/transport/shm/segment.h"
+#include "chorus/transport/shm/shm_device.h"
+#include "chorus/transport/shm/single_copy.h"
+#include "chorus/transport/transport.h"
+
+namespace chorus::shm {
+
+class Endpoint;
+
+// A send or receive of the shm transport. Thread-safe like every Request; the fields below the
+// base class belong to the endpoint and are guarded by its mutex.
+class ShmRequest final : public Request {
+ public:
+  ShmRequest(std::shared_ptr<Endpoint> endpoint, RequestKind kind, int peer, Tag tag, char* data,
+             size_t size);
+
+  // Drives the endpoint's progress on the calling thread, then sleeps on the doorbell.
+  absl::Status Wait(Deadline deadline) override;
+  void Cancel() override;
+
+ private:
+  friend class Endpoint;
+  enum class Stage {
+    kNew,
+    kQueued,     // send: waiting for ring space or a rendezvous slot
+    kAnnounced,  // send: descriptor in the ring; the receiver reads it, streams it or drops it
+    kStreaming,  // send: pushing staging chunks; receive: taking them
+    kPosted,     // receive: waiting for a message
+    kDone,
+  };
+
+  const std::shared_ptr<Endpoint> endpoint_;
+  char* const data_;
+  const size_t size_;
+  Stage stage_ = Stage::kNew;
+  std::vector<int> any_peers_;  // Mesh::RecvFromAny: every peer it is posted on
+  int slot_ = -1;               // send: rendezvous slot while announced or streaming
+  uint32_t slot_ref_ = 0;       // send: that slot; receive: the stream it takes
+  int source_ = -1;             // receive through staging: the sending rank
+  uint64_t streamed_ = 0;  // send through staging: bytes pushed so far
+};
+
+// Thread-safe. Created by the device once the addresses are exchanged; the mesh calls
+// Shutdown() when it is destroyed, and requests keep the endpoint alive after that.
+class Endpoint : public std::enable_shared_from_this<Endpoint> {
+ public:
+  struct Config {
+    ShmOptions options;
+    int rank = -1;
+    int size = 0;
+    uint64_t job_hash = 0;
+    std::shared_ptr<Inbox> inbox;
+    std::vector<InboxAddress> addresses;  // index = rank
+  };
+
+  // Builds the endpoint and starts its background thread.
+  static std::shared_ptr<Endpoint> Start(Config config);
+  ~Endpoint();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+
+  // The connection to `peer` (in range, not this rank), attached on first use. A peer that
+  // cannot be attached gets a connection whose requests fail with the reason.
+  Connection* GetConnection(int peer);
+  RequestPtr Send(int peer, Tag tag, ConstMemoryRef buffer);
+  RequestPtr Recv(int peer, Tag tag, MemoryRef buffer);
+  RequestPtr RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer);
+  void Abort(absl::string_view reason);
+  // Fails what is pending (kAborted), tells the peers, stops the background thread and closes
+  // the inbox for new attachments. Idempotent.
+  void Shutdown();
+
+  absl::Status Wait(ShmRequest& request, Deadline deadline);
+  void Cancel(ShmRequest& request);
+
+ private:
+  struct Peer;
+  struct Unexpected;
+  struct InboundStream;
+  struct HeldAnnouncement;
+  enum class Claim { kWithdrawn, kTooLong, kRead, kStage };
+
+  explicit Endpoint(Config config);
+
+  // --- progress (mu_ held) ---
+  void Progress() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ScanAttachments() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Connect(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<LargePath> ChooseLargePath(const Peer& peer) const;
+  void Drain(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleRecord(Peer& peer, const Record& record, const char* payload)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DeliverEager(Peer& peer, Tag tag, const char* data, uint64_t length)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void DeliverAnnouncement(Peer& peer, const Record& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnClearToSend(Peer& peer, uint32_t slot_ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnChunk(Peer& peer, const Record& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnFinished(Peer& peer, uint32_t slot_ref, uint64_t outcome)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void OnWithdraw(Peer& peer, uint32_t slot_ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Flush(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool FlushOnce(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool FlushSends(Peer& peer, bool* wrote) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool PushStreams(Peer& peer, bool* wrote) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void WriteControl(Peer& peer, RecordType type, uint32_t slot_ref, uint64_t length = 0)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- matching (mu_ held) ---
+  ShmRequest* PeekPosted(Peer& peer, Tag tag) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  std::shared_ptr<ShmRequest> TakePosted(Peer& peer, Tag tag) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveFromPosted(ShmRequest& request, int except_peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes the oldest unexpected message with the request's tag from `peer` into `request`;
+  // false if there is none (announcements withdrawn by their sender are skipped).
+  bool MatchUnexpected(Peer& peer, const std::shared_ptr<ShmRequest>& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  Claim ClaimAnnouncement(Peer& peer, uint32_t slot_ref, uint64_t length, size_t capacity)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void ReceiveAnnounced(Peer& peer, const std::shared_ptr<ShmRequest>& request, Claim claim,
+                        uint32_t slot_ref, uint64_t length, uint64_t address)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishEagerReceive(ShmRequest& request, int from, const char* data, uint64_t length)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Copies an announced message (claimed for reading) out of the sender's buffer into `into`
+  // and tells the sender it is done.
+  absl::Status ReadAnnounced(Peer& peer, char* into, uint32_t slot_ref, uint64_t length,
+                             uint64_t address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Pulls announcements that waited longer than the hold time for a receive into buffers of
+  // this rank, so their senders complete.
+  void PullExpiredAnnouncements() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A receive matched a message being pulled through staging: it takes over the stream.
+  void TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& request,
+                    const Unexpected& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A pull finished (`keep_data`: its unexpected entry becomes plain data) or was withdrawn.
+  void DropPulled(Peer& peer, InboundStream& stream, bool keep_data)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // --- completion and failure (mu_ held) ---
+  std::shared_ptr<ShmRequest> NewRequest(RequestKind kind, int peer, Tag tag, void* data,
+                                         size_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Complete(ShmRequest& request, absl::Status status, size_t bytes = 0, int from = -1)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails everything pending with `peer` and every later request to it. `departed`: the peer
+  // destroyed its mesh in good order, which fails a RecvFromAny only once no listed peer is left.
+  void FailPeer(Peer& peer, absl::Status status, bool departed = false)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // OK while a RecvFromAny on `peers` may still be satisfied; else the error it fails with.
+  absl::Status AnyFailure(absl::Span<const int> peers) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Fails everything with `status`, withdraws announced buffers and marks the inbox closed
+  // (`how`: a CloseState) for the peers.
+  void CloseWith(absl::Status status, uint32_t how) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Completes a cancelled send whose receiver was reading its buffer, once it stopped.
+  void FinishCancelAfterRead(ShmRequest& request);
+
+  // --- waiting and the background thread (mu_ not held) ---
+  void PollOnce() ABSL_LOCKS_EXCLUDED(mu_);
+  // Time until the oldest held announcement is due to be pulled (infinite if none).
+  absl::Duration UntilNextPull() const;
+  void WakeWaitersIfCompleted();
+  void BackgroundLoop();
+  // Polls the peers' pidfds (and the stop event) for up to `timeout_ms`; fails dead peers.
+  void CheckLiveness(int timeout_ms) ABSL_LOCKS_EXCLUDED(mu_);
+
+  const ShmOptions options_;
+  const int rank_;
+  const int size_;
+  const uint64_t job_hash_;
+  const std::shared_ptr<Inbox> inbox_;
+  InboxHeader& header_;
+
+  // std::mutex rather than absl::Mutex: Debian's libabsl is not built for ThreadSanitizer, so
+  // TSan cannot see absl::Mutex's ordering, while it intercepts pthread mutexes.
+  std::mutex mu_;
+  std::vector<Peer> peers_ ABSL_GUARDED_BY(mu_);  // index = rank; this rank's entry unused
+  std::vector<int> active_ ABSL_GUARDED_BY(mu_);  // connected, not failed: polled by Progress
+  uint64_t seen_attach_epoch_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t next_arrival_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<HeldAnnouncement> held_ ABSL_GUARDED_BY(mu_);  // in arrival (= due) order
+  std::atomic<int64_t> next_pull_ns_{std::numeric_limits<int64_t>::max()};  // steady clock
+  // Every request from creation to completion, so Abort and peer failure can reach them.
+  absl::flat_hash_map<ShmRequest*, std::shared_ptr<ShmRequest>> pending_ ABSL_GUARDED_BY(mu_);
+  absl::Status closed_ ABSL_GUARDED_BY(mu_);  // non-OK once aborted or shut down
+
+  std::atomic<int> active_waiters_{0};    // threads inside Wait()
+  std::atomic<int> sleeping_waiters_{0};  // of those, the ones asleep on the doorbell
+  std::atomic<bool> completed_since_wake_{false};
+  std::atomic<bool> stopping_{false};
+  int stop_event_ = -1;  // eventfd that ends the background thread's poll
+  std::thread background_;
+};
+
+}  // namespace chorus::shm
+
+#endif  // CHORUS_TRANSPORT_SHM_ENDPOINT_H_

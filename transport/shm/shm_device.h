@@ -1,0 +1,54 @@
+// The shared-memory transport: ranks on one host exchange messages through memfd segments and
+// cross-memory attach, never through the network stack. See docs/transport-shm.md.
+//
+//   auto device = chorus::CreateShmDevice();          // options from CHORUS_SHM_* variables
+//   auto mesh = (*device)->CreateMesh(store, rank, size, {}, deadline);
+//
+// Every rank of a mesh must be on this host (same kernel boot and pid namespace) and run as the
+// same user; a peer that is not gets a connection whose requests fail with kPeerUnavailable
+// saying so.
+#ifndef CHORUS_TRANSPORT_SHM_SHM_DEVICE_H_
+#define CHORUS_TRANSPORT_SHM_SHM_DEVICE_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "chorus/transport/shm/single_copy.h"
+#include "chorus/transport/transport.h"
+
+namespace chorus {
+
+struct ShmOptions {
+  // How large messages move (CHORUS_SHM_SINGLE_COPY=auto|cma|staging).
+  shm::SingleCopyMode single_copy = shm::SingleCopyMode::kAuto;
+  // Bytes of each directed ring (CHORUS_SHM_RING_BYTES); a power of two, 4 KiB to 64 MiB.
+  uint64_t ring_bytes = uint64_t{256} << 10;
+  // Messages up to this size are copied through the ring; larger ones take the single-copy path
+  // (CHORUS_SHM_EAGER_BYTES; capped at a quarter of the receiver's ring).
+  uint64_t eager_bytes = uint64_t{32} << 10;
+  // Bytes of each directed staging area, used only where cross-memory attach is unavailable
+  // (CHORUS_SHM_STAGING_BYTES; a multiple of 32 KiB, cut into 8 chunks).
+  uint64_t staging_bytes = uint64_t{4} << 20;
+  // How long a waiting thread polls before it sleeps on the doorbell (CHORUS_SHM_SPIN_US).
+  absl::Duration spin = absl::Microseconds(50);
+  // How long a large message whose receive is not posted yet stays a descriptor (so a receive
+  // posted meanwhile gets the single copy) before the receiver copies it into a buffer of its
+  // own, so the sender completes without a matching receive (CHORUS_SHM_HOLD_US).
+  absl::Duration hold = absl::Milliseconds(1);
+
+  // Defaults overridden by the CHORUS_SHM_* variables; kInvalidArgument naming a variable whose
+  // value is unusable.
+  static absl::StatusOr<ShmOptions> FromEnv();
+  absl::Status Validate() const;
+};
+
+// Creates the shared-memory device. Cheap: segments are created per mesh.
+absl::StatusOr<std::unique_ptr<Device>> CreateShmDevice(const ShmOptions& options);
+// The same with ShmOptions::FromEnv().
+absl::StatusOr<std::unique_ptr<Device>> CreateShmDevice();
+
+}  // namespace chorus
+
+#endif  // CHORUS_TRANSPORT_SHM_SHM_DEVICE_H_

@@ -1,0 +1,79 @@
+#include "chorus/transport/shm/single_copy.h"
+
+#include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "chorus/core/status.h"
+
+namespace chorus::shm {
+
+absl::StatusOr<SingleCopyMode> ParseSingleCopyMode(absl::string_view text) {
+  const std::string lower = absl::AsciiStrToLower(text);
+  if (lower == "auto") return SingleCopyMode::kAuto;
+  if (lower == "cma") return SingleCopyMode::kCma;
+  if (lower == "staging") return SingleCopyMode::kStaging;
+  return InvalidArgumentError(absl::StrCat("CHORUS_SHM_SINGLE_COPY='", text,
+                                           "' is not one of auto, cma, staging"));
+}
+
+absl::string_view SingleCopyModeName(SingleCopyMode mode) {
+  switch (mode) {
+    case SingleCopyMode::kAuto:
+      return "auto";
+    case SingleCopyMode::kCma:
+      return "cma";
+    case SingleCopyMode::kStaging:
+      return "staging";
+  }
+  return "?";
+}
+
+absl::string_view LargePathName(LargePath path) {
+  switch (path) {
+    case LargePath::kMemcpy:
+      return "memcpy (same process)";
+    case LargePath::kCrossMemory:
+      return "cross-memory attach (process_vm_readv)";
+    case LargePath::kStaging:
+      return "staging area";
+  }
+  return "?";
+}
+
+absl::Status CrossMemoryRead(pid_t pid, void* local, uint64_t remote_address, size_t bytes) {
+  size_t done = 0;
+  while (done < bytes) {
+    struct iovec local_iov = {static_cast<char*>(local) + done, bytes - done};
+    struct iovec remote_iov = {reinterpret_cast<void*>(remote_address + done), bytes - done};
+    const ssize_t n = process_vm_readv(pid, &local_iov, 1, &remote_iov, 1, 0);
+    if (n > 0) {
+      done += static_cast<size_t>(n);
+      continue;
+    }
+    const int error = n == 0 ? EFAULT : errno;
+    if (error == EINTR) continue;
+    const std::string what =
+        absl::StrCat("process_vm_readv of ", bytes - done, " bytes at 0x",
+                     absl::Hex(remote_address + done), " in pid ", pid, " failed: ",
+                     std::strerror(error), " (errno ", error, ")");
+    if (error == ESRCH) return PeerUnavailableError(absl::StrCat(what, "; the process is gone"));
+    return InternalError(what);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ProbeCrossMemory(pid_t pid, uint64_t address, uint64_t expected) {
+  uint64_t value = 0;
+  CHORUS_RETURN_IF_ERROR(CrossMemoryRead(pid, &value, address, sizeof(value)));
+  if (value != expected) {
+    return InternalError(absl::StrCat("process_vm_readv in pid ", pid,
+                                      " read an unexpected probe value"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace chorus::shm

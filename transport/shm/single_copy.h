@@ -1,0 +1,43 @@
+// The single-copy path for large messages: the receiver reads straight from the sender's buffer
+// with cross-memory attach (process_vm_readv), or with memcpy when the sender is a thread of the
+// same process. Where the kernel refuses cross-memory attach (Yama ptrace_scope >= 1 between
+// non-descendants, different users, seccomp), messages go through the staging area instead.
+#ifndef CHORUS_TRANSPORT_SHM_SINGLE_COPY_H_
+#define CHORUS_TRANSPORT_SHM_SINGLE_COPY_H_
+
+#include <sys/types.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace chorus::shm {
+
+// CHORUS_SHM_SINGLE_COPY: how large messages move.
+enum class SingleCopyMode {
+  kAuto,     // memcpy within a process; cross-memory attach if the probe succeeds; else staging
+  kCma,      // always process_vm_readv (also within a process); a peer it fails on is unusable
+  kStaging,  // always the staging area (two copies, pipelined)
+};
+
+absl::StatusOr<SingleCopyMode> ParseSingleCopyMode(absl::string_view text);
+absl::string_view SingleCopyModeName(SingleCopyMode mode);
+
+// How this rank reads one peer's large messages, decided once per peer at connect time.
+enum class LargePath { kMemcpy, kCrossMemory, kStaging };
+absl::string_view LargePathName(LargePath path);
+
+// Copies `bytes` from `remote_address` in process `pid` into `local`. Loops over partial reads.
+// kPeerUnavailable when the process is gone, kInternal for any other failure.
+absl::Status CrossMemoryRead(pid_t pid, void* local, uint64_t remote_address, size_t bytes);
+
+// Whether process_vm_readv works against `pid`: reads 8 bytes at `address` and compares them with
+// `expected`. The error says why not (EPERM: ptrace scope or another user; ENOSYS: seccomp).
+absl::Status ProbeCrossMemory(pid_t pid, uint64_t address, uint64_t expected);
+
+}  // namespace chorus::shm
+
+#endif  // CHORUS_TRANSPORT_SHM_SINGLE_COPY_H_
