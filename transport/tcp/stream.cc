@@ -201,8 +201,9 @@ void Stream::Flush(size_t budget) {
   while (state_ == State::kOpen && !send_queue_.empty() && budget > 0) {
     iovec iov[2 * kFramesPerWrite];
     int count = 0;
-    for (auto it = send_queue_.begin(); it != send_queue_.end() && count < 2 * kFramesPerWrite;
-         ++it) {
+    // Each frame may add two entries (rest of header, rest of payload), so stop while both fit.
+    for (auto it = send_queue_.begin();
+         it != send_queue_.end() && count + 2 <= 2 * kFramesPerWrite; ++it) {
       if (it->header_sent < kFrameHeaderSize) {
         iov[count++] = {it->header.data() + it->header_sent, kFrameHeaderSize - it->header_sent};
       }
