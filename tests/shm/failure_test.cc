@@ -63,7 +63,11 @@ TEST_CASE("a cancelled receive completes kAborted and the message goes to the ne
 TEST_CASE("a send cancelled before it is received never arrives") {
   const SingleCopyMode mode = AnyMode();
   INFO("single copy " << shm::SingleCopyModeName(mode));
-  const auto statuses = RunMeshThreads(2, OptionsFor(mode), [&](Mesh& mesh) -> absl::Status {
+  // A hold far longer than the test: otherwise a sender preempted between Send and Cancel on a
+  // busy host finds its message already pulled into the receiver's unexpected buffer.
+  ShmOptions options = OptionsFor(mode);
+  options.hold = absl::Seconds(30);
+  const auto statuses = RunMeshThreads(2, options, [&](Mesh& mesh) -> absl::Status {
     auto connection = mesh.GetConnection(1 - mesh.rank());
     SHM_OK(connection.status());
     Connection& peer = **connection;
