@@ -20,7 +20,7 @@ namespace chorus {
 
 struct CommTuning {
   size_t segment_bytes = 256 * 1024;
-  int pipeline_depth = 4;
+  int pipeline_depth = 16;
 };
 
 // Thread-safe.

@@ -46,9 +46,12 @@ struct CommunicatorOptions {
   int worker_threads = 2;
 
   // Pipelining of ring and tree algorithms: segment size and segments in flight.
-  // CHORUS_COLL_SEGMENT_BYTES and CHORUS_COLL_PIPELINE_DEPTH override them.
+  // CHORUS_COLL_SEGMENT_BYTES and CHORUS_COLL_PIPELINE_DEPTH override them. 16 rather than a
+  // few: a segment whose receive is not posted yet must be buffered and copied by the
+  // transport, and over TCP that roughly halved a 2-rank ring's bandwidth at 4-64 MiB
+  // (docs/benchmarks.md); the cost is 16 segments of scratch for the ring's partials.
   size_t segment_bytes = 256 * 1024;
-  int pipeline_depth = 4;
+  int pipeline_depth = 16;
 
   // Link costs for the selector; zero fields use the defaults for the device's kind.
   // CHORUS_COLL_COST ("alpha_us=25,beta_ns=1.3,gamma_ns=0.1") overrides the fields it names.

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "chorus/transport/tcp/buffer_pool.h"
 #include "chorus/transport/tcp/tcp_request.h"
 #include "chorus/transport/tcp/wire_format.h"
 
@@ -59,7 +60,7 @@ struct InboundMessage {
   // arrived before its receive (then copied), or nowhere (`discard`: too long for its
   // receive, or its receive was cancelled).
   std::shared_ptr<RecvSlot> slot;
-  std::unique_ptr<uint8_t[]> buffered;
+  PooledBuffer buffered;
   bool discard = false;
   // (offset, bytes written so far) of each frame of the message that has started arriving:
   // what to copy out of `buffered` when a receive takes the message while it still arrives

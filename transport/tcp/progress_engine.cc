@@ -117,6 +117,14 @@ void ProgressEngine::BeginWait() {
 
 void ProgressEngine::EndWait() { waiters_.fetch_sub(1); }
 
+std::unique_lock<std::mutex> ProgressEngine::LockForPosting() {
+  posters_.fetch_add(1);
+  std::unique_lock<std::mutex> lock(mu_);
+  posters_.fetch_sub(1);
+  wait_epoch_.fetch_add(1);
+  return lock;
+}
+
 bool ProgressEngine::TryAcquireDriver() { return driver_mu_.try_lock(); }
 
 void ProgressEngine::ReleaseDriver() { driver_mu_.unlock(); }
@@ -228,7 +236,7 @@ void ProgressEngine::BackgroundLoop(int log_rank) {
       std::unique_lock<std::mutex> lock(background_mu_);
       while (!stop_) {
         const uint64_t epoch = wait_epoch_.load();
-        if (waiters_.load() == 0 && epoch == seen_epoch) break;
+        if (waiters_.load() == 0 && posters_.load() == 0 && epoch == seen_epoch) break;
         seen_epoch = epoch;
         background_cv_.wait_for(lock, absl::ToChronoNanoseconds(kBackgroundGrace));
       }
@@ -238,7 +246,7 @@ void ProgressEngine::BackgroundLoop(int log_rank) {
     background_polling_.store(true);
     // Pairs with BeginWait: a waiter that arrived before the store above is seen here; one
     // that arrives after it sees background_polling_ and wakes the poll.
-    if (waiters_.load() == 0) PollOnce(kIdlePollMs, nullptr);
+    if (waiters_.load() == 0 && posters_.load() == 0) PollOnce(kIdlePollMs, nullptr);
     background_polling_.store(false);
     driver_mu_.unlock();
   }

@@ -64,6 +64,12 @@ class ProgressEngine {
   ProgressEngine& operator=(const ProgressEngine&) = delete;
 
   std::mutex& mu() { return mu_; }
+  // Takes mu() for a thread that posts or cancels (not a driver). The background thread does
+  // not start a poll pass while such a thread waits for mu() and stays away for its grace
+  // period afterwards: std::mutex is not fair, and a background thread that re-locks mu() pass
+  // after pass while it drains a busy socket into unexpected-message buffers would otherwise
+  // starve the rank's own thread for tens of milliseconds, so that neither side posts.
+  std::unique_lock<std::mutex> LockForPosting();
   absl::Duration spin() const { return spin_; }
 
   // --- Registration (mu() held) ---
@@ -134,6 +140,7 @@ class ProgressEngine {
   std::atomic<const Request*> sleeping_for_{nullptr};
   std::atomic<bool> driver_sleeping_{false};
   std::atomic<int> waiters_{0};
+  std::atomic<int> posters_{0};  // threads inside LockForPosting
   std::atomic<uint64_t> wait_epoch_{0};
 
   std::mutex background_mu_;

@@ -40,7 +40,7 @@ TcpConnection::~TcpConnection() {
 RequestPtr TcpConnection::Send(Tag tag, ConstMemoryRef buffer) {
   auto request =
       std::make_shared<TcpRequest>(RequestKind::kSend, peer_, tag, mesh_.engine_ptr(), label_);
-  std::lock_guard<std::mutex> lock(engine_.mu());
+  auto lock = engine_.LockForPosting();
   const uint64_t max_bytes = static_cast<uint64_t>(mesh_.device_options().max_message_bytes);
   if (buffer.type != MemoryType::kHost) {
     request->Finish(InvalidArgumentError("the TCP transport sends host memory only"), 0);
@@ -77,7 +77,7 @@ RequestPtr TcpConnection::Send(Tag tag, ConstMemoryRef buffer) {
 RequestPtr TcpConnection::Recv(Tag tag, MemoryRef buffer) {
   auto request =
       std::make_shared<TcpRequest>(RequestKind::kRecv, peer_, tag, mesh_.engine_ptr(), label_);
-  std::lock_guard<std::mutex> lock(engine_.mu());
+  auto lock = engine_.LockForPosting();
   if (buffer.type != MemoryType::kHost) {
     request->Finish(InvalidArgumentError("the TCP transport receives into host memory only"), 0);
     return request;
@@ -253,7 +253,7 @@ FrameTarget TcpConnection::OnFrameHeader(Stream& stream, const FrameHeader& head
   } else {
     if (message->size > 0) {
       // The decoder capped the size at CHORUS_TCP_MAX_MESSAGE before we got here.
-      message->buffered.reset(new (std::nothrow) uint8_t[message->size]);
+      message->buffered = mesh_.unexpected_buffers().Take(message->size);
       if (message->buffered == nullptr) {
         return ProtocolError(
             absl::StrCat("no memory to buffer an unexpected message of ", message->size, " bytes"));

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "absl/container/flat_hash_map.h"
+#include "chorus/transport/tcp/buffer_pool.h"
 #include "chorus/transport/tcp/progress_engine.h"
 #include "chorus/transport/tcp/socket.h"
 #include "chorus/transport/tcp/tcp_options.h"
@@ -19,6 +20,8 @@ struct TcpContext {
   std::shared_ptr<ProgressEngine> engine;
   TcpDeviceOptions options;
   SocketAddress listen_address;
+  // Buffers of unexpected messages, reused across the device's connections.
+  std::shared_ptr<BufferPool> unexpected_buffers;
   // Meshes by the id their handshakes carry. Guarded by engine->mu().
   absl::flat_hash_map<uint64_t, TcpMesh*> meshes;
 };

@@ -19,6 +19,9 @@ namespace {
 // Used when CHORUS_TCP_IFNAME is unset: NCCL's and Gloo's default, then loopback.
 constexpr absl::string_view kDefaultInterfaces = "^lo,docker";
 constexpr absl::string_view kLoopbackInterfaces = "lo";
+// Free unexpected-message buffers a device keeps for reuse (buffer_pool.h): enough for the
+// segments a pipelined algorithm has in flight towards a few peers.
+constexpr size_t kCachedUnexpectedBytes = 64 << 20;
 
 // Thread-safe: the device's state is its context, guarded by the engine's mutex.
 class TcpDevice : public Device {
@@ -135,6 +138,7 @@ absl::StatusOr<std::unique_ptr<Device>> CreateTcpDevice(const TcpDeviceOptions& 
   context->engine = engine;
   context->options = options;
   context->listen_address = address;
+  context->unexpected_buffers = BufferPool::Create(kCachedUnexpectedBytes);
   std::unique_ptr<Acceptor> acceptor;
   {
     std::lock_guard<std::mutex> lock(engine->mu());

@@ -78,7 +78,7 @@ absl::StatusOr<Connection*> TcpMesh::GetConnection(int peer) {
                                              peer, ", which is not another rank of its mesh of ",
                                              size_));
   }
-  std::lock_guard<std::mutex> lock(engine().mu());
+  auto lock = engine().LockForPosting();
   return ConnectionLocked(peer);
 }
 
@@ -86,7 +86,7 @@ RequestPtr TcpMesh::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef 
   auto request =
       std::make_shared<TcpRequest>(RequestKind::kRecv, -1, tag, engine_ptr(),
                                    absl::StrCat("any of ranks [", absl::StrJoin(peers, ", "), "]"));
-  std::lock_guard<std::mutex> lock(engine().mu());
+  auto lock = engine().LockForPosting();
   absl::flat_hash_set<int> seen;
   for (int peer : peers) {
     if (peer < 0 || peer >= size_ || peer == rank_ || !seen.insert(peer).second) {

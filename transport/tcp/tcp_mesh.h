@@ -57,6 +57,7 @@ class TcpMesh : public Mesh, public Tickable, public RequestOwner {
   ProgressEngine& engine() const { return *context_->engine; }
   const std::shared_ptr<ProgressEngine>& engine_ptr() const { return context_->engine; }
   const TcpDeviceOptions& device_options() const { return context_->options; }
+  BufferPool& unexpected_buffers() const { return *context_->unexpected_buffers; }
   uint64_t job_id() const { return job_id_; }
   uint64_t mesh_id() const { return mesh_id_; }
   const PeerEndpoint& peer_endpoint(int peer) const { return peers_[peer]; }

@@ -68,7 +68,7 @@ absl::Status TcpRequest::Wait(Deadline deadline) {
 
 void TcpRequest::Cancel() {
   if (IsDone()) return;
-  std::lock_guard<std::mutex> lock(engine_->mu());
+  auto lock = engine_->LockForPosting();
   if (IsDone()) return;
   if (owner_ != nullptr) owner_->CancelLocked(*this);
   Finish(AbortedError(absl::StrCat(kind() == RequestKind::kSend ? "send to " : "receive from ",
