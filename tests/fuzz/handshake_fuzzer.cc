@@ -3,51 +3,38 @@
 // bytes a dialer reads back) and ParseEndpoint (the text a rank reads from the store).
 //
 // Properties checked, beyond "no crash and no sanitizer report":
-// - a decoder accepts nothing shorter than its message and reads only the message's bytes:
-//   decoding the exact prefix gives the same verdict as decoding the whole input;
-// - an accepted Hello or Reply re-encodes to exactly the bytes it was decoded from, so no
-//   field (reserved bits, version, magic) is silently dropped or defaulted;
+// - those of every fixed-size codec (fixed_size_codec.h) for Hello and Reply: nothing short is
+//   accepted, nothing past the message is read, what is accepted re-encodes to the input;
 // - an accepted Hello names 0 <= stream_index < stream_count <= kMaxStreams, an accepted
 //   Reply a known verdict;
 // - a parsed endpoint survives FormatEndpoint -> ParseEndpoint unchanged.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 #include "chorus/transport/tcp/handshake.h"
+#include "tests/fuzz/fixed_size_codec.h"
 #include "tests/fuzz/fuzz_check.h"
 
 namespace chorus::tcp {
 namespace {
 
 void CheckHello(absl::Span<const uint8_t> input) {
-  const absl::StatusOr<Hello> hello = DecodeHello(input);
-  if (input.size() < kHelloSize) {
-    FUZZ_CHECK(!hello.ok());
-    return;
-  }
-  FUZZ_CHECK(DecodeHello(input.first(kHelloSize)).ok() == hello.ok());
-  if (!hello.ok()) return;
+  const std::optional<Hello> hello =
+      testing::CheckFixedSizeCodec(input, kHelloSize, DecodeHello, EncodeHello);
+  if (!hello) return;
   FUZZ_CHECK(hello->stream_count >= 1 && hello->stream_count <= kMaxStreams);
   FUZZ_CHECK(hello->stream_index < hello->stream_count);
-  const auto encoded = EncodeHello(*hello);
-  FUZZ_CHECK(absl::MakeConstSpan(encoded) == input.first(kHelloSize));
 }
 
 void CheckReply(absl::Span<const uint8_t> input) {
-  const absl::StatusOr<HandshakeVerdict> verdict = DecodeReply(input);
-  if (input.size() < kReplySize) {
-    FUZZ_CHECK(!verdict.ok());
-    return;
-  }
-  FUZZ_CHECK(DecodeReply(input.first(kReplySize)).ok() == verdict.ok());
-  if (!verdict.ok()) return;
-  FUZZ_CHECK(static_cast<uint16_t>(*verdict) <= kMaxVerdict);
-  const auto encoded = EncodeReply(*verdict);
-  FUZZ_CHECK(absl::MakeConstSpan(encoded) == input.first(kReplySize));
+  const std::optional<HandshakeVerdict> verdict =
+      testing::CheckFixedSizeCodec(input, kReplySize, DecodeReply, EncodeReply);
+  if (verdict) FUZZ_CHECK(static_cast<uint16_t>(*verdict) <= kMaxVerdict);
 }
 
 void CheckEndpoint(absl::string_view text) {
