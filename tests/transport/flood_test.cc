@@ -5,15 +5,12 @@
 // starts before the ranks connect to each other (connections are lazy) and lasts until the
 // collectives end. The collectives must finish with exact results, and every stray connection
 // must be refused, closed and logged without reaching the mesh.
-#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
-#include <cstdint>
 #include <iostream>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -21,7 +18,6 @@
 
 #include "absl/cleanup/cleanup.h"
 #include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/notification.h"
@@ -29,13 +25,11 @@
 #include "chorus/core/deadline.h"
 #include "chorus/core/status.h"
 #include "chorus/rendezvous/memory_store.h"
-#include "chorus/transport/tcp/handshake.h"
-#include "chorus/transport/tcp/socket.h"
 #include "chorus/transport/tcp/tcp_device.h"
-#include "chorus/transport/tcp/wire_format.h"
 #include "tests/harness/multirank.h"
 #include "tests/transport/captured_log.h"
 #include "tests/transport/hostile_peer.h"
+#include "tests/transport/stray_connections.h"
 
 namespace chorus::testing {
 namespace {
@@ -50,121 +44,9 @@ constexpr int kMaxStraysPerFlooder = 250;
 constexpr int kStraysBeforeCollectives = 20;
 // Short, so silent connections are cut off quickly; still ample for a real dial on loopback.
 constexpr absl::Duration kHandshakeTimeout = absl::Seconds(1);
-// How long a flooder waits for a rank to close a connection it should refuse.
+// How long a flooder waits for a rank to close a stray it must refuse.
 constexpr absl::Duration kRefusalWait = absl::Seconds(4);
 constexpr char kCommName[] = "flood";
-
-// What the ranks published, read the way a peer reads it: Communicator::Create scopes its
-// mesh's keys under "chorus/comm/<name>/mesh/", and ExchangeAddresses (rendezvous/bootstrap.h)
-// stores each rank's endpoint (handshake.h) under "addr/<rank>", rank 0's record prefixed with
-// the job id in 16 hex digits.
-struct PublishedRanks {
-  uint64_t job_id = 0;
-  std::vector<tcp::SocketAddress> addresses;
-  std::vector<uint64_t> mesh_ids;
-};
-
-absl::StatusOr<PublishedRanks> ReadPublishedRanks(Store& store) {
-  constexpr size_t kJobIdDigits = 16;
-  PublishedRanks published;
-  for (int rank = 0; rank < kRanks; ++rank) {
-    CHORUS_ASSIGN_OR_RETURN(std::string record,
-                            store.Get(absl::StrCat("chorus/comm/", kCommName, "/mesh/addr/", rank),
-                                      Deadline::After(absl::Seconds(20))));
-    if (rank == 0) {
-      if (record.size() < kJobIdDigits ||
-          !absl::SimpleHexAtoi(record.substr(0, kJobIdDigits), &published.job_id)) {
-        return InternalError(absl::StrCat("rank 0 published '", record, "', not a job id"));
-      }
-      record.erase(0, kJobIdDigits);
-    }
-    CHORUS_ASSIGN_OR_RETURN(tcp::Endpoint endpoint, tcp::ParseEndpoint(record));
-    CHORUS_ASSIGN_OR_RETURN(tcp::SocketAddress address,
-                            tcp::SocketAddress::Parse(endpoint.socket_address));
-    published.addresses.push_back(address);
-    published.mesh_ids.push_back(endpoint.mesh_id);
-  }
-  return published;
-}
-
-// One stray connection: what it sends, whether the flooder stays to see the rank close it,
-// and the verdict the rank must answer with (none: it closes without a word).
-struct Stray {
-  std::string kind;
-  std::string bytes;
-  bool wait_for_close = true;
-  std::optional<tcp::HandshakeVerdict> verdict;
-};
-
-std::string RandomBytes(std::mt19937_64& random, size_t count) {
-  std::string bytes(count, '\0');
-  for (char& byte : bytes) byte = static_cast<char>(random());
-  return bytes;
-}
-
-Stray MakeStray(std::mt19937_64& random, const PublishedRanks& published, int target) {
-  // A Hello the target would accept from its next rank but for the field each case changes.
-  tcp::Hello hello;
-  hello.job_id = published.job_id;
-  hello.target_mesh_id = published.mesh_ids[target];
-  hello.source_rank = (target + 1) % kRanks;
-  hello.source_mesh_id = published.mesh_ids[hello.source_rank];
-  hello.target_rank = target;
-  hello.dial_id = random();
-  const bool linger = random() % 2 == 0;
-  switch (random() % 9) {
-    case 0:
-      return {"connect and close", "", false, std::nullopt};
-    case 1:
-      return {"silence", "", true, std::nullopt};
-    case 2:
-      return {"random bytes", RandomBytes(random, 1 + random() % 300), linger, std::nullopt};
-    case 3:
-      return {"part of a handshake",
-              HelloBytes(hello).substr(0, 1 + random() % (tcp::kHelloSize - 1)), linger,
-              std::nullopt};
-    case 4: {
-      tcp::FrameHeader header;
-      header.total_length = header.length = uint64_t{1} << 30;
-      const tcp::EncodedFrameHeader frame = tcp::EncodeFrameHeader(header);
-      return {"frame header instead of a handshake", std::string(frame.begin(), frame.end()), true,
-              std::nullopt};
-    }
-    case 5: {
-      hello.job_id ^= 1 + random() % 0xffff;
-      // Data after a refused handshake must never be read as frames.
-      return {"wrong job, then data", HelloBytes(hello) + RandomBytes(random, 200), true,
-              tcp::HandshakeVerdict::kWrongJob};
-    }
-    case 6:
-      hello.source_rank = kRanks + random() % 100;
-      return {"source rank out of range", HelloBytes(hello), true,
-              tcp::HandshakeVerdict::kBadSourceRank};
-    case 7:
-      hello.target_rank = (target + 2) % kRanks;
-      return {"wrong target rank", HelloBytes(hello), true,
-              tcp::HandshakeVerdict::kWrongTargetRank};
-    default:
-      // A second stream of a dial that never happened (the dial id is fresh).
-      hello.stream_index = 1;
-      hello.stream_count = 2;
-      return {"stream of an unknown dial", HelloBytes(hello), true,
-              tcp::HandshakeVerdict::kBadStream};
-  }
-}
-
-// Why a connection the flooder waited on was not refused properly; empty when it was.
-std::string RefusalProblem(const Stray& stray, const AttackOutcome& outcome) {
-  if (!outcome.sent) return "could not connect and send";
-  if (!outcome.closed) return absl::StrCat("still open after ", absl::FormatDuration(kRefusalWait));
-  if (!stray.verdict) {
-    return outcome.reply.empty() ? "" : absl::StrCat(outcome.reply.size(), " bytes of reply");
-  }
-  const std::optional<tcp::HandshakeVerdict> verdict = VerdictOf(outcome);
-  if (verdict == stray.verdict) return "";
-  return absl::StrCat("answered ", verdict ? tcp::VerdictName(*verdict) : "no verdict",
-                      " instead of ", tcp::VerdictName(*stray.verdict));
-}
 
 // The flooder threads and what they saw. Counters are read by the rank threads, the rest by
 // the test thread after Join().
@@ -207,7 +89,7 @@ class Flood {
 
  private:
   void Run(int flooder) {
-    absl::StatusOr<PublishedRanks> published = ReadPublishedRanks(store_);
+    absl::StatusOr<PublishedRanks> published = ReadPublishedRanks(store_, kCommName, kRanks);
     if (!published.ok()) {
       Report(absl::StrCat("flooder ", flooder, ": ", published.status().ToString()), -1);
     }
