@@ -11,6 +11,7 @@ PACKAGES=(
   libibverbs-dev                          # verbs transport headers
   iproute2 procps                         # ip (network namespaces), ps/pkill in tests
   python3                                 # test-summary and plotting scripts
+  clang-14 libclang-rt-14-dev             # libFuzzer and sanitizer runtimes (tools/fuzz.sh)
 )
 
 missing=()

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
 """Prints "N passed, N failed" for a `bazel test` run, counting Catch2 test cases.
 
-Reads the `bazel test --test_summary=short` output (argv[1]) for each target's result, then that
-target's test.log files under bazel-testlogs (one per shard) for Catch2's own totals. A target
-whose logs carry no Catch2 totals (it crashed, timed out or is not a Catch2 binary) counts as
-one test case with the target's result.
+Usage: summarize_tests.py BAZEL_LOG BAZEL_STATUS [FUZZ_LOG FUZZ_STATUS]
+
+Reads the `bazel test --test_summary=short` output (BAZEL_LOG) for each target's result, then
+that target's test.log files under bazel-testlogs (one per shard) for Catch2's own totals. A
+target whose logs carry no Catch2 totals (it crashed, timed out or is not a Catch2 binary)
+counts as one test case with the target's result. A non-zero status with no failure counted
+(the build failed) counts as one failure. FUZZ_LOG is tools/fuzz.sh's output: each fuzz target
+counts once, with its "fuzz <target>: PASSED|FAILED" line.
 """
 import glob
 import os
@@ -15,6 +19,7 @@ RESULT = re.compile(r"^(//\S+)\s+(?:\(cached\)\s+)?(PASSED|FAILED|TIMEOUT|NO STA
                     r"FLAKY|SKIPPED|FAILED TO BUILD)\b")
 ALL_PASSED = re.compile(r"All tests passed \(\d+ assertions? in (\d+) test cases?\)")
 SOME_FAILED = re.compile(r"test cases:\s+(\d+)\s+\|\s+(\d+) passed\s+\|\s+(\d+) failed")
+FUZZ_RESULT = re.compile(r"^fuzz \S+: (PASSED|FAILED)\b")
 
 
 def catch2_totals(target):
@@ -38,9 +43,10 @@ def catch2_totals(target):
     return (passed, failed) if found else None
 
 
-def main():
+def bazel_counts(log_path):
+    """(passed, failed, skipped) Catch2 test cases of the targets in a `bazel test` log."""
     passed = failed = skipped = 0
-    with open(sys.argv[1], errors="replace") as handle:
+    with open(log_path, errors="replace") as handle:
         for line in handle:
             match = RESULT.match(line)
             if not match:
@@ -59,9 +65,29 @@ def main():
                 passed += 1
             else:
                 failed += 1
-    build_failed = len(sys.argv) > 2 and sys.argv[2] != "0"
-    if build_failed and failed == 0:
-        failed = 1
+    return passed, failed, skipped
+
+
+def fuzz_counts(log_path):
+    """(passed, failed) fuzz targets in a tools/fuzz.sh log."""
+    with open(log_path, errors="replace") as handle:
+        results = [match.group(1) for match in map(FUZZ_RESULT.match, handle) if match]
+    return results.count("PASSED"), results.count("FAILED")
+
+
+def failures_given_status(status, failed):
+    """A run that exited non-zero without a failure counted (a build error) fails once."""
+    return max(failed, 1) if status != "0" else failed
+
+
+def main():
+    passed, failed, skipped = bazel_counts(sys.argv[1])
+    if len(sys.argv) > 2:
+        failed = failures_given_status(sys.argv[2], failed)
+    if len(sys.argv) > 4:
+        fuzz_passed, fuzz_failed = fuzz_counts(sys.argv[3])
+        passed += fuzz_passed
+        failed += failures_given_status(sys.argv[4], fuzz_failed)
     print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
     return 0 if failed == 0 else 1
 

@@ -14,9 +14,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <set>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -31,6 +29,8 @@
 #include "chorus/transport/tcp/tcp_device.h"
 #include "chorus/transport/tcp/tcp_mesh.h"
 #include "tests/harness/multirank.h"
+#include "tests/transport/captured_log.h"
+#include "tests/transport/hostile_peer.h"
 #include "tests/transport/scenario.h"
 
 namespace chorus::testing {
@@ -105,51 +105,6 @@ absl::Status Transfer(Mesh& from, Mesh& to, Tag tag, size_t size, uint64_t seed)
   }
   return absl::OkStatus();
 }
-
-// Redirects Chorus logging (level info) to files under a temporary directory while alive.
-// Only create it while no device exists: reloading the configuration races with loggers.
-class CapturedLog {
- public:
-  CapturedLog() : saved_level_(Save("CHORUS_LOG")), saved_file_(Save("CHORUS_LOG_FILE")) {
-    setenv("CHORUS_LOG", "info", 1);
-    setenv("CHORUS_LOG_FILE", absl::StrCat(directory_.path(), "/log").c_str(), 1);
-    ReloadLogConfig();
-  }
-  ~CapturedLog() {
-    Restore("CHORUS_LOG", saved_level_);
-    Restore("CHORUS_LOG_FILE", saved_file_);
-    ReloadLogConfig();
-  }
-  std::string Read() const {
-    std::string text;
-    DIR* dir = opendir(directory_.path().c_str());
-    while (dirent* entry = dir != nullptr ? readdir(dir) : nullptr) {
-      if (entry->d_name[0] == '.') continue;
-      std::ifstream file(absl::StrCat(directory_.path(), "/", entry->d_name));
-      std::stringstream content;
-      content << file.rdbuf();
-      text += content.str();
-    }
-    if (dir != nullptr) closedir(dir);
-    return text;
-  }
-
- private:
-  static std::optional<std::string> Save(const char* name) {
-    const char* value = std::getenv(name);
-    return value != nullptr ? std::optional<std::string>(value) : std::nullopt;
-  }
-  static void Restore(const char* name, const std::optional<std::string>& value) {
-    if (value) {
-      setenv(name, value->c_str(), 1);
-    } else {
-      unsetenv(name);
-    }
-  }
-  TempDir directory_;
-  std::optional<std::string> saved_level_;
-  std::optional<std::string> saved_file_;
-};
 
 bool Ipv6LoopbackAvailable() {
   tcp::ScopedFd fd(socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
@@ -359,55 +314,6 @@ TEST_CASE("meshes sharing a device pair keep their messages apart") {
   }
   for (auto& row : meshes) row.clear();
   devices.clear();
-}
-
-// A raw connection to a rank's port: sends `bytes`, then reads until the rank closes it (or
-// 3 s pass). What it read and how long that took. Runs on any thread (no Catch2 assertions).
-struct AttackOutcome {
-  bool sent = false;
-  std::string reply;
-  bool closed = false;
-  int64_t elapsed_ms = 0;
-  int local_port = 0;
-};
-
-AttackOutcome Attack(const tcp::SocketAddress& target, const std::string& bytes) {
-  AttackOutcome outcome;
-  tcp::ScopedFd fd(socket(target.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
-  timeval timeout{3, 0};
-  setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  if (connect(fd.get(), target.sockaddr_ptr(), target.length()) != 0) return outcome;
-  sockaddr_in local{};
-  socklen_t length = sizeof(local);
-  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &length);
-  outcome.local_port = ntohs(local.sin_port);
-  const auto start = std::chrono::steady_clock::now();
-  outcome.sent = bytes.empty() || send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
-                                      static_cast<ssize_t>(bytes.size());
-  char buffer[256];
-  while (true) {
-    const ssize_t got = recv(fd.get(), buffer, sizeof(buffer), 0);
-    if (got > 0) {
-      outcome.reply.append(buffer, static_cast<size_t>(got));
-      continue;
-    }
-    outcome.closed = got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
-    break;
-  }
-  outcome.elapsed_ms = ElapsedMs(start);
-  return outcome;
-}
-
-std::string HelloBytes(const tcp::Hello& hello) {
-  const auto bytes = tcp::EncodeHello(hello);
-  return std::string(bytes.begin(), bytes.end());
-}
-
-std::optional<tcp::HandshakeVerdict> VerdictOf(const AttackOutcome& outcome) {
-  if (outcome.reply.size() != tcp::kReplySize) return std::nullopt;
-  auto verdict = tcp::DecodeReply(absl::MakeConstSpan(
-      reinterpret_cast<const uint8_t*>(outcome.reply.data()), outcome.reply.size()));
-  return verdict.ok() ? std::optional<tcp::HandshakeVerdict>(*verdict) : std::nullopt;
 }
 
 TEST_CASE("garbage and forged handshakes are refused and logged; real peers keep working") {

@@ -1,0 +1,55 @@
+#include "tests/transport/hostile_peer.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include "absl/types/span.h"
+
+namespace chorus::testing {
+
+AttackOutcome Attack(const tcp::SocketAddress& target, const std::string& bytes,
+                     absl::Duration wait_for_close) {
+  AttackOutcome outcome;
+  tcp::ScopedFd fd(socket(target.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const timeval timeout = absl::ToTimeval(wait_for_close);
+  setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  if (connect(fd.get(), target.sockaddr_ptr(), target.length()) != 0) return outcome;
+  sockaddr_in local{};
+  socklen_t length = sizeof(local);
+  getsockname(fd.get(), reinterpret_cast<sockaddr*>(&local), &length);
+  outcome.local_port = ntohs(local.sin_port);
+  const absl::Time start = absl::Now();
+  outcome.sent = bytes.empty() || send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+                                      static_cast<ssize_t>(bytes.size());
+  // SO_RCVTIMEO of zero would mean "block forever".
+  if (wait_for_close <= absl::ZeroDuration()) return outcome;
+  char buffer[256];
+  while (true) {
+    const ssize_t got = recv(fd.get(), buffer, sizeof(buffer), 0);
+    if (got > 0) {
+      outcome.reply.append(buffer, static_cast<size_t>(got));
+      continue;
+    }
+    outcome.closed = got == 0 || (errno != EAGAIN && errno != EWOULDBLOCK);
+    break;
+  }
+  outcome.elapsed_ms = absl::ToInt64Milliseconds(absl::Now() - start);
+  return outcome;
+}
+
+std::string HelloBytes(const tcp::Hello& hello) {
+  const auto bytes = tcp::EncodeHello(hello);
+  return std::string(bytes.begin(), bytes.end());
+}
+
+std::optional<tcp::HandshakeVerdict> VerdictOf(const AttackOutcome& outcome) {
+  if (outcome.reply.size() != tcp::kReplySize) return std::nullopt;
+  auto verdict = tcp::DecodeReply(absl::MakeConstSpan(
+      reinterpret_cast<const uint8_t*>(outcome.reply.data()), outcome.reply.size()));
+  return verdict.ok() ? std::optional<tcp::HandshakeVerdict>(*verdict) : std::nullopt;
+}
+
+}  // namespace chorus::testing
