@@ -1,14 +1,18 @@
 #!/usr/bin/env python3
 """Prints "N passed, N failed" for a `bazel test` run, counting Catch2 test cases.
 
-Usage: summarize_tests.py BAZEL_LOG BAZEL_STATUS [FUZZ_LOG FUZZ_STATUS]
+Usage:
+  summarize_tests.py counts LABEL BAZEL_LOG BAZEL_STATUS   -> "LABEL passed failed skipped"
+  summarize_tests.py fuzz LABEL FUZZ_LOG FUZZ_STATUS       -> "LABEL passed failed 0"
+  summarize_tests.py total COUNTS_FILE...                  -> "N passed, N failed[, N skipped]"
 
 Reads the `bazel test --test_summary=short` output (BAZEL_LOG) for each target's result, then
 that target's test.log files under bazel-testlogs (one per shard) for Catch2's own totals. A
 target whose logs carry no Catch2 totals (it crashed, timed out or is not a Catch2 binary)
 counts as one test case with the target's result. A non-zero status with no failure counted
 (the build failed) counts as one failure. FUZZ_LOG is tools/fuzz.sh's output: each fuzz target
-counts once, with its "fuzz <target>: PASSED|FAILED" line.
+counts once, with its "fuzz <target>: PASSED|FAILED" line. `counts` must run right after its
+`bazel test`: bazel-testlogs points at the configuration (asan, tsan, ...) run last.
 """
 import glob
 import os
@@ -80,16 +84,37 @@ def failures_given_status(status, failed):
     return max(failed, 1) if status != "0" else failed
 
 
+def write_counts(label, passed, failed, skipped):
+    print(f"{label} {passed} {failed} {skipped}")
+
+
 def main():
-    passed, failed, skipped = bazel_counts(sys.argv[1])
-    if len(sys.argv) > 2:
-        failed = failures_given_status(sys.argv[2], failed)
-    if len(sys.argv) > 4:
-        fuzz_passed, fuzz_failed = fuzz_counts(sys.argv[3])
-        passed += fuzz_passed
-        failed += failures_given_status(sys.argv[4], fuzz_failed)
-    print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
-    return 0 if failed == 0 else 1
+    mode = sys.argv[1] if len(sys.argv) > 1 else ""
+    if mode == "counts":
+        label, log, status = sys.argv[2:5]
+        passed, failed, skipped = bazel_counts(log)
+        write_counts(label, passed, failures_given_status(status, failed), skipped)
+        return 0
+    if mode == "fuzz":
+        label, log, status = sys.argv[2:5]
+        passed, failed = fuzz_counts(log)
+        write_counts(label, passed, failures_given_status(status, failed), 0)
+        return 0
+    if mode == "total":
+        passed = failed = skipped = 0
+        for path in sys.argv[2:]:
+            with open(path) as handle:
+                fields = handle.read().split()
+            if len(fields) != 4:  # the run left no counts behind: count it as one failure
+                failed += 1
+                continue
+            passed += int(fields[1])
+            failed += int(fields[2])
+            skipped += int(fields[3])
+        print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
+        return 0 if failed == 0 else 1
+    print(__doc__, file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what is missing, builds, runs every test, and ends with the line
-# "N passed, N failed" counting Catch2 test cases and, for the whole suite, one case per fuzz
-# target run by tools/fuzz.sh for 30 s. Extra arguments go to `bazel test` and skip the fuzzing
-# (e.g. tools/test.sh --config=asan //tests/transport/...).
+# The whole test suite: installs what is missing, builds, runs every test, then (whole suite
+# only) the transport, shared-memory and collectives suites again under AddressSanitizer +
+# UndefinedBehaviorSanitizer and under ThreadSanitizer, and each fuzz target for 30 s
+# (tools/fuzz.sh). Ends with the line "N passed, N failed" counting Catch2 test cases of every
+# run and one case per fuzz target. Extra arguments go to `bazel test` and skip the sanitizer
+# and fuzz runs (e.g. tools/test.sh --config=asan //tests/transport/...).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install_deps.sh || { echo "0 passed, 1 failed"; exit 1; }
@@ -10,24 +12,39 @@ bash tools/install_deps.sh || { echo "0 passed, 1 failed"; exit 1; }
 targets=("$@")
 whole_suite=false
 [ ${#targets[@]} -eq 0 ] && targets=(//...) && whole_suite=true
+# What the sanitizer runs cover: everything that moves bytes between threads and processes.
+# (The benchmark and launcher tests drive the same code through separate programs.)
+sanitized=(//tests/core/... //tests/rendezvous/... //tests/transport/... //tests/shm/...
+  //tests/collectives/... //tests/harness/...)
 
-log=$(mktemp)
-fuzz_log=$(mktemp)
-trap 'rm -f "$log" "$fuzz_log"' EXIT
-# --test_summary=short lists every test target with its result, which the summary counts.
-bazel test --curses=no --color=no --show_progress_rate_limit=30 --test_summary=short \
-  "${targets[@]}" 2>&1 | tee "$log"
-status=${PIPESTATUS[0]}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
 
-fuzz_status=0
-if $whole_suite; then
+# Runs `bazel test` with the given arguments and records its counts as $work/<label>.counts.
+# Each run is summarised right away: bazel-testlogs points at the last configuration run.
+run_suite() {
+  local label=$1
+  shift
   echo
-  bash tools/fuzz.sh 30 2>&1 | tee "$fuzz_log"
-  fuzz_status=${PIPESTATUS[0]}
+  echo "=== $label: bazel test $*"
+  # --test_summary=short lists every test target with its result, which the summary counts.
+  bazel test --curses=no --color=no --show_progress_rate_limit=30 --test_summary=short "$@" \
+    2>&1 | tee "$work/$label.log"
+  local status=${PIPESTATUS[0]}
+  python3 tools/summarize_tests.py counts "$label" "$work/$label.log" "$status" \
+    >"$work/$label.counts"
+  cat "$work/$label.counts"
+}
+
+run_suite tests "${targets[@]}"
+if $whole_suite; then
+  run_suite asan --config=asan "${sanitized[@]}"
+  run_suite tsan --config=tsan "${sanitized[@]}"
+  echo
+  bash tools/fuzz.sh 30 2>&1 | tee "$work/fuzz.log"
+  python3 tools/summarize_tests.py fuzz fuzz "$work/fuzz.log" "${PIPESTATUS[0]}" \
+    >"$work/fuzz.counts"
 fi
 
 echo
-# Counts Catch2 test cases per target from the logs (see tools/summarize_tests.py).
-python3 tools/summarize_tests.py "$log" "$status" "$fuzz_log" "$fuzz_status"
-summary=$?
-[ "$status" -eq 0 ] && [ "$fuzz_status" -eq 0 ] && [ "$summary" -eq 0 ]
+python3 tools/summarize_tests.py total "$work"/*.counts
