@@ -59,13 +59,16 @@ def bazel_counts(log_path):
             if result == "SKIPPED":
                 skipped += 1
                 continue
+            # FLAKY: failed, then passed on a retry that bazel allowed (flaky = True); its
+            # test.log is the passing attempt's.
+            succeeded = result in ("PASSED", "FLAKY")
             totals = catch2_totals(target) if result in ("PASSED", "FAILED", "FLAKY") else None
-            if totals and result == "PASSED":
+            if totals and succeeded:
                 passed += totals[0]
             elif totals:
                 passed += totals[0]
                 failed += max(totals[1], 1)
-            elif result == "PASSED":
+            elif succeeded:
                 passed += 1
             else:
                 failed += 1
