@@ -25,6 +25,7 @@
 #include "chorus/core/status.h"
 #include "chorus/integrations/launcher/rank_env.h"
 #include "chorus/rendezvous/store_url.h"
+#include "chorus/transport/shm/shm_device.h"
 #include "chorus/transport/tcp/tcp_device.h"
 
 namespace chorus::bench {
@@ -34,7 +35,7 @@ constexpr char kAutoAlgorithm[] = "auto";
 
 const std::vector<ToolFlag>& ChorusFlags() {
   static const auto* flags = new std::vector<ToolFlag>{
-      {"transport", "tcp", "transport between the ranks: tcp"},
+      {"transport", "tcp", "transport between the ranks: tcp or shm (shared memory, one host)"},
       {"store", "", "rendezvous store URL (file:///dir or redis://...); default $CHORUS_STORE"},
   };
   return *flags;
@@ -61,9 +62,9 @@ CollectiveKind KindOf(Collective collective) {
   return CollectiveKind::kBarrier;
 }
 
-// The transports chorus-bench can create a device for; a new one (shm) is one more name here
-// and one more branch in CreateDevice.
-constexpr const char* kTransports[] = {"tcp"};
+// The transports chorus-bench can create a device for; a new one is one more name here and one
+// more branch in CreateDevice.
+constexpr const char* kTransports[] = {"tcp", "shm"};
 
 absl::Status CheckTransport(const std::string& transport) {
   for (const char* known : kTransports) {
@@ -82,6 +83,7 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& transpor
     if (options.address.empty() && options.interfaces.empty()) options.address = "127.0.0.1";
     return tcp::CreateTcpDevice(options);
   }
+  if (transport == "shm") return CreateShmDevice();  // options from CHORUS_SHM_* variables
   return InternalError(absl::StrCat("no device factory for transport '", transport, "'"));
 }
 

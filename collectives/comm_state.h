@@ -19,7 +19,7 @@
 namespace chorus {
 
 struct CommTuning {
-  size_t segment_bytes = 256 * 1024;
+  size_t segment_bytes = 1024 * 1024;
   int pipeline_depth = 16;
 };
 
