@@ -2,7 +2,8 @@
 # Chorus beside Gloo, allreduce float32 sum over loopback TCP with a file store, back to back in
 # one run so both see the same machine state: 2 and 4 ranks from 4 B to 64 MiB (every Chorus
 # allreduce algorithm, the selector's choice `auto`, every Gloo algorithm), then an
-# oversubscribed latency check at 8 ranks up to 1 MiB. Writes JSON to benchmarks/results/,
+# oversubscribed latency check at 8 ranks up to 1 MiB, then Chorus over shared memory (2 and 8
+# ranks). Writes JSON to benchmarks/results/,
 # prints compare.py's ratio tables and draws the PNG with plot.py.
 #
 #   bash benchmarks/run_comparison.sh        (after bazel build //benchmarks:chorus_bench
@@ -47,6 +48,17 @@ python3 "$CHORUSRUN" -n 2 --timeout 300 -- "$GLOO" -b 8 -e 8 -n 200 -w 20 --limi
 run 2 64M 2ranks
 run 4 64M 4ranks
 run 8 1M 8ranks
+# The same allreduce over the shared-memory transport (no Gloo counterpart: Gloo has none).
+echo "=== 8 B latency over shm, 2 ranks, 200 iterations"
+python3 "$CHORUSRUN" -n 2 --timeout 300 -- "$CHORUS" -b 8 -e 8 -n 200 -w 20 --limits 0 \
+  --transport shm --algo auto
+for ranks_max in 2:64M 8:1M; do
+  ranks=${ranks_max%:*}
+  echo "=== chorus over shm, $ranks ranks"
+  python3 "$CHORUSRUN" -n "$ranks" --store file --timeout 900 -- "$CHORUS" -b 4 \
+    -e "${ranks_max#*:}" "${SWEEP[@]}" --transport shm --algo auto \
+    --json "$RESULTS/chorus-shm-allreduce-${ranks}ranks.json"
+done
 /usr/bin/python3 benchmarks/plot.py -o "$RESULTS/allreduce-chorus-vs-gloo.png" \
   "$RESULTS"/chorus-allreduce-2ranks.json "$RESULTS"/gloo-allreduce-2ranks.json \
   "$RESULTS"/chorus-allreduce-4ranks.json "$RESULTS"/gloo-allreduce-4ranks.json
