@@ -15,6 +15,9 @@ using A = AlgorithmId;
 double Log2(const CostInputs& in) { return std::ceil(std::log2(std::max(in.ranks, 1.0))); }
 // The share of the array a rank sends in a bandwidth-optimal algorithm: (p-1)/p.
 double Share(const CostInputs& in) { return (in.ranks - 1) / in.ranks; }
+// Steps of a recursive algorithm's core: floor(log2 p), since it runs over the largest power
+// of two at most p once the other ranks have folded in.
+double CoreSteps(const CostInputs& in) { return std::floor(std::log2(std::max(in.ranks, 1.0))); }
 // 1 when p is not a power of two: the recursive algorithms fold and unfold.
 double Folds(const CostInputs& in) {
   const double p = in.ranks;
@@ -25,14 +28,15 @@ double Fill(const CostInputs& in, double depth) {
   return depth * std::min(in.bytes, in.segment_bytes) * in.beta;
 }
 
-// Formulas (n bytes, p ranks, L = ceil(log2 p), a/b/g = alpha/beta/gamma); see
+// Formulas (n bytes, p ranks, L = ceil(log2 p), a/b/g = alpha/beta/gamma; the recursive
+// algorithms that fold use floor(log2 p) core steps plus the fold); see
 // docs/collectives.md. Segmented rings overlap the reduction with the wire, so their
 // reduction term only counts where gamma exceeds beta.
 const AlgorithmEntry kTable[] = {
     // allreduce
     {K::kAllReduce, A::kRecursiveDoubling, RecursiveDoublingAllReduce,
      [](const CostInputs& in) {
-       return Log2(in) * (in.alpha + in.bytes * (in.beta + in.gamma)) +
+       return CoreSteps(in) * (in.alpha + in.bytes * (in.beta + in.gamma)) +
               Folds(in) * (2 * in.alpha + in.bytes * (2 * in.beta + in.gamma));
      }},
     {K::kAllReduce, A::kRing, RingAllReduce,
@@ -42,7 +46,7 @@ const AlgorithmEntry kTable[] = {
      }},
     {K::kAllReduce, A::kRabenseifner, RabenseifnerAllReduce,
      [](const CostInputs& in) {
-       return 2 * Log2(in) * in.alpha + Share(in) * in.bytes * (2 * in.beta + in.gamma) +
+       return 2 * CoreSteps(in) * in.alpha + Share(in) * in.bytes * (2 * in.beta + in.gamma) +
               Folds(in) * (2 * in.alpha + in.bytes * (2 * in.beta + in.gamma));
      }},
     {K::kAllReduce, A::kDoubleBinaryTree, DoubleTreeAllReduce,
@@ -71,7 +75,7 @@ const AlgorithmEntry kTable[] = {
     // allgather(v)
     {K::kAllGather, A::kRecursiveDoubling, RecursiveDoublingAllGather,
      [](const CostInputs& in) {
-       return Log2(in) * in.alpha + Share(in) * in.bytes * in.beta +
+       return CoreSteps(in) * in.alpha + Share(in) * in.bytes * in.beta +
               Folds(in) * (2 * in.alpha + in.bytes * in.beta);
      }},
     {K::kAllGather, A::kRing, RingAllGather,
@@ -80,7 +84,7 @@ const AlgorithmEntry kTable[] = {
      }},
     {K::kAllGatherV, A::kRecursiveDoubling, RecursiveDoublingAllGather,
      [](const CostInputs& in) {
-       return Log2(in) * in.alpha + Share(in) * in.bytes * in.beta +
+       return CoreSteps(in) * in.alpha + Share(in) * in.bytes * in.beta +
               Folds(in) * (2 * in.alpha + in.bytes * in.beta);
      }},
     {K::kAllGatherV, A::kRing, RingAllGather,
@@ -90,7 +94,7 @@ const AlgorithmEntry kTable[] = {
     // reduce_scatter(v)
     {K::kReduceScatter, A::kRabenseifner, RabenseifnerReduceScatter,
      [](const CostInputs& in) {
-       return Log2(in) * in.alpha + Share(in) * in.bytes * (in.beta + in.gamma) +
+       return CoreSteps(in) * in.alpha + Share(in) * in.bytes * (in.beta + in.gamma) +
               Folds(in) * (2 * in.alpha + in.bytes * (in.beta + in.gamma));
      }},
     {K::kReduceScatter, A::kRing, RingReduceScatter,
@@ -100,7 +104,7 @@ const AlgorithmEntry kTable[] = {
      }},
     {K::kReduceScatterV, A::kRabenseifner, RabenseifnerReduceScatter,
      [](const CostInputs& in) {
-       return Log2(in) * in.alpha + Share(in) * in.bytes * (in.beta + in.gamma) +
+       return CoreSteps(in) * in.alpha + Share(in) * in.bytes * (in.beta + in.gamma) +
               Folds(in) * (2 * in.alpha + in.bytes * (in.beta + in.gamma));
      }},
     {K::kReduceScatterV, A::kRing, RingReduceScatter,

@@ -28,11 +28,16 @@ namespace chorus {
 // cache), so buffers carry their memory type instead of transports guessing.
 enum class MemoryType { kHost, kCuda };
 
+// For kCuda, `stream` (a cudaStream_t, opaque here so this header needs no CUDA) orders the
+// transfer against the caller's GPU work: a transport waits for the work queued on it before
+// reading a send buffer, and makes work queued after the receive wait for the data (CUDA
+// events), instead of synchronising the whole device. Null means the legacy default stream.
 struct MemoryRef {
   void* data = nullptr;
   size_t size = 0;
   MemoryType type = MemoryType::kHost;
   int device = -1;  // CUDA device ordinal for kCuda
+  void* stream = nullptr;
 };
 
 struct ConstMemoryRef {
@@ -40,6 +45,7 @@ struct ConstMemoryRef {
   size_t size = 0;
   MemoryType type = MemoryType::kHost;
   int device = -1;
+  void* stream = nullptr;
 };
 
 // A connection to one peer. Thread-safe: many threads may post at once.

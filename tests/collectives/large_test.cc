@@ -1,6 +1,7 @@
 // Messages of a few MiB, where the ring and tree pipelines run many segments: every
-// collective and algorithm at a few rank counts and types. The segment size is cut to 64 KiB
-// so even these sizes run tens of segments with the window full.
+// collective and algorithm, every type and every op (each op at one of two rank counts), as
+// threads, and again as processes for the transports that cross process boundaries. The
+// segment size is cut to 64 KiB so even these sizes run tens of segments with the window full.
 #include <catch2/catch.hpp>
 
 #include "tests/collectives/cases.h"
@@ -9,8 +10,9 @@
 namespace chorus::testing {
 namespace {
 
-void RunLarge(TransportKind transport, int ranks, std::vector<DataType> types,
-              std::vector<ReduceOp> ops) {
+enum class RankForm { kThreads, kProcesses };
+
+void RunLarge(RankForm form, int ranks, std::vector<DataType> types, std::vector<ReduceOp> ops) {
   Matrix matrix;
   matrix.types = std::move(types);
   matrix.ops = std::move(ops);
@@ -19,22 +21,34 @@ void RunLarge(TransportKind transport, int ranks, std::vector<DataType> types,
   const std::vector<Case> cases = BuildCases(matrix, ranks);
   CommunicatorOptions options;
   options.segment_bytes = 64 * 1024;
-  const absl::Status status = RunOnThreads(
-      transport, ranks, [&](Communicator& comm) { return RunCases(comm, cases); }, absl::Minutes(8),
-      options);
-  INFO(cases.size() << " cases on " << ranks << " ranks over " << TransportName(transport));
-  if (!status.ok()) FAIL(status.ToString());
+  const CommBody body = [&](Communicator& comm) { return RunCases(comm, cases); };
+  const absl::Status status =
+      form == RankForm::kThreads
+          ? RunOnThreads(kTestTransport, ranks, body, absl::Minutes(8), options)
+          : RunOnProcesses(kTestTransport, ranks, body, absl::Minutes(8), options);
+  INFO(cases.size() << " cases on " << ranks
+                    << (form == RankForm::kThreads ? " threads" : " processes") << " over "
+                    << TransportName(kTestTransport));
+  INFO(status.ToString());
+  REQUIRE(status.ok());
 }
 
-TEST_CASE("large messages, 4 ranks", "[large]") {
-  RunLarge(kTestTransport, 4, {DataType::kFloat32, DataType::kBFloat16},
-           {ReduceOp::kSum, ReduceOp::kMax});
+// Empty type list: every type.
+TEST_CASE("large messages, 4 ranks: every type, sum / min / max", "[large]") {
+  RunLarge(RankForm::kThreads, 4, {}, {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax});
 }
 
-TEST_CASE("large messages, 3 ranks", "[large]") {
-  RunLarge(kTestTransport, 3, {DataType::kInt64, DataType::kFloat16},
-           {ReduceOp::kProd, ReduceOp::kAvg});
+TEST_CASE("large messages, 3 ranks: every type, prod / avg", "[large]") {
+  RunLarge(RankForm::kThreads, 3, {}, {ReduceOp::kProd, ReduceOp::kAvg});
 }
+
+// BUILD defines CHORUS_TEST_PROCESSES for the transports that connect separate processes.
+#ifdef CHORUS_TEST_PROCESSES
+TEST_CASE("large messages, 3 ranks as processes", "[large]") {
+  RunLarge(RankForm::kProcesses, 3, {DataType::kFloat32, DataType::kBFloat16, DataType::kInt8},
+           {ReduceOp::kSum, ReduceOp::kMin});
+}
+#endif
 
 }  // namespace
 }  // namespace chorus::testing

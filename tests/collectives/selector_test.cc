@@ -10,6 +10,7 @@
 #include "absl/strings/match.h"
 #include "chorus/core/status.h"
 #include "tests/collectives/world.h"
+#include "tests/transport/captured_log.h"
 
 namespace chorus::testing {
 namespace {
@@ -131,6 +132,26 @@ TEST_CASE("CHORUS_ALGO reaches the communicator and the Work handle", "[selector
   INFO(bad.ToString());
   CHECK(GetErrorKind(bad) == ErrorKind::kInvalidArgument);
   CHECK(absl::StrContains(bad.message(), "CHORUS_ALGO"));
+}
+
+TEST_CASE("the chosen algorithm is named in the debug log", "[selector]") {
+  CapturedLog log("debug");
+  CollectiveOptions forced;
+  forced.algorithm = "recursive_doubling";
+  const absl::Status status = RunOnThreads(
+      TransportKind::kInproc, 2,
+      [&](Communicator& comm) -> absl::Status {
+        std::vector<int32_t> data(5, 1);
+        return comm.AllReduce(data.data(), data.data(), 5, DataType::kInt32, ReduceOp::kSum,
+                              forced);
+      },
+      absl::Minutes(1));
+  INFO(status.ToString());
+  REQUIRE(status.ok());
+  const std::string text = log.Read();
+  INFO(text);
+  CHECK(absl::StrContains(text, "algorithm recursive_doubling"));
+  CHECK(absl::StrContains(text, "allreduce #"));
 }
 
 }  // namespace

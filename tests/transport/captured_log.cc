@@ -27,9 +27,9 @@ void RestoreEnv(const char* name, const std::optional<std::string>& value) {
 
 }  // namespace
 
-CapturedLog::CapturedLog()
+CapturedLog::CapturedLog(const char* level)
     : saved_level_(SaveEnv("CHORUS_LOG")), saved_file_(SaveEnv("CHORUS_LOG_FILE")) {
-  setenv("CHORUS_LOG", "info", 1);
+  setenv("CHORUS_LOG", level, 1);
   setenv("CHORUS_LOG_FILE", absl::StrCat(directory_.path(), "/log").c_str(), 1);
   ReloadLogConfig();
 }

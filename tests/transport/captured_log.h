@@ -1,5 +1,5 @@
-// Captures Chorus logging in tests: while alive, lines of level info and above go to files
-// under a temporary directory instead of stderr, for the test to read.
+// Captures Chorus logging in tests: while alive, lines of `level` (default info) and above go
+// to files under a temporary directory instead of stderr, for the test to read.
 #ifndef CHORUS_TESTS_TRANSPORT_CAPTURED_LOG_H_
 #define CHORUS_TESTS_TRANSPORT_CAPTURED_LOG_H_
 
@@ -13,7 +13,7 @@ namespace chorus::testing {
 // Only create it while no device exists: reloading the configuration races with loggers.
 class CapturedLog {
  public:
-  CapturedLog();
+  explicit CapturedLog(const char* level = "info");
   ~CapturedLog();
   CapturedLog(const CapturedLog&) = delete;
   CapturedLog& operator=(const CapturedLog&) = delete;

@@ -25,6 +25,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "chorus/core/env.h"
 #include "chorus/core/status.h"
 #include "chorus/rendezvous/file_store.h"
 #include "chorus/transport/shm/shm_device.h"
@@ -139,9 +140,9 @@ int Main(int argc, char** argv) {
     std::perror("mkdtemp");
     return 1;
   }
-  const char* mode = std::getenv("CHORUS_SHM_SINGLE_COPY");
+  const std::string mode = GetEnv("CHORUS_SHM_SINGLE_COPY").value_or("auto (default)");
   std::printf("shm_pingpong: 2 processes, CHORUS_SHM_SINGLE_COPY=%s, %ld cores online\n",
-              mode ? mode : "auto (default)", sysconf(_SC_NPROCESSORS_ONLN));
+              mode.c_str(), sysconf(_SC_NPROCESSORS_ONLN));
   std::fflush(stdout);
   pid_t children[2];
   for (int rank = 0; rank < 2; ++rank) {

@@ -1,0 +1,70 @@
+// Prints which algorithm the cost model picks, per collective with a choice, per rank count,
+// as size ranges, with a device kind's default constants (selector.cc). docs/collectives.md
+// quotes its output, so the "when is each picked" table is the model's, not a hand summary.
+//
+//   bazel run //tests/collectives:selection_table -- tcp
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "chorus/collectives/selector.h"
+#include "chorus/core/types.h"
+
+namespace chorus {
+namespace {
+
+// Powers of two from 4 B to 1 GiB, the sizes the table is sampled at.
+constexpr int kMinLog2 = 2;
+constexpr int kMaxLog2 = 30;
+
+std::string SizeName(int log2) {
+  static const char* const kUnits[] = {"B", "K", "M", "G"};
+  return absl::StrCat(size_t{1} << (log2 % 10), kUnits[log2 / 10]);
+}
+
+// The algorithm the selector picks for a `bytes`-byte collective (as CollectiveArgs::bytes()
+// counts it) of `kind` over `ranks` ranks.
+std::string Pick(const Selector& selector, CollectiveKind kind, int ranks, int log2) {
+  CollectiveArgs args;
+  args.kind = kind;
+  args.type = DataType::kUint8;
+  const size_t bytes = size_t{1} << log2;
+  const bool per_rank_block =
+      kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter;
+  args.count = per_rank_block ? bytes / ranks : bytes;
+  absl::StatusOr<const AlgorithmEntry*> entry = selector.Choose(args, ranks, "");
+  return entry.ok() ? std::string(AlgorithmName((*entry)->id)) : entry.status().ToString();
+}
+
+int Run(const std::string& device_kind) {
+  const Selector selector({}, DefaultCostParams(device_kind), CommunicatorOptions{}.segment_bytes);
+  std::printf("device %s: the cost model's pick by size (4 B - 1 GiB, powers of two)\n\n",
+              device_kind.c_str());
+  std::printf("| collective | ranks | picks |\n|---|---|---|\n");
+  for (CollectiveKind kind :
+       {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast, CollectiveKind::kReduce,
+        CollectiveKind::kAllGather, CollectiveKind::kReduceScatter}) {
+    for (int ranks : {2, 3, 4, 8, 16, 64}) {
+      std::string ranges;
+      int start = kMinLog2;
+      std::string current = Pick(selector, kind, ranks, start);
+      for (int log2 = kMinLog2 + 1; log2 <= kMaxLog2 + 1; ++log2) {
+        const std::string next = log2 <= kMaxLog2 ? Pick(selector, kind, ranks, log2) : "";
+        if (next == current) continue;
+        absl::StrAppend(&ranges, ranges.empty() ? "" : ", ", current, " ", SizeName(start),
+                        log2 <= kMaxLog2 ? absl::StrCat("-", SizeName(log2 - 1)) : "+");
+        start = log2;
+        current = next;
+      }
+      std::printf("| %s | %d | %s |\n", std::string(CollectiveKindName(kind)).c_str(), ranks,
+                  ranges.c_str());
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace chorus
+
+int main(int argc, char** argv) { return chorus::Run(argc > 1 ? argv[1] : "tcp"); }
