@@ -210,7 +210,10 @@ absl::Status Main(int argc, char** argv) {
     store_url = *GetEnv("CHORUS_STORE");
   }
   CHORUS_ASSIGN_OR_RETURN(const StoreUrl url, ParseStoreUrl(store_url));
-  CHORUS_RETURN_IF_ERROR(ValidateForRanks(options, identity.size));
+  const std::vector<BenchmarkOptions> sweeps = SweepsByTypeAndOp(options);
+  for (const BenchmarkOptions& sweep : sweeps) {
+    CHORUS_RETURN_IF_ERROR(ValidateForRanks(sweep, identity.size));
+  }
 
   // The probe forks, so it runs before the device starts its progress thread; the other ranks
   // wait for rank 0 in the rendezvous meanwhile.
@@ -231,22 +234,24 @@ absl::Status Main(int argc, char** argv) {
                           Communicator::Create(*store, "chorus-bench", *device, identity.rank,
                                                identity.size, comm_options));
   std::vector<RunReport> runs;
-  for (const std::string& algorithm : algorithms) {
-    RunReport run;
-    run.library = "chorus";
-    run.library_version = "0.1";
-    run.algorithm = algorithm;
-    run.transport = transport;
-    run.store = url.kind == StoreUrl::Kind::kFile ? "file" : "redis";
-    run.ranks = identity.size;
-    run.options = options;
-    ChorusTarget target(*comm, options, algorithm);
-    CHORUS_RETURN_IF_ERROR(RunSweep(target, run, stdout));
-    run.algorithm = target.Description();
-    if (identity.rank == 0 && run.algorithm != algorithm) {
-      std::printf("# %s picked: %s\n", algorithm.c_str(), run.algorithm.c_str());
+  for (const BenchmarkOptions& sweep : sweeps) {
+    for (const std::string& algorithm : algorithms) {
+      RunReport run;
+      run.library = "chorus";
+      run.library_version = "0.1";
+      run.algorithm = algorithm;
+      run.transport = transport;
+      run.store = url.kind == StoreUrl::Kind::kFile ? "file" : "redis";
+      run.ranks = identity.size;
+      run.options = sweep;
+      ChorusTarget target(*comm, sweep, algorithm);
+      CHORUS_RETURN_IF_ERROR(RunSweep(target, run, stdout));
+      run.algorithm = target.Description();
+      if (identity.rank == 0 && run.algorithm != algorithm) {
+        std::printf("# %s picked: %s\n", algorithm.c_str(), run.algorithm.c_str());
+      }
+      runs.push_back(std::move(run));
     }
-    runs.push_back(std::move(run));
   }
 
   if (identity.rank == 0 && !options.json_path.empty()) {

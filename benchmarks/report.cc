@@ -48,6 +48,26 @@ absl::Status ParseSize(absl::string_view flag, absl::string_view text, int64_t* 
   return absl::OkStatus();
 }
 
+// "all" (every value of an enum with `count` values, in enum order) or a comma-separated list
+// of names that `parse` understands; InvalidArgument naming the flag otherwise.
+template <typename Enum>
+absl::StatusOr<std::vector<Enum>> ParseList(absl::string_view flag, absl::string_view text,
+                                            int count,
+                                            absl::StatusOr<Enum> (*parse)(absl::string_view)) {
+  std::vector<Enum> values;
+  if (text == "all") {
+    for (int i = 0; i < count; ++i) values.push_back(static_cast<Enum>(i));
+    return values;
+  }
+  for (absl::string_view name : absl::StrSplit(text, ',', absl::SkipEmpty())) {
+    absl::StatusOr<Enum> value = parse(name);
+    if (!value.ok()) return Annotate(value.status(), flag);
+    values.push_back(*value);
+  }
+  if (values.empty()) return InvalidArgumentError(absl::StrCat(flag, " needs at least one name"));
+  return values;
+}
+
 // One common flag: its names, its help line and how it sets the options.
 struct CommonFlag {
   const char* short_name;  // "" when none
@@ -79,14 +99,19 @@ const std::vector<CommonFlag>& CommonFlags() {
          return ParseSmallInt("-c", v, 0, &o.check_iterations);
        }},
       {"-d", "--datatype",
-       "element type: float32, float64, float16, bfloat16, int8, ...  [float32]",
+       "element type(s), comma-separated, or all: float32, float64, float16, bfloat16, int8, "
+       "...  [float32]",
        [](absl::string_view v, BenchmarkOptions& o) -> absl::Status {
-         CHORUS_ASSIGN_OR_RETURN(o.type, ParseDataType(v));
+         CHORUS_ASSIGN_OR_RETURN(o.types, ParseList<DataType>("-d", v, kNumDataTypes,
+                                                              ParseDataType));
+         o.type = o.types.front();
          return absl::OkStatus();
        }},
-      {"-o", "--op", "reduction: sum, prod, min, max, avg  [sum]",
+      {"-o", "--op", "reduction(s), comma-separated, or all: sum, prod, min, max, avg  [sum]",
        [](absl::string_view v, BenchmarkOptions& o) -> absl::Status {
-         CHORUS_ASSIGN_OR_RETURN(o.op, ParseReduceOp(v));
+         CHORUS_ASSIGN_OR_RETURN(o.ops, ParseList<ReduceOp>("-o", v, kNumReduceOps,
+                                                            ParseReduceOp));
+         o.op = o.ops.front();
          return absl::OkStatus();
        }},
       {"-r", "--root", "root rank of broadcast and reduce  [0]",
@@ -337,6 +362,20 @@ std::string BenchmarkUsage(absl::string_view program, absl::Span<const ToolFlag>
                           flag.default_value);
   }
   return usage;
+}
+
+std::vector<BenchmarkOptions> SweepsByTypeAndOp(const BenchmarkOptions& options) {
+  std::vector<BenchmarkOptions> sweeps;
+  const size_t ops = HasReduceOp(options.collective) ? options.ops.size() : 1;
+  for (DataType type : options.types) {
+    for (size_t i = 0; i < ops; ++i) {
+      BenchmarkOptions sweep = options;
+      sweep.type = type;
+      sweep.op = options.ops[i];
+      sweeps.push_back(std::move(sweep));
+    }
+  }
+  return sweeps;
 }
 
 absl::Status ValidateForRanks(const BenchmarkOptions& options, int ranks) {

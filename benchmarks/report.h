@@ -8,8 +8,10 @@
 //   -n, --iters         timed iterations per size                     (default 20)
 //   -w, --warmup_iters  untimed iterations before them                (default 5)
 //   -c, --check         checked iterations per size, apart from the timed ones; 0: none (1)
-//   -d, --datatype      element type: float32, int32, float16, ...    (default float32)
-//   -o, --op            reduction: sum, prod, min, max, avg           (default sum)
+//   -d, --datatype      element type(s), comma-separated, or all: float32, int32, float16,
+//                       ...; one sweep each                            (default float32)
+//   -o, --op            reduction(s), comma-separated, or all: sum, prod, min, max, avg;
+//                       one sweep each (reductions only)              (default sum)
 //   -r, --root          root rank of broadcast and reduce             (default 0)
 //   --coll              collective: allreduce, broadcast, reduce, allgather, reduce_scatter,
 //                       alltoall, barrier                             (default allreduce)
@@ -42,8 +44,11 @@ struct BenchmarkOptions {
   int iterations = 20;
   int warmup_iterations = 5;
   int check_iterations = 1;
+  // The type and op of one sweep; ForEachTypeAndOp sets them from the lists.
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
+  std::vector<DataType> types = {DataType::kFloat32};  // -d
+  std::vector<ReduceOp> ops = {ReduceOp::kSum};        // -o
   int root = 0;
   std::vector<std::string> algorithms;  // empty: the tool's default
   std::string json_path;                // empty: no JSON
@@ -66,6 +71,10 @@ absl::StatusOr<BenchmarkOptions> ParseBenchmarkFlags(int argc, const char* const
 
 // The usage text: the common flags above plus the tool's.
 std::string BenchmarkUsage(absl::string_view program, absl::Span<const ToolFlag> tool_flags);
+
+// One copy of `options` per sweep of -d and -o: every type, times every op for collectives
+// that reduce (the others take the first op), with `type` and `op` set.
+std::vector<BenchmarkOptions> SweepsByTypeAndOp(const BenchmarkOptions& options);
 
 // Checks what needs the rank count: root in range, sizes usable for the collective.
 absl::Status ValidateForRanks(const BenchmarkOptions& options, int ranks);

@@ -187,8 +187,10 @@ absl::Status CheckSupported(const BenchmarkOptions& options) {
                                              "barrier, not ",
                                              CollectiveName(options.collective)));
   }
-  if (options.type != DataType::kFloat32) {
-    return InvalidArgumentError("gloo-bench measures float32 only (-d float32)");
+  for (DataType type : options.types) {
+    if (type != DataType::kFloat32) {
+      return InvalidArgumentError("gloo-bench measures float32 only (-d float32)");
+    }
   }
   for (const std::string& algorithm : options.algorithms) {
     if (algorithm != "all" && std::find(known.begin(), known.end(), algorithm) == known.end()) {
@@ -266,22 +268,24 @@ absl::Status Main(int argc, char** argv) {
   }
 
   CHORUS_ASSIGN_OR_RETURN(const auto context, Connect(identity, url, timeout_s));
-  CHORUS_ASSIGN_OR_RETURN(const auto* reduction,
-                          HasReduceOp(options.collective) ? GlooReduction(options.op)
-                                                          : GlooReduction(ReduceOp::kSum));
   std::vector<RunReport> runs;
-  for (const std::string& algorithm : SelectedAlgorithms(options)) {
-    RunReport run;
-    run.library = "gloo";
-    run.library_version = GlooVersion();
-    run.algorithm = algorithm;
-    run.transport = "tcp";
-    run.store = url.kind == StoreUrl::Kind::kFile ? "file" : "redis";
-    run.ranks = identity.size;
-    run.options = options;
-    GlooTarget target(context, options, algorithm, reduction);
-    CHORUS_RETURN_IF_ERROR(RunSweep(target, run, stdout));
-    runs.push_back(std::move(run));
+  for (const BenchmarkOptions& sweep : SweepsByTypeAndOp(options)) {
+    CHORUS_ASSIGN_OR_RETURN(const auto* reduction,
+                            HasReduceOp(sweep.collective) ? GlooReduction(sweep.op)
+                                                          : GlooReduction(ReduceOp::kSum));
+    for (const std::string& algorithm : SelectedAlgorithms(sweep)) {
+      RunReport run;
+      run.library = "gloo";
+      run.library_version = GlooVersion();
+      run.algorithm = algorithm;
+      run.transport = "tcp";
+      run.store = url.kind == StoreUrl::Kind::kFile ? "file" : "redis";
+      run.ranks = identity.size;
+      run.options = sweep;
+      GlooTarget target(context, sweep, algorithm, reduction);
+      CHORUS_RETURN_IF_ERROR(RunSweep(target, run, stdout));
+      runs.push_back(std::move(run));
+    }
   }
 
   if (identity.rank == 0 && !options.json_path.empty()) {

@@ -85,6 +85,15 @@ class ChorusBench(unittest.TestCase):
                              ("chorus", "tcp", "file", 3))
             self.assertEqual(run["wrong_total"], 0)
 
+    def test_every_type_and_op_in_one_run_over_shm(self):
+        result = run_bench(2, "-b", "64", "-e", "4K", "-f", "64", "-n", "1", "-w", "0",
+                           "--limits", "0", "-d", "all", "-o", "all", "--transport", "shm")
+        rows = self.assert_all_verified(result, 10 * 5 * 2)  # types x ops x (64 B, 4 KiB)
+        printed = {(row[2], row[3]) for row in rows}
+        self.assertEqual(len(printed), 50, printed)
+        self.assertIn(("bfloat16", "avg"), printed)
+        self.assertIn(("uint64", "prod"), printed)
+
     def test_barrier_and_the_machine_limits(self):
         result = run_bench(2, "--coll", "barrier", "-n", "3", "-w", "1")
         self.assertEqual(result.returncode, 0, result.stderr)

@@ -41,6 +41,33 @@ TEST_CASE("nccl-tests flags parse, long and short") {
   CHECK(!options->help);
 }
 
+TEST_CASE("-d and -o take lists and all; one sweep per type and, for reductions, per op") {
+  const auto all = Parse({"-d", "all", "-o", "all"});
+  REQUIRE(all.ok());
+  CHECK(all->types.size() == static_cast<size_t>(kNumDataTypes));
+  CHECK(all->ops.size() == static_cast<size_t>(kNumReduceOps));
+  const std::vector<BenchmarkOptions> sweeps = SweepsByTypeAndOp(*all);
+  REQUIRE(sweeps.size() == static_cast<size_t>(kNumDataTypes * kNumReduceOps));
+  CHECK(sweeps.front().type == DataType::kInt8);
+  CHECK(sweeps.front().op == ReduceOp::kSum);
+  CHECK(sweeps.back().type == DataType::kFloat64);
+  CHECK(sweeps.back().op == ReduceOp::kAvg);
+
+  const auto listed = Parse({"-d", "float16,int32", "-o", "min,max", "--coll", "broadcast"});
+  REQUIRE(listed.ok());
+  CHECK(listed->type == DataType::kFloat16);  // the first, for single-sweep readers
+  const std::vector<BenchmarkOptions> broadcasts = SweepsByTypeAndOp(*listed);
+  REQUIRE(broadcasts.size() == 2);  // broadcast does not reduce: ops do not multiply
+  CHECK(broadcasts[0].type == DataType::kFloat16);
+  CHECK(broadcasts[1].type == DataType::kInt32);
+
+  const auto defaults = Parse({});
+  REQUIRE(defaults.ok());
+  REQUIRE(SweepsByTypeAndOp(*defaults).size() == 1);
+  CHECK(SweepsByTypeAndOp(*defaults)[0].type == DataType::kFloat32);
+  CHECK(SweepsByTypeAndOp(*defaults)[0].op == ReduceOp::kSum);
+}
+
 TEST_CASE("bad flags are refused with the flag named") {
   const auto mentions = [](const absl::StatusOr<BenchmarkOptions>& options,
                            const std::string& text) {
@@ -54,6 +81,8 @@ TEST_CASE("bad flags are refused with the flag named") {
   CHECK(mentions(Parse({"-b", "lots"}), "-b"));
   CHECK(mentions(Parse({"-b", "1M", "-e", "1k"}), "is below -b"));
   CHECK(mentions(Parse({"-d", "float8"}), "float8"));
+  CHECK(mentions(Parse({"-d", "int32,float8"}), "-d"));
+  CHECK(mentions(Parse({"-o", ","}), "-o needs at least one name"));
   CHECK(mentions(Parse({"--coll", "scan"}), "unknown collective 'scan'"));
   CHECK(mentions(Parse({"--limits", "yes"}), "--limits"));
   CHECK(Parse({"--help"})->help);
