@@ -110,10 +110,10 @@ std::string FlightRecorder::Dump() const {
     }
   }
   const absl::Time now = absl::Now();
-  std::string dump = absl::StrCat("rank ", rank_, " communicator ", name_,
-                                  ": flight recorder at ", FormatClock(now), ", last ",
-                                  records.size(), " of ", added, " collectives, oldest first",
-                                  ring_size == 0 ? " (off: CHORUS_FLIGHT_RECORDER=0)" : "", "\n");
+  std::string dump = absl::StrCat("rank ", rank_, " communicator ", name_, ": flight recorder ");
+  if (ring_size == 0) return absl::StrCat(dump, "off (CHORUS_FLIGHT_RECORDER=0)\n");
+  absl::StrAppend(&dump, "at ", FormatClock(now), ", last ", records.size(), " of ", added,
+                  " collectives, oldest first\n");
   for (const FlightRecordPtr& record : records) absl::StrAppend(&dump, record->Describe(now));
   return dump;
 }
