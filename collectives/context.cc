@@ -112,6 +112,7 @@ std::string CollectiveContext::DescribeProgress() const {
     }
   }
   auto describe = [](absl::string_view what, const Direction& direction) {
+    if (direction.posted == 0) return absl::StrCat("no ", what);
     std::string text = absl::StrCat(what, " ", direction.done, "/", direction.posted, " done (",
                                     HumanBytes(direction.bytes_done), " of ",
                                     HumanBytes(direction.bytes_posted), ")");

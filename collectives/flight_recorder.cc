@@ -121,7 +121,9 @@ std::string FlightRecorder::Dump() const {
 void FlightRecorder::Report(absl::string_view reason) const {
   const std::string dump = Dump();
   ScopedLogRank log_rank(rank_);
-  CHORUS_LOG(kError, "flight") << reason << "; flight recorder dump follows\n" << dump;
+  // The log line gets its own newline.
+  CHORUS_LOG(kError, "flight") << reason << "; flight recorder dump follows\n"
+                               << absl::string_view(dump).substr(0, dump.size() - 1);
   if (file_.empty()) return;
   const std::string path = ExpandRankPattern(file_, rank_);
   std::ofstream out(path, std::ios::app);

@@ -4,8 +4,8 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "chorus/core/env.h"
+#include "chorus/core/json.h"
 #include "chorus/core/status.h"
 
 namespace chorus {
@@ -16,31 +16,6 @@ int ThreadNumber() {
   static std::atomic<int> next{1};
   thread_local const int number = next.fetch_add(1);
   return number;
-}
-
-std::string JsonString(absl::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          absl::StrAppend(&out, absl::StrFormat("\\u%04x", c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  out += "\"";
-  return out;
 }
 
 }  // namespace
