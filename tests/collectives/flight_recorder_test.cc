@@ -97,9 +97,26 @@ TEST_CASE("a timeout dumps the flight recorder, naming the collective and the si
           CHORUS_RETURN_IF_ERROR(comm.Recv(&token, 1, DataType::kInt32, 0, 1));
           return comm.Recv(&token, 1, DataType::kInt32, 1, 1);
         }
-        options.timeout = absl::Milliseconds(300);
-        const absl::Status timed_out = comm.AllReduce(data.data(), data.data(), data.size(),
-                                                      DataType::kFloat32, ReduceOp::kSum, options);
+        options.timeout = absl::Milliseconds(500);
+        absl::Status timed_out;
+        if (comm.rank() == 0) {
+          // Asynchronous, so that this thread can dump the collective while it runs.
+          WorkPtr work = comm.AllReduceAsync(data.data(), data.data(), data.size(),
+                                             DataType::kFloat32, ReduceOp::kSum, options);
+          std::string live;
+          const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          while (!absl::StrContains(live, "rank 2: SILENT") && !work->Test() &&
+                 std::chrono::steady_clock::now() < until) {
+            live = comm.FlightRecorderDump();
+          }
+          CHORUS_RETURN_IF_ERROR(ExpectContains(live, "allreduce #1 (ring, 1000 x float32"));
+          CHORUS_RETURN_IF_ERROR(ExpectContains(live, "RUNNING for"));
+          CHORUS_RETURN_IF_ERROR(ExpectContains(live, "rank 2: SILENT"));
+          timed_out = work->Wait(absl::Seconds(30));
+        } else {
+          timed_out = comm.AllReduce(data.data(), data.data(), data.size(), DataType::kFloat32,
+                                     ReduceOp::kSum, options);
+        }
         CHORUS_RETURN_IF_ERROR(
             Expect(GetErrorKind(timed_out) == ErrorKind::kDeadlineExceeded, timed_out.ToString()));
         const std::string dump = comm.FlightRecorderDump();
