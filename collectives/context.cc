@@ -234,7 +234,8 @@ absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
     uint64_t wait = 0;
     absl::Time since = absl::InfinitePast();
     ~TracedWait() {
-      if (wait != 0) trace->Add(absl::StrCat("wait ", DescribeWait(wait)), "wait", since, absl::Now());
+      if (wait == 0) return;
+      trace->Add(absl::StrCat("wait ", DescribeWait(wait)), "wait", since, absl::Now());
     }
   } traced{comm_.trace()};
   while (true) {

@@ -42,15 +42,13 @@ void TraceLog::Add(std::string name, absl::string_view category, absl::Time star
 absl::Status TraceLog::Flush() const {
   std::string json = absl::StrCat(
       "{\"traceEvents\":[\n{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":", rank_,
-      ",\"tid\":0,\"args\":{\"name\":", JsonString(absl::StrCat("rank ", rank_, " ", name_)),
-      "}}");
+      ",\"tid\":0,\"args\":{\"name\":", JsonString(absl::StrCat("rank ", rank_, " ", name_)), "}}");
   {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Event& event : events_) {
-      absl::StrAppend(&json, ",\n{\"name\":", JsonString(event.name), ",\"cat\":\"",
-                      event.category, "\",\"ph\":\"X\",\"ts\":", event.start_us,
-                      ",\"dur\":", event.duration_us, ",\"pid\":", rank_, ",\"tid\":", event.tid,
-                      ",\"args\":{");
+      absl::StrAppend(&json, ",\n{\"name\":", JsonString(event.name), ",\"cat\":\"", event.category,
+                      "\",\"ph\":\"X\",\"ts\":", event.start_us, ",\"dur\":", event.duration_us,
+                      ",\"pid\":", rank_, ",\"tid\":", event.tid, ",\"args\":{");
       for (size_t i = 0; i < event.args.size(); ++i) {
         absl::StrAppend(&json, i == 0 ? "" : ",", JsonString(event.args[i].first), ":",
                         JsonString(event.args[i].second));

@@ -81,9 +81,8 @@ TEST_CASE("a timeout dumps the flight recorder, naming the collective and the si
   TempDir dir;
   const std::string log = absl::StrCat(dir.path(), "/log");
   const std::string dumps = absl::StrCat(dir.path(), "/flight.%r");
-  ScopedEnv env{{"CHORUS_LOG", "warn"},
-                 {"CHORUS_LOG_FILE", log},
-                 {"CHORUS_FLIGHT_RECORDER_FILE", dumps}};
+  ScopedEnv env{
+      {"CHORUS_LOG", "warn"}, {"CHORUS_LOG_FILE", log}, {"CHORUS_FLIGHT_RECORDER_FILE", dumps}};
   const absl::Status status = RunOnThreads(
       kTransport, 3,
       [&](Communicator& comm) -> absl::Status {
@@ -172,8 +171,7 @@ TEST_CASE("the flight recorder keeps only the last N collectives", "[flight]") {
         }
         CHORUS_RETURN_IF_ERROR(
             Expect(!absl::StrContains(dump, "barrier #5 ("), "an evicted entry is still there"));
-        const std::vector<std::string> lines =
-            absl::StrSplit(dump, '\n', absl::SkipEmpty());
+        const std::vector<std::string> lines = absl::StrSplit(dump, '\n', absl::SkipEmpty());
         return Expect(lines.size() == 5, dump);  // the heading and four collectives
       },
       absl::Minutes(1), options);
@@ -187,7 +185,8 @@ TEST_CASE("CHORUS_FLIGHT_RECORDER=0 turns the recorder off", "[flight]") {
       kTransport, 2,
       [](Communicator& comm) -> absl::Status {
         CHORUS_RETURN_IF_ERROR(comm.Barrier());
-        return ExpectContains(comm.FlightRecorderDump(), "flight recorder off (CHORUS_FLIGHT_RECORDER=0)");
+        return ExpectContains(comm.FlightRecorderDump(),
+                              "flight recorder off (CHORUS_FLIGHT_RECORDER=0)");
       },
       absl::Minutes(1));
   INFO(status.ToString());
@@ -197,8 +196,8 @@ TEST_CASE("CHORUS_FLIGHT_RECORDER=0 turns the recorder off", "[flight]") {
 TEST_CASE("a signal dumps every live communicator", "[flight]") {
   TempDir dir;
   ScopedEnv env{{"CHORUS_FLIGHT_RECORDER_SIGNAL", "SIGUSR1"},
-                 {"CHORUS_FLIGHT_RECORDER_FILE", absl::StrCat(dir.path(), "/flight.%r")},
-                 {"CHORUS_LOG_FILE", absl::StrCat(dir.path(), "/log")}};
+                {"CHORUS_FLIGHT_RECORDER_FILE", absl::StrCat(dir.path(), "/flight.%r")},
+                {"CHORUS_LOG_FILE", absl::StrCat(dir.path(), "/log")}};
   const absl::Status status = RunOnThreads(
       kTransport, 2,
       [&](Communicator& comm) -> absl::Status {
@@ -248,7 +247,9 @@ TEST_CASE("CHORUS_TRACE_FILE writes a Chrome trace of collectives and waits", "[
         "done = [e for e in events if e['ph'] == 'X']\n"
         "names = [e['name'] for e in done]\n"
         "assert names.count('allreduce') == 4 and names.count('barrier') == 1, names\n"
-        "assert all(e['pid'] == ", rank, " and e['dur'] >= 0 and e['ts'] > 0 for e in done)\n"
+        "assert all(e['pid'] == ",
+        rank,
+        " and e['dur'] >= 0 and e['ts'] > 0 for e in done)\n"
         "assert all(e['args']['status'] == 'ok' for e in done if e['cat'] == 'collective')\n"
         "\" ",
         path);

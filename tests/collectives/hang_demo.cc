@@ -31,8 +31,8 @@ absl::Status Run() {
       std::this_thread::sleep_for(std::chrono::seconds(6));  // the bug: no second allreduce
       return absl::OkStatus();
     }
-    CHORUS_RETURN_IF_ERROR(comm->AllReduce(data.data(), data.data(), data.size(),
-                                           DataType::kFloat32, ReduceOp::kSum));
+    CHORUS_RETURN_IF_ERROR(
+        comm->AllReduce(data.data(), data.data(), data.size(), DataType::kFloat32, ReduceOp::kSum));
   }
   return absl::OkStatus();
 }
