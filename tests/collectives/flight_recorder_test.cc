@@ -76,6 +76,36 @@ std::string ReadLog(const std::string& prefix) {
   return ReadFile(absl::StrCat(prefix, ".", getpid(), ".log"));
 }
 
+// Ranks 0 and 1 ran allreduce #0 with rank 2, then timed out in allreduce #1 (ring), which
+// rank 2 never entered: their dumps must say so.
+absl::Status CheckTimeoutDump(Communicator& comm, const absl::Status& timed_out) {
+  CHORUS_RETURN_IF_ERROR(
+      Expect(GetErrorKind(timed_out) == ErrorKind::kDeadlineExceeded, timed_out.ToString()));
+  const std::string dump = comm.FlightRecorderDump();
+  CHORUS_RETURN_IF_ERROR(ExpectContains(dump, "last 2 of 2 collectives"));
+  CHORUS_RETURN_IF_ERROR(ExpectContains(dump, "allreduce #0 (ring, 1000 x float32"));
+  CHORUS_RETURN_IF_ERROR(ExpectContains(dump, "COMPLETED"));
+  CHORUS_RETURN_IF_ERROR(ExpectContains(dump, "allreduce #1 (ring, 1000 x float32"));
+  CHORUS_RETURN_IF_ERROR(ExpectContains(dump, "FAILED"));
+  CHORUS_RETURN_IF_ERROR(ExpectContains(dump, "last waited on"));
+  // Rank 0 receives from rank 2 in the ring, so it knows rank 2 never started.
+  if (comm.rank() != 0) return absl::OkStatus();
+  CHORUS_RETURN_IF_ERROR(ExpectContains(dump, "rank 2: SILENT"));
+  CHORUS_RETURN_IF_ERROR(ExpectContains(dump, "rank 2 has not entered allreduce #1"));
+  return ExpectContains(dump, "a receive from rank 2 at step");
+}
+
+// Ranks 0 and 1 stay connected until the other has timed out too (a rank that leaves early
+// would turn the other's timeout into "connection closed").
+absl::Status MeetOtherSurvivor(Communicator& comm) {
+  const int other = 1 - comm.rank();
+  int32_t mine = comm.rank();
+  int32_t theirs = 0;
+  WorkPtr sent = comm.SendAsync(&mine, 1, DataType::kInt32, other, 2);
+  CHORUS_RETURN_IF_ERROR(comm.Recv(&theirs, 1, DataType::kInt32, other, 2));
+  return sent->Wait(absl::Seconds(10));
+}
+
 TEST_CASE("a timeout dumps the flight recorder, naming the collective and the silent rank",
           "[flight]") {
   TempDir dir;
@@ -116,28 +146,9 @@ TEST_CASE("a timeout dumps the flight recorder, naming the collective and the si
           timed_out = comm.AllReduce(data.data(), data.data(), data.size(), DataType::kFloat32,
                                      ReduceOp::kSum, options);
         }
-        CHORUS_RETURN_IF_ERROR(
-            Expect(GetErrorKind(timed_out) == ErrorKind::kDeadlineExceeded, timed_out.ToString()));
-        const std::string dump = comm.FlightRecorderDump();
-        CHORUS_RETURN_IF_ERROR(ExpectContains(dump, "last 2 of 2 collectives"));
-        CHORUS_RETURN_IF_ERROR(ExpectContains(dump, "allreduce #0 (ring, 1000 x float32"));
-        CHORUS_RETURN_IF_ERROR(ExpectContains(dump, "COMPLETED"));
-        CHORUS_RETURN_IF_ERROR(ExpectContains(dump, "allreduce #1 (ring, 1000 x float32"));
-        CHORUS_RETURN_IF_ERROR(ExpectContains(dump, "FAILED"));
-        CHORUS_RETURN_IF_ERROR(ExpectContains(dump, "last waited on"));
-        // Rank 0 receives from rank 2 in the ring, so it knows rank 2 never started.
-        if (comm.rank() == 0) {
-          CHORUS_RETURN_IF_ERROR(ExpectContains(dump, "rank 2: SILENT"));
-          CHORUS_RETURN_IF_ERROR(ExpectContains(dump, "rank 2 has not entered allreduce #1"));
-          CHORUS_RETURN_IF_ERROR(ExpectContains(dump, "a receive from rank 2 at step"));
-        }
-        // Both timed-out ranks stay connected until the other has timed out too.
-        const int other = 1 - comm.rank();
-        int32_t theirs = 0;
-        WorkPtr sent = comm.SendAsync(&token, 1, DataType::kInt32, other, 2);
-        CHORUS_RETURN_IF_ERROR(comm.Recv(&theirs, 1, DataType::kInt32, other, 2));
-        CHORUS_RETURN_IF_ERROR(sent->Wait(absl::Seconds(10)));
-        return comm.Send(&token, 1, DataType::kInt32, 2, 1);
+        CHORUS_RETURN_IF_ERROR(CheckTimeoutDump(comm, timed_out));
+        CHORUS_RETURN_IF_ERROR(MeetOtherSurvivor(comm));
+        return comm.Send(&token, 1, DataType::kInt32, 2, 1);  // releases rank 2
       },
       absl::Minutes(1));
   INFO(status.ToString());
@@ -155,6 +166,33 @@ TEST_CASE("a timeout dumps the flight recorder, naming the collective and the si
   CHECK(absl::StrContains(file, "timed out"));
   CHECK(absl::StrContains(file, "rank 2: SILENT"));
   CHECK(absl::StrContains(ReadFile(absl::StrCat(dir.path(), "/flight.1")), "allreduce #1"));
+}
+
+TEST_CASE("ranks whose peer process is SIGSTOPped dump a recorder naming it", "[flight]") {
+  // Ranks as processes need a transport between processes, whichever this target tests.
+  const absl::Status status = RunOnProcesses(
+      TransportKind::kTcp, 3,
+      [](Communicator& comm) -> absl::Status {
+        std::vector<float> data(1000, 1.0f);
+        CollectiveOptions options;
+        options.algorithm = "ring";
+        CHORUS_RETURN_IF_ERROR(comm.AllReduce(data.data(), data.data(), data.size(),
+                                              DataType::kFloat32, ReduceOp::kSum, options));
+        if (comm.rank() == 2) {
+          raise(SIGSTOP);  // stays stopped until the harness kills it
+          return InternalError("rank 2 was continued");
+        }
+        options.timeout = absl::Seconds(1);
+        const absl::Status timed_out = comm.AllReduce(data.data(), data.data(), data.size(),
+                                                      DataType::kFloat32, ReduceOp::kSum, options);
+        CHORUS_RETURN_IF_ERROR(CheckTimeoutDump(comm, timed_out));
+        return MeetOtherSurvivor(comm);
+      },
+      absl::Seconds(8));
+  // The first rank that did not exit cleanly: only rank 2, which never returned.
+  INFO(status.ToString());
+  CHECK(absl::StrContains(status.message(), "rank 2 (pid"));
+  CHECK(absl::StrContains(status.message(), "timed out and was killed"));
 }
 
 TEST_CASE("the flight recorder keeps only the last N collectives", "[flight]") {
