@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "chorus/core/env.h"
+#include "chorus/core/json.h"
 #include "chorus/core/status.h"
 
 namespace chorus::bench {
@@ -179,33 +180,6 @@ std::string CommentLine(std::string line) {
 }
 
 // --- JSON ------------------------------------------------------------------------------------
-
-std::string JsonString(absl::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += absl::StrFormat("\\u%04x", static_cast<unsigned char>(c));
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
 
 std::string JsonNumber(double value) {
   if (!std::isfinite(value)) return "null";

@@ -17,14 +17,16 @@ constexpr absl::string_view kFailureClaimsKey = "failure/claims";
 }  // namespace
 
 CommState::CommState(std::string name, int rank, int size, std::unique_ptr<Store> store,
-                     std::unique_ptr<Mesh> mesh, CommTuning tuning)
+                     std::unique_ptr<Mesh> mesh, CommTuning tuning,
+                     std::unique_ptr<TraceLog> trace)
     : name_(std::move(name)),
       rank_(rank),
       size_(size),
       tag_id_(CommunicatorTagId(name_)),
       store_(std::move(store)),
       mesh_(std::move(mesh)),
-      tuning_(tuning) {}
+      tuning_(tuning),
+      trace_(std::move(trace)) {}
 
 absl::Status CommState::broken() const {
   std::lock_guard<std::mutex> lock(mu_);

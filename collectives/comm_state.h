@@ -13,6 +13,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "chorus/collectives/trace.h"
 #include "chorus/rendezvous/store.h"
 #include "chorus/transport/transport.h"
 
@@ -27,7 +28,7 @@ struct CommTuning {
 class CommState {
  public:
   CommState(std::string name, int rank, int size, std::unique_ptr<Store> store,
-            std::unique_ptr<Mesh> mesh, CommTuning tuning);
+            std::unique_ptr<Mesh> mesh, CommTuning tuning, std::unique_ptr<TraceLog> trace);
 
   const std::string& name() const { return name_; }
   int rank() const { return rank_; }
@@ -36,6 +37,8 @@ class CommState {
   Mesh& mesh() { return *mesh_; }
   Store& store() { return *store_; }
   const CommTuning& tuning() const { return tuning_; }
+  // The timeline (CHORUS_TRACE_FILE); nullptr when tracing is off.
+  TraceLog* trace() const { return trace_.get(); }
 
   // OK while the communicator is usable; afterwards the failure that broke it.
   absl::Status broken() const;
@@ -67,6 +70,7 @@ class CommState {
   const std::unique_ptr<Store> store_;
   const std::unique_ptr<Mesh> mesh_;
   const CommTuning tuning_;
+  const std::unique_ptr<TraceLog> trace_;
   mutable std::mutex mu_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   std::multimap<size_t, std::unique_ptr<uint8_t[]>> scratch_ ABSL_GUARDED_BY(mu_);  // by size

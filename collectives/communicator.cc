@@ -8,10 +8,13 @@
 #include "chorus/collectives/algorithm_table.h"
 #include "chorus/collectives/comm_state.h"
 #include "chorus/collectives/context.h"
+#include "chorus/collectives/flight_recorder.h"
+#include "chorus/collectives/flight_recorder_signal.h"
 #include "chorus/collectives/header.h"
 #include "chorus/collectives/reduce_kernels.h"
 #include "chorus/collectives/selector.h"
 #include "chorus/collectives/tag.h"
+#include "chorus/collectives/trace.h"
 #include "chorus/collectives/worker_pool.h"
 #include "chorus/core/env.h"
 #include "chorus/core/logging.h"
@@ -39,6 +42,10 @@ absl::Status ApplyEnvironment(CommunicatorOptions& options) {
   CHORUS_ASSIGN_OR_RETURN(const int64_t depth,
                           GetEnvInt("CHORUS_COLL_PIPELINE_DEPTH", options.pipeline_depth, 1, 1024));
   options.pipeline_depth = static_cast<int>(depth);
+  CHORUS_ASSIGN_OR_RETURN(
+      const int64_t entries,
+      GetEnvInt("CHORUS_FLIGHT_RECORDER", options.flight_recorder_entries, 0, 1 << 20));
+  options.flight_recorder_entries = static_cast<int>(entries);
   if (std::optional<std::string> text = GetEnv("CHORUS_COLL_COST")) {
     absl::StatusOr<CostParams> cost = ParseCostParams(*text);
     if (!cost.ok()) return Annotate(cost.status(), "CHORUS_COLL_COST");
@@ -151,8 +158,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
         absl::StrCat("communicator '", name, "': rank ", rank, " is not in [0, ", size, ")"));
   }
   if (name.empty()) return InvalidArgumentError("a communicator needs a non-empty name");
+  ScopedLogRank log_rank(rank);
   CommunicatorOptions options = given;
   CHORUS_RETURN_IF_ERROR(ApplyEnvironment(options));
+  CHORUS_ASSIGN_OR_RETURN(const int dump_signal,
+                          ParseDumpSignal(GetEnv("CHORUS_FLIGHT_RECORDER_SIGNAL").value_or("")));
 
   CHORUS_ASSIGN_OR_RETURN(
       std::vector<AlgorithmRule> rules, [&]() -> absl::StatusOr<std::vector<AlgorithmRule>> {
@@ -189,26 +199,53 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   CommTuning tuning;
   tuning.segment_bytes = options.segment_bytes;
   tuning.pipeline_depth = options.pipeline_depth;
+  std::unique_ptr<TraceLog> trace;
+  if (std::optional<std::string> path = GetEnv("CHORUS_TRACE_FILE")) {
+    trace = std::make_unique<TraceLog>(*path, rank, std::string(name));
+  }
   auto state = std::make_unique<CommState>(std::string(name), rank, size, std::move(scoped),
-                                           *std::move(mesh), tuning);
+                                           *std::move(mesh), tuning, std::move(trace));
   auto selector = std::make_unique<Selector>(std::move(rules), cost, options.segment_bytes);
+  auto recorder = std::make_unique<FlightRecorder>(
+      rank, std::string(name), static_cast<size_t>(options.flight_recorder_entries),
+      GetEnv("CHORUS_FLIGHT_RECORDER_FILE").value_or(""));
+  std::unique_ptr<SignalDumpRegistration> signal_dump;
+  if (dump_signal != 0 && options.flight_recorder_entries > 0) {
+    CHORUS_ASSIGN_OR_RETURN(signal_dump, SignalDumpRegistration::Create(*recorder, dump_signal));
+  }
   CHORUS_LOG(kInfo, "collectives")
       << "communicator " << name << ": rank " << rank << " of " << size << " over " << device.kind()
       << " (" << device.address() << "), reduction kernels " << ReduceKernelSet();
-  return std::unique_ptr<Communicator>(
-      new Communicator(std::move(state), std::move(selector), options, options.timeout));
+  return std::unique_ptr<Communicator>(new Communicator(std::move(state), std::move(selector),
+                                                        std::move(recorder),
+                                                        std::move(signal_dump), options));
 }
 
 Communicator::Communicator(std::unique_ptr<CommState> state, std::unique_ptr<Selector> selector,
-                           const CommunicatorOptions& options, absl::Duration timeout)
+                           std::unique_ptr<FlightRecorder> recorder,
+                           std::unique_ptr<SignalDumpRegistration> signal_dump,
+                           const CommunicatorOptions& options)
     : state_(std::move(state)),
       selector_(std::move(selector)),
-      timeout_(timeout),
+      recorder_(std::move(recorder)),
+      signal_dump_(std::move(signal_dump)),
+      timeout_(options.timeout),
       pool_(std::make_unique<WorkerPool>(options.worker_threads, state_->rank())) {}
 
 Communicator::~Communicator() {
   if (pool_->Busy()) Abort("the communicator was destroyed with operations pending");
   pool_.reset();
+  const absl::Status flushed = FlushTrace();
+  if (!flushed.ok()) {
+    ScopedLogRank log_rank(rank());
+    CHORUS_LOG(kWarn, "collectives") << flushed.message();
+  }
+}
+
+std::string Communicator::FlightRecorderDump() const { return recorder_->Dump(); }
+
+absl::Status Communicator::FlushTrace() const {
+  return state_->trace() != nullptr ? state_->trace()->Flush() : absl::OkStatus();
 }
 
 int Communicator::rank() const { return state_->rank(); }
@@ -216,6 +253,7 @@ int Communicator::size() const { return state_->size(); }
 const std::string& Communicator::name() const { return state_->name(); }
 
 void Communicator::Abort(absl::string_view reason) {
+  ScopedLogRank log_rank(rank());
   state_->Break(AbortedError(
       absl::StrCat("communicator ", name(), " aborted on rank ", rank(), ": ", reason)));
 }
@@ -374,37 +412,66 @@ absl::Status Communicator::Validate(const CollectiveArgs& args) const {
 }
 
 absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEntry& algorithm,
-                                   uint32_t sequence, absl::Duration timeout, Work* work) {
-  const CollectiveHeader header = CollectiveHeader::For(args, algorithm.id, sequence, size());
+                                   const CollectiveHeader& header, absl::Duration timeout,
+                                   Work* work, FlightRecord* record) {
+  // A blocking collective runs on the caller's thread, which has no log rank of its own.
+  ScopedLogRank log_rank(rank());
+  const absl::Time started = absl::Now();
   const absl::Status broken = state_->broken();
   if (!broken.ok()) {
-    return MakeError(
+    const absl::Status status = MakeError(
         GetErrorKind(broken),
         absl::StrCat(header.Describe(), " on rank ", rank(), ": the communicator is broken (",
                      broken.message(), "); create a new communicator"),
         ErrorPeerRank(broken).value_or(-1));
+    Conclude(header, started, status, record);
+    return status;
   }
   CollectiveContext ctx(*state_, args, header, Deadline::After(timeout));
+  absl::Status status;
   if (work != nullptr && !work->Attach([&ctx] { ctx.Cancel(); })) {
-    return AbortedError(absl::StrCat(ctx.Describe(), ": aborted before it started"));
+    status = AbortedError(absl::StrCat(ctx.Describe(), ": aborted before it started"));
+  } else {
+    CHORUS_LOG(kDebug, "collectives") << ctx.Describe() << ": " << args.bytes(size())
+                                      << " bytes, algorithm " << AlgorithmName(algorithm.id);
+    if (record != nullptr) record->Start(&ctx);
+    ctx.Start();
+    status = size() == 1 ? (CopyOwnBlock(args), absl::OkStatus()) : algorithm.run(ctx, args);
+    if (status.ok()) status = ctx.Finish();
+    if (status.ok()) FinishAverage(args, rank(), size());
+    if (work != nullptr) work->Detach();
   }
-  CHORUS_LOG(kDebug, "collectives") << ctx.Describe() << ": " << args.bytes(size())
-                                    << " bytes, algorithm " << AlgorithmName(algorithm.id);
-  ctx.Start();
-  absl::Status status =
-      size() == 1 ? (CopyOwnBlock(args), absl::OkStatus()) : algorithm.run(ctx, args);
-  if (status.ok()) status = ctx.Finish();
-  if (status.ok()) FinishAverage(args, rank(), size());
-  if (work != nullptr) work->Detach();
+  Conclude(header, started, status, record);
   return status;
+}
+
+void Communicator::Conclude(const CollectiveHeader& header, absl::Time started,
+                            const absl::Status& status, FlightRecord* record) {
+  if (record != nullptr) {
+    record->Finish(status);
+    // Once per collective: only its own runner concludes it.
+    if (GetErrorKind(status) == ErrorKind::kDeadlineExceeded) {
+      recorder_->Report(absl::StrCat(header.Describe(), " on rank ", rank(), " timed out"));
+    }
+  }
+  if (TraceLog* trace = state_->trace()) {
+    trace->Add(std::string(CollectiveKindName(header.kind)), "collective", started, absl::Now(),
+               {{"sequence", absl::StrCat(header.sequence)},
+                {"algorithm", std::string(AlgorithmName(header.algorithm))},
+                {"collective", header.Describe()},
+                {"status", status.ok() ? std::string("ok") : std::string(status.message())}});
+  }
 }
 
 absl::Status Communicator::Run(CollectiveArgs args, const CollectiveOptions& options) {
   CHORUS_RETURN_IF_ERROR(Validate(args));
   CHORUS_ASSIGN_OR_RETURN(const AlgorithmEntry* algorithm,
                           selector_->Choose(args, size(), options.algorithm));
-  const uint32_t sequence = next_sequence_.fetch_add(1);
-  return Execute(args, *algorithm, sequence, options.timeout.value_or(timeout_), nullptr);
+  const CollectiveHeader header =
+      CollectiveHeader::For(args, algorithm->id, next_sequence_.fetch_add(1), size());
+  FlightRecordPtr record = recorder_->Add(header, FlightState::kRunning);
+  return Execute(args, *algorithm, header, options.timeout.value_or(timeout_), nullptr,
+                 record.get());
 }
 
 WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& options) {
@@ -423,8 +490,9 @@ WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& optio
   auto work = std::make_shared<Work>(
       args.kind, sequence, std::string(AlgorithmName((*algorithm)->id)), header.Describe());
   const absl::Duration timeout = options.timeout.value_or(timeout_);
-  pool_->Submit([this, args = std::move(args), entry = *algorithm, sequence, timeout, work] {
-    work->Complete(Execute(args, *entry, sequence, timeout, work.get()));
+  FlightRecordPtr record = recorder_->Add(header, FlightState::kQueued);
+  pool_->Submit([this, args = std::move(args), entry = *algorithm, header, timeout, work, record] {
+    work->Complete(Execute(args, *entry, header, timeout, work.get(), record.get()));
   });
   return work;
 }

@@ -55,6 +55,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "chorus/collectives/collective_args.h"
 #include "chorus/collectives/collective_kind.h"
@@ -67,9 +68,13 @@
 namespace chorus {
 
 class CommState;
+class FlightRecord;
+class FlightRecorder;
 class Selector;
+class SignalDumpRegistration;
 class WorkerPool;
 struct AlgorithmEntry;
+struct CollectiveHeader;
 
 class Communicator {
  public:
@@ -96,6 +101,15 @@ class Communicator {
   // and (through the closed connections and the store) makes the other ranks' pending
   // operations fail promptly too. Returns promptly.
   void Abort(absl::string_view reason);
+
+  // The flight recorder of this rank: its last collectives (CommunicatorOptions::
+  // flight_recorder_entries), one line each, oldest first, with per-peer progress of any that
+  // is unfinished (flight_recorder.h). Callable from any thread, also while a collective hangs.
+  std::string FlightRecorderDump() const;
+
+  // Writes the timeline so far to CHORUS_TRACE_FILE (the destructor also does); OK and
+  // nothing written when tracing is off.
+  absl::Status FlushTrace() const;
 
   // The algorithms that implement `kind` ("ring", ...), and the one a call of `bytes` (as
   // CollectiveArgs::bytes() counts them) would use without a per-call choice.
@@ -202,13 +216,20 @@ class Communicator {
 
  private:
   Communicator(std::unique_ptr<CommState> state, std::unique_ptr<Selector> selector,
-               const CommunicatorOptions& options, absl::Duration timeout);
+               std::unique_ptr<FlightRecorder> recorder,
+               std::unique_ptr<SignalDumpRegistration> signal_dump,
+               const CommunicatorOptions& options);
 
   // The collective path: validate, choose, number, then run here or on a worker.
   absl::Status Run(CollectiveArgs args, const CollectiveOptions& options);
   WorkPtr Launch(CollectiveArgs args, const CollectiveOptions& options);
+  // `record` is the collective's flight record (null when the recorder is off).
   absl::Status Execute(const CollectiveArgs& args, const AlgorithmEntry& algorithm,
-                       uint32_t sequence, absl::Duration timeout, Work* work);
+                       const CollectiveHeader& header, absl::Duration timeout, Work* work,
+                       FlightRecord* record);
+  // Records the outcome (flight record, timeout dump, trace event); while `ctx` is alive.
+  void Conclude(const CollectiveHeader& header, absl::Time started, const absl::Status& status,
+                FlightRecord* record);
   absl::Status Validate(const CollectiveArgs& args) const;
 
   // The point-to-point path.
@@ -218,6 +239,8 @@ class Communicator {
 
   const std::unique_ptr<CommState> state_;
   const std::unique_ptr<Selector> selector_;
+  const std::unique_ptr<FlightRecorder> recorder_;
+  const std::unique_ptr<SignalDumpRegistration> signal_dump_;  // after recorder_, which it names
   const absl::Duration timeout_;
   std::atomic<uint32_t> next_sequence_{0};
   std::unique_ptr<WorkerPool> pool_;  // last: its threads use the members above

@@ -1,10 +1,13 @@
 #include "chorus/collectives/context.h"
 
+#include <map>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "chorus/collectives/tag.h"
+#include "chorus/collectives/trace.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
 
@@ -29,6 +32,24 @@ class FailedRequest : public Request {
   void Cancel() override {}
 };
 
+// A transfer waited on, packed into one word for CollectiveContext::last_wait_:
+// bit 63 set, bit 62 a receive, bits 32..61 the peer, bits 0..31 the step.
+uint64_t PackWait(int peer, uint64_t step, bool is_recv) {
+  return (uint64_t{1} << 63) | (uint64_t{is_recv} << 62) |
+         (static_cast<uint64_t>(peer & 0x3fffffff) << 32) | (step & 0xffffffffu);
+}
+
+std::string StepName(uint64_t step) {
+  return step == kHeaderStep ? std::string("header") : absl::StrCat(step);
+}
+
+// "a receive from rank 2 at step header".
+std::string DescribeWait(uint64_t wait) {
+  const bool is_recv = (wait >> 62) & 1;
+  return absl::StrCat(is_recv ? "a receive from rank " : "a send to rank ",
+                      (wait >> 32) & 0x3fffffff, " at step ", StepName(wait & 0xffffffffu));
+}
+
 const char kSameCallsAdvice[] =
     "every rank must call the same collectives in the same order with the same count, type, "
     "op and root";
@@ -45,10 +66,7 @@ CollectiveContext::CollectiveContext(CommState& comm, const CollectiveArgs& args
       header_sent_(comm.size(), false) {}
 
 CollectiveContext::~CollectiveContext() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    CancelAll(requests_);
-  }
+  Cancel();
   for (ScratchBuffer& buffer : scratch_) {
     comm_.ReleaseScratch(std::move(buffer.data), buffer.capacity);
   }
@@ -58,10 +76,78 @@ std::string CollectiveContext::Describe() const {
   return absl::StrCat(header_.Describe(), " on rank ", rank());
 }
 
-void CollectiveContext::Register(const RequestPtr& request) {
+std::string CollectiveContext::DescribeProgress() const {
+  // Data messages per peer and direction; headers only say whether the peer has entered.
+  struct Direction {
+    int posted = 0;
+    int done = 0;
+    uint64_t bytes_posted = 0;
+    uint64_t bytes_done = 0;
+    std::optional<uint64_t> first_pending_step;
+  };
+  struct Peer {
+    Direction sends;
+    Direction receives;
+    bool header_missing = false;
+  };
+  std::map<int, Peer> peers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Transfer& transfer : posted_) {
+      Peer& peer = peers[transfer.peer];
+      const bool done = transfer.request->IsDone();
+      if (transfer.step == kHeaderStep) {
+        if (transfer.is_recv && !done) peer.header_missing = true;
+        continue;
+      }
+      Direction& direction = transfer.is_recv ? peer.receives : peer.sends;
+      ++direction.posted;
+      direction.bytes_posted += transfer.bytes;
+      if (done) {
+        ++direction.done;
+        direction.bytes_done += transfer.bytes;
+      } else if (!direction.first_pending_step) {
+        direction.first_pending_step = transfer.step;
+      }
+    }
+  }
+  auto describe = [](absl::string_view what, const Direction& direction) {
+    if (direction.posted == 0) return absl::StrCat("no ", what);
+    std::string text = absl::StrCat(what, " ", direction.done, "/", direction.posted, " done (",
+                                    HumanBytes(direction.bytes_done), " of ",
+                                    HumanBytes(direction.bytes_posted), ")");
+    if (direction.first_pending_step) {
+      absl::StrAppend(&text, ", first pending at step ", *direction.first_pending_step);
+    }
+    return text;
+  };
+  std::string text;
+  const uint64_t wait = last_wait_.load(std::memory_order_relaxed);
+  if (wait != 0) absl::StrAppend(&text, "    last waited on ", DescribeWait(wait), "\n");
+  std::vector<int> silent;
+  for (const auto& [rank, peer] : peers) {
+    absl::StrAppend(&text, "    rank ", rank, ": ");
+    if (peer.header_missing) {
+      silent.push_back(rank);
+      absl::StrAppend(&text, "SILENT, its header never arrived; ");
+    }
+    absl::StrAppend(&text, describe("sends", peer.sends), "; ",
+                    describe("receives", peer.receives), "\n");
+  }
+  if (!silent.empty()) {
+    absl::StrAppend(&text, "    => rank", silent.size() == 1 ? " " : "s ",
+                    absl::StrJoin(silent, ", "), silent.size() == 1 ? " has" : " have",
+                    " not entered ", header_.Describe(),
+                    ": look at what it is doing (stuck in an earlier call, dead, or calling "
+                    "something else)\n");
+  }
+  return text;
+}
+
+void CollectiveContext::Register(const Transfer& transfer) {
   std::lock_guard<std::mutex> lock(mu_);
-  requests_.push_back(request);
-  if (cancelled_) request->Cancel();
+  posted_.push_back(transfer);
+  if (cancelled_) transfer.request->Cancel();
 }
 
 void CollectiveContext::Start() {
@@ -79,7 +165,7 @@ void CollectiveContext::SendHeaderTo(int peer) {
   if (!connection.ok()) return;
   Transfer transfer{nullptr, peer, header_wire_.size(), kHeaderStep, false};
   transfer.request = (*connection)->Send(tag, header_wire_.data(), header_wire_.size());
-  Register(transfer.request);
+  Register(transfer);
   sends_.push_back(std::move(transfer));
 }
 
@@ -91,7 +177,7 @@ void CollectiveContext::ExpectHeaderFrom(int peer) {
   header.request = (*connection)
                        ->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep),
                               header.wire.data(), header.wire.size());
-  Register(header.request);
+  Register(Transfer{header.request, peer, header.wire.size(), kHeaderStep, /*is_recv=*/true});
   ++unchecked_headers_;
 }
 
@@ -122,7 +208,7 @@ Transfer CollectiveContext::Post(int peer, uint64_t step, size_t bytes, bool is_
     transfer.request = std::make_shared<FailedRequest>(
         is_recv ? RequestKind::kRecv : RequestKind::kSend, peer, connection.status());
   }
-  Register(transfer.request);
+  Register(transfer);
   return transfer;
 }
 
@@ -136,17 +222,32 @@ uint8_t* CollectiveContext::Scratch(size_t bytes) {
 void CollectiveContext::Cancel() {
   std::lock_guard<std::mutex> lock(mu_);
   cancelled_ = true;
-  CancelAll(requests_);
+  for (const Transfer& transfer : posted_) transfer.request->Cancel();
 }
 
 absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
   Deadline store_check = Deadline::After(kStoreCheckInterval);
+  // With tracing on, a wait that blocks becomes a "wait" event from its first block to its
+  // return, named after the transfer it first blocked on.
+  struct TracedWait {
+    TraceLog* trace;
+    uint64_t wait = 0;
+    absl::Time since = absl::InfinitePast();
+    ~TracedWait() {
+      if (wait == 0) return;
+      trace->Add(absl::StrCat("wait ", DescribeWait(wait)), "wait", since, absl::Now());
+    }
+  } traced{comm_.trace()};
   while (true) {
     CHORUS_RETURN_IF_ERROR(CheckArrivedHeaders());
     Request* pending = nullptr;
+    uint64_t wait = 0;
     for (const Transfer& transfer : transfers) {
       if (!transfer.request->IsDone()) {
-        if (pending == nullptr) pending = transfer.request.get();
+        if (pending == nullptr) {
+          pending = transfer.request.get();
+          wait = PackWait(transfer.peer, transfer.step, transfer.is_recv);
+        }
         continue;
       }
       const absl::Status status = transfer.request->status();
@@ -159,9 +260,15 @@ absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
       auto it = headers_in_.find(transfer.peer);
       if (it != headers_in_.end() && !it->second.checked && pending == nullptr) {
         pending = it->second.request.get();
+        wait = PackWait(transfer.peer, kHeaderStep, /*is_recv=*/true);
       }
     }
     if (pending == nullptr) return absl::OkStatus();
+    last_wait_.store(wait, std::memory_order_relaxed);
+    if (traced.trace != nullptr && traced.wait == 0) {
+      traced.wait = wait;
+      traced.since = absl::Now();
+    }
     if (store_check.Expired()) {
       if (std::optional<absl::Status> published = comm_.PeekFailure()) {
         return Reported(*published, -1);
@@ -273,7 +380,7 @@ absl::Status CollectiveContext::Failed(const Transfer& transfer, const absl::Sta
         absl::StrCat(
             Describe(), ": rank ", peer, " closed its connection or died during ",
             transfer.is_recv ? "a receive" : "a send", " at step ",
-            transfer.step == kHeaderStep ? std::string("header") : absl::StrCat(transfer.step),
+            StepName(transfer.step),
             " (", status.message(), "); check rank ", peer, "'s log"),
         peer));
   }

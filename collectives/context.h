@@ -14,6 +14,7 @@
 #ifndef CHORUS_COLLECTIVES_CONTEXT_H_
 #define CHORUS_COLLECTIVES_CONTEXT_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -85,6 +86,11 @@ class CollectiveContext {
   // "allreduce #17 (ring, 1000 x float32 (3.9 KiB), sum) on rank 2".
   std::string Describe() const;
 
+  // For the flight recorder, from any thread: what the collective waited on last and, per
+  // peer, the messages posted and completed, naming peers whose header never arrived (they
+  // have not entered this collective). Indented lines, each ending in a newline.
+  std::string DescribeProgress() const;
+
  private:
   struct PeerHeader {
     RequestPtr request;
@@ -96,7 +102,8 @@ class CollectiveContext {
                 absl::FunctionRef<RequestPtr(Connection&, Tag)> post);
   void SendHeaderTo(int peer);
   void ExpectHeaderFrom(int peer);
-  void Register(const RequestPtr& request);
+  void Register(const Transfer& transfer);
+  void NoteWait(const Transfer& transfer);
   absl::Status CheckArrivedHeaders();
   absl::Status CheckHeader(int peer, PeerHeader& header);
   absl::Status Failed(const Transfer& transfer, const absl::Status& status);
@@ -120,8 +127,13 @@ class CollectiveContext {
   int unchecked_headers_ = 0;
   std::vector<Transfer> sends_;
 
-  std::mutex mu_;
-  std::vector<RequestPtr> requests_ ABSL_GUARDED_BY(mu_);  // everything posted, for Cancel
+  // The transfer WaitAll blocked on last (peer, step, direction) packed by NoteWait, so that
+  // a dump reads it without a lock; 0 before the first wait.
+  std::atomic<uint64_t> last_wait_{0};
+
+  mutable std::mutex mu_;
+  // Everything posted, headers included: for Cancel and for DescribeProgress.
+  std::vector<Transfer> posted_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 

@@ -36,7 +36,8 @@ T Take(const uint8_t* in) {
   return value;
 }
 
-// "512 B", "4 MiB", "1.5 GiB".
+}  // namespace
+
 std::string HumanBytes(uint64_t bytes) {
   static const char* const kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB"};
   double value = static_cast<double>(bytes);
@@ -50,8 +51,6 @@ std::string HumanBytes(uint64_t bytes) {
   }
   return absl::StrCat(absl::StrFormat("%.1f", value), " ", kUnits[unit]);
 }
-
-}  // namespace
 
 CollectiveHeader CollectiveHeader::For(const CollectiveArgs& args, AlgorithmId algorithm,
                                        uint32_t sequence, int ranks) {

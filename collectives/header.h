@@ -55,6 +55,9 @@ struct CollectiveHeader {
   std::string Differences(const CollectiveHeader& other) const;
 };
 
+// "512 B", "4 MiB", "1.5 GiB": byte counts in messages and dumps.
+std::string HumanBytes(uint64_t bytes);
+
 }  // namespace chorus
 
 #endif  // CHORUS_COLLECTIVES_HEADER_H_

@@ -62,6 +62,10 @@ struct CommunicatorOptions {
   // Algorithm rules in the CHORUS_ALGO grammar (see selector.h). Rules from CHORUS_ALGO are
   // consulted first, then these, then the cost model.
   std::string algorithm_rules;
+
+  // Collectives the flight recorder keeps (flight_recorder.h); 0 turns it off.
+  // CHORUS_FLIGHT_RECORDER overrides it.
+  int flight_recorder_entries = 64;
 };
 
 }  // namespace chorus

@@ -6,6 +6,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
 #include "chorus/core/status.h"
 
 namespace chorus {
@@ -14,6 +15,12 @@ std::optional<std::string> GetEnv(absl::string_view name) {
   const char* value = std::getenv(std::string(name).c_str());
   if (value == nullptr || *value == '\0') return std::nullopt;
   return std::string(value);
+}
+
+std::string ExpandRankPattern(absl::string_view pattern, int rank) {
+  const std::string text =
+      rank >= 0 ? absl::StrCat(rank) : GetEnv("CHORUS_RANK").value_or(GetEnv("RANK").value_or("x"));
+  return absl::StrReplaceAll(pattern, {{"%r", text}});
 }
 
 absl::StatusOr<int64_t> GetEnvInt(absl::string_view name, int64_t fallback, int64_t min_value,

@@ -27,6 +27,10 @@ absl::StatusOr<int64_t> GetEnvBytes(absl::string_view name, int64_t fallback);
 // A duration in milliseconds, or with a unit: "1500", "30s", "250ms", "2m".
 absl::StatusOr<absl::Duration> GetEnvDuration(absl::string_view name, absl::Duration fallback);
 
+// `pattern` with each "%r" replaced by `rank`, or when `rank` is negative by CHORUS_RANK (else
+// RANK, else "x"): how CHORUS_LOG_FILE and the observability files name one file per rank.
+std::string ExpandRankPattern(absl::string_view pattern, int rank = -1);
+
 // Parses the size grammar above ("64k", "4M", "inf" -> INT64_MAX); used by GetEnvBytes and by
 // option strings that carry sizes.
 absl::StatusOr<int64_t> ParseBytes(absl::string_view text);

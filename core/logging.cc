@@ -10,7 +10,6 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "chorus/core/env.h"
@@ -57,9 +56,7 @@ void ReloadLogConfig() {
   const auto file = GetEnv("CHORUS_LOG_FILE");
   int fd = STDERR_FILENO;
   if (file) {
-    const std::string rank = GetEnv("CHORUS_RANK").value_or(GetEnv("RANK").value_or("x"));
-    const std::string path =
-        absl::StrCat(absl::StrReplaceAll(*file, {{"%r", rank}}), ".", getpid(), ".log");
+    const std::string path = absl::StrCat(ExpandRankPattern(*file), ".", getpid(), ".log");
     const int opened = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
     if (opened >= 0) fd = opened;
   }
@@ -73,6 +70,9 @@ bool LogEnabled(LogLevel level) {
 }
 
 void SetThreadLogRank(int rank) { thread_log_rank = rank; }
+
+ScopedLogRank::ScopedLogRank(int rank) : saved_(thread_log_rank) { thread_log_rank = rank; }
+ScopedLogRank::~ScopedLogRank() { thread_log_rank = saved_; }
 int ThreadLogRank() { return thread_log_rank; }
 
 void LogLine(LogLevel level, absl::string_view subsystem, absl::string_view message) {

@@ -26,6 +26,20 @@ void LogLine(LogLevel level, absl::string_view subsystem, absl::string_view mess
 void SetThreadLogRank(int rank);
 int ThreadLogRank();
 
+// Sets the calling thread's log rank for its lifetime and then restores the previous one: for
+// calls that act for a rank on a thread the caller owns (a user thread in a blocking
+// collective), which must not keep the rank afterwards.
+class ScopedLogRank {
+ public:
+  explicit ScopedLogRank(int rank);
+  ~ScopedLogRank();
+  ScopedLogRank(const ScopedLogRank&) = delete;
+  ScopedLogRank& operator=(const ScopedLogRank&) = delete;
+
+ private:
+  int saved_;
+};
+
 // Re-reads CHORUS_LOG and CHORUS_LOG_FILE (tests change them at run time).
 void ReloadLogConfig();
 
