@@ -233,7 +233,9 @@ Communicator::Communicator(std::unique_ptr<CommState> state, std::unique_ptr<Sel
       pool_(std::make_unique<WorkerPool>(options.worker_threads, state_->rank())) {}
 
 Communicator::~Communicator() {
-  if (pool_->Busy()) Abort("the communicator was destroyed with operations pending");
+  if (unfinished_async_.load() > 0) {
+    Abort("the communicator was destroyed with operations pending");
+  }
   pool_.reset();
   const absl::Status flushed = FlushTrace();
   if (!flushed.ok()) {
@@ -491,8 +493,11 @@ WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& optio
       args.kind, sequence, std::string(AlgorithmName((*algorithm)->id)), header.Describe());
   const absl::Duration timeout = options.timeout.value_or(timeout_);
   FlightRecordPtr record = recorder_->Add(header, FlightState::kQueued);
+  unfinished_async_.fetch_add(1);
   pool_->Submit([this, args = std::move(args), entry = *algorithm, header, timeout, work, record] {
-    work->Complete(Execute(args, *entry, header, timeout, work.get(), record.get()));
+    const absl::Status status = Execute(args, *entry, header, timeout, work.get(), record.get());
+    unfinished_async_.fetch_sub(1);
+    work->Complete(status);
   });
   return work;
 }

@@ -243,6 +243,10 @@ class Communicator {
   const std::unique_ptr<SignalDumpRegistration> signal_dump_;  // after recorder_, which it names
   const absl::Duration timeout_;
   std::atomic<uint32_t> next_sequence_{0};
+  // Asynchronous collectives launched whose Work is not complete yet. Counted apart from the
+  // pool, which still holds a task for a moment after completing its Work: destroying the
+  // communicator right after Wait() must not abort the mesh under its peers.
+  std::atomic<int> unfinished_async_{0};
   std::unique_ptr<WorkerPool> pool_;  // last: its threads use the members above
 };
 

@@ -31,11 +31,6 @@ void WorkerPool::Submit(std::function<void()> task) {
   ready_cv_.notify_one();
 }
 
-bool WorkerPool::Busy() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return running_ > 0 || !tasks_.empty();
-}
-
 void WorkerPool::Loop() {
   SetThreadLogRank(log_rank_);
   std::unique_lock<std::mutex> lock(mu_);
@@ -46,11 +41,9 @@ void WorkerPool::Loop() {
     if (tasks_.empty()) return;  // stopping, and nothing left to run
     std::function<void()> task = std::move(tasks_.front());
     tasks_.pop_front();
-    ++running_;
     lock.unlock();
     task();
     lock.lock();
-    --running_;
   }
 }
 

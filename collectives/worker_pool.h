@@ -27,9 +27,6 @@ class WorkerPool {
 
   void Submit(std::function<void()> task);
 
-  // True while a task is queued or running.
-  bool Busy();
-
  private:
   void Loop();
 
@@ -39,7 +36,6 @@ class WorkerPool {
   std::condition_variable ready_cv_;  // a task was queued or the pool is stopping
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   int idle_ ABSL_GUARDED_BY(mu_) = 0;
-  int running_ ABSL_GUARDED_BY(mu_) = 0;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_ ABSL_GUARDED_BY(mu_);
 };
