@@ -31,23 +31,22 @@ constexpr int kRanks = 4;
 constexpr int kComms = 2;
 constexpr int64_t kMaxCallsPerComm = 1000000;
 constexpr int kCallsPerRound = 64;  // the ranks agree to stop only between rounds
+constexpr int64_t kWarmupCallsPerComm = 4096;
 constexpr int64_t kRssBoundBytes = int64_t{32} << 20;
 
-// One rank's driver of one communicator: rounds of seeded calls until rank 0 says stop
-// (broadcast after each round, so that every rank issues the same calls).
+// One rank's driver of one communicator: rounds of seeded calls from `*index` on, until rank 0
+// says stop (broadcast after each round, so that every rank issues the same calls) because
+// `stop_at` has passed or `*index` has reached `max_index`.
 absl::Status Drive(Communicator& comm, int stream, std::chrono::steady_clock::time_point stop_at,
-                   int64_t* calls) {
-  int64_t index = 0;
+                   int64_t max_index, int64_t* index) {
   for (;;) {
-    CHORUS_RETURN_IF_ERROR(RunSoakRound(comm, stream, index, kCallsPerRound));
-    index += kCallsPerRound;
-    int32_t stop = comm.rank() == 0 &&
-                   (std::chrono::steady_clock::now() >= stop_at || index >= kMaxCallsPerComm);
+    CHORUS_RETURN_IF_ERROR(RunSoakRound(comm, stream, *index, kCallsPerRound));
+    *index += kCallsPerRound;
+    int32_t stop =
+        comm.rank() == 0 && (std::chrono::steady_clock::now() >= stop_at || *index >= max_index);
     CHORUS_RETURN_IF_ERROR(comm.Broadcast(&stop, &stop, 1, DataType::kInt32, 0));
-    if (stop != 0) break;
+    if (stop != 0) return absl::OkStatus();
   }
-  *calls = index;
-  return absl::OkStatus();
 }
 
 // Runs `body(c)` for c in [0, kComms) on one thread each; the first error.
@@ -77,16 +76,24 @@ TEST_CASE("soak: thousands of mixed collectives on two communicators at once") {
           CHORUS_ASSIGN_OR_RETURN(comms[c], Communicator::Create(store, absl::StrCat("soak/", c),
                                                                  *device, rank, kRanks));
         }
-        // Warm-up: every kind, type and size once, so that connections, scratch buffers and
-        // worker threads exist before the first measurement.
-        CHORUS_RETURN_IF_ERROR(
-            OnEachComm([&](int c) { return RunSoakWarmup(*comms[c], /*stream=*/c); }));
+        // Warm-up: every kind, type and size once, then the first rounds of the mix, so that
+        // connections, worker threads, scratch buffers and the allocator's arenas have grown to
+        // their working size before the first measurement.
+        std::vector<int64_t> index(kComms, 0);
+        CHORUS_RETURN_IF_ERROR(OnEachComm([&](int c) {
+          CHORUS_RETURN_IF_ERROR(RunSoakWarmup(*comms[c], /*stream=*/c));
+          return Drive(*comms[c], c, std::chrono::steady_clock::time_point::max(),
+                       kWarmupCallsPerComm, &index[c]);
+        }));
         CHORUS_RETURN_IF_ERROR(comms[0]->Barrier());
         if (rank == 0) start = ProcessUsage::Now();
         CHORUS_RETURN_IF_ERROR(comms[0]->Barrier());
         const auto stop_at = std::chrono::steady_clock::now() + std::chrono::seconds(*seconds);
-        CHORUS_RETURN_IF_ERROR(OnEachComm(
-            [&](int c) { return Drive(*comms[c], c, stop_at, &calls[rank * kComms + c]); }));
+        CHORUS_RETURN_IF_ERROR(OnEachComm([&](int c) {
+          CHORUS_RETURN_IF_ERROR(Drive(*comms[c], c, stop_at, kMaxCallsPerComm, &index[c]));
+          calls[rank * kComms + c] = index[c] - kWarmupCallsPerComm;
+          return absl::OkStatus();
+        }));
         CHORUS_RETURN_IF_ERROR(comms[0]->Barrier());
         if (rank == 0) end = ProcessUsage::Now();
         return comms[0]->Barrier();
@@ -96,7 +103,7 @@ TEST_CASE("soak: thousands of mixed collectives on two communicators at once") {
     INFO("rank " << rank << ": " << statuses[rank].ToString());
     CHECK(statuses[rank].ok());
   }
-  const int64_t per_rank = calls[0] + calls[1];
+  const int64_t per_rank = calls[0] + calls[1];  // rank 0's, after the warm-up
   WARN("soak " << *seconds << " s: " << per_rank << " collectives per rank (" << kComms
                << " communicators x " << kRanks << " ranks); RSS " << start.rss_bytes / 1024
                << " -> " << end.rss_bytes / 1024 << " KiB, open fds " << start.open_fds << " -> "
