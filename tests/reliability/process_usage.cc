@@ -1,5 +1,7 @@
 #include "tests/reliability/process_usage.h"
 
+#include <malloc.h>
+
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -22,6 +24,7 @@ ProcessUsage ProcessUsage::Now() {
     (void)entry;
     ++usage.open_fds;
   }
+  usage.heap_bytes = static_cast<int64_t>(mallinfo2().uordblks);
   return usage;
 }
 
