@@ -21,8 +21,9 @@ struct FaultCase {
   std::string Name() const;  // "allreduce/ring"
 };
 
-// One case per algorithm of `kind`, as the algorithm table lists them.
-std::vector<FaultCase> FaultCasesFor(CollectiveKind kind);
+// Allreduce, broadcast, allgather and barrier, each with every algorithm the algorithm table
+// lists for it.
+std::vector<FaultCase> FaultCases();
 
 // One rank's buffers for calling `fault_case` again and again with `count` float32 elements
 // (broadcasts from rank 0). The tests look at how calls fail, not at their results, which the

@@ -70,25 +70,14 @@ void KillMidCollective(const FaultCase& fault_case, std::vector<double>* latenci
   }
 }
 
-void KillEachAlgorithm(CollectiveKind kind) {
-  for (const FaultCase& fault_case : FaultCasesFor(kind)) {
+TEST_CASE("SIGKILL during every collective x algorithm") {
+  for (const FaultCase& fault_case : FaultCases()) {
     std::vector<double> latencies;
     KillMidCollective(fault_case, &latencies);
     WARN("SIGKILL during " << fault_case.Name() << ": survivors failed "
                            << SummarizeSeconds(latencies) << " after the kill");
   }
 }
-
-TEST_CASE("SIGKILL during allreduce", "[allreduce]") {
-  KillEachAlgorithm(CollectiveKind::kAllReduce);
-}
-TEST_CASE("SIGKILL during broadcast", "[broadcast]") {
-  KillEachAlgorithm(CollectiveKind::kBroadcast);
-}
-TEST_CASE("SIGKILL during allgather", "[allgather]") {
-  KillEachAlgorithm(CollectiveKind::kAllGather);
-}
-TEST_CASE("SIGKILL during barrier", "[barrier]") { KillEachAlgorithm(CollectiveKind::kBarrier); }
 
 }  // namespace
 }  // namespace chorus::testing
