@@ -14,6 +14,7 @@
 #include "tests/reliability/fault_case.h"
 #include "tests/reliability/rank_comm.h"
 #include "tests/reliability/shared_slots.h"
+#include "tests/reliability/survivors.h"
 #include "tests/reliability/timing_summary.h"
 
 namespace chorus::testing {
@@ -56,14 +57,12 @@ void KillMidCollective(const FaultCase& fault_case, std::vector<double>* latenci
   REQUIRE(slots.AwaitAtLeast(Completed(0), kRanks, kWarmupCalls, absl::Seconds(60)));
   const int64_t killed = MonotonicNanos();
   processes.Signal(kVictim, SIGKILL);
-  for (const ProcessOutcome& outcome : processes.Wait(absl::Seconds(30))) {
-    INFO(outcome.Describe());
-    if (outcome.rank == kVictim) {
-      CHECK(outcome.term_signal == SIGKILL);
-      continue;
-    }
-    CHECK(outcome.ok());
-    const double latency = (slots[FailedAt(outcome.rank)].load() - killed) / 1e9;
+  const absl::StatusOr<std::vector<int>> survivors =
+      Survivors(processes.Wait(absl::Seconds(30)), kVictim);
+  INFO(survivors.status().ToString());
+  REQUIRE(survivors.ok());
+  for (int rank : *survivors) {
+    const double latency = (slots[FailedAt(rank)].load() - killed) / 1e9;
     INFO("failed " << latency << " s after the kill");
     CHECK(latency < kBoundSeconds);
     latencies->push_back(latency);

@@ -16,6 +16,7 @@
 #include "tests/harness/multirank.h"
 #include "tests/reliability/rank_comm.h"
 #include "tests/reliability/shared_slots.h"
+#include "tests/reliability/survivors.h"
 #include "tests/reliability/timing_summary.h"
 
 namespace chorus::testing {
@@ -83,15 +84,11 @@ TEST_CASE("survivors of a SIGKILL abort, regroup through the store and go on") {
   REQUIRE(slots.AwaitAtLeast(Completed(0), kRanks, kWarmupCalls, absl::Seconds(60)));
   processes.Signal(kVictim, SIGKILL);
   std::vector<double> recovered_seconds;
-  for (const ProcessOutcome& outcome : processes.Wait(absl::Seconds(60))) {
-    INFO(outcome.Describe());
-    if (outcome.rank == kVictim) {
-      CHECK(outcome.term_signal == SIGKILL);
-      continue;
-    }
-    CHECK(outcome.ok());
-    recovered_seconds.push_back(slots[Recovered(outcome.rank)].load() / 1e9);
-  }
+  const absl::StatusOr<std::vector<int>> survivors =
+      Survivors(processes.Wait(absl::Seconds(60)), kVictim);
+  INFO(survivors.status().ToString());
+  REQUIRE(survivors.ok());
+  for (int rank : *survivors) recovered_seconds.push_back(slots[Recovered(rank)].load() / 1e9);
   WARN("from the failure to the first checked collectives of world/1: "
        << SummarizeSeconds(recovered_seconds));
 }

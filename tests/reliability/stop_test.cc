@@ -16,6 +16,7 @@
 #include "tests/reliability/fault_case.h"
 #include "tests/reliability/rank_comm.h"
 #include "tests/reliability/shared_slots.h"
+#include "tests/reliability/survivors.h"
 #include "tests/reliability/timing_summary.h"
 
 namespace chorus::testing {
@@ -88,15 +89,13 @@ void StopMidCollective(const FaultCase& fault_case, std::vector<double>* took_se
   slots.AwaitAtLeast(Checked(kVictim + 1), kRanks - kVictim - 1, 1, absl::Seconds(30));
   processes.Signal(kVictim, SIGKILL);
   bool victim_named = false;
-  for (const ProcessOutcome& outcome : processes.Wait(absl::Seconds(30))) {
-    INFO(outcome.Describe());
-    if (outcome.rank == kVictim) {
-      CHECK(outcome.term_signal == SIGKILL);
-      continue;
-    }
-    CHECK(outcome.ok());
-    took_seconds->push_back(slots[Took(outcome.rank)].load() / 1e9);
-    victim_named = victim_named || slots[Named(outcome.rank)].load() == kVictim + 1;
+  const absl::StatusOr<std::vector<int>> survivors =
+      Survivors(processes.Wait(absl::Seconds(30)), kVictim);
+  INFO(survivors.status().ToString());
+  REQUIRE(survivors.ok());
+  for (int rank : *survivors) {
+    took_seconds->push_back(slots[Took(rank)].load() / 1e9);
+    victim_named = victim_named || slots[Named(rank)].load() == kVictim + 1;
   }
   // Survivors waiting on another survivor name that one; someone must name the stopped rank.
   CHECK(victim_named);
