@@ -40,11 +40,14 @@ void CommState::Break(const absl::Status& error) {
     broken_ = error;
   }
   CHORUS_LOG(kWarn, "collectives") << "communicator " << name_ << " is broken: " << error.message();
-  // One writer publishes; the record carries the error kind so other ranks fail with it.
+  // One writer publishes; the record carries the error kind and the peer at fault (-1: none),
+  // so other ranks fail with the same kind and ErrorPeerRank: the survivors of a dead rank all
+  // name it, also those that only hear of it through the store (docs/reliability.md).
   absl::StatusOr<int64_t> claims = store_->Add(kFailureClaimsKey, 1);
   if (claims.ok() && *claims == 1) {
     const absl::Status set = store_->Set(
-        kFailureKey, absl::StrCat(static_cast<int>(GetErrorKind(error)), "|", error.message()));
+        kFailureKey, absl::StrCat(static_cast<int>(GetErrorKind(error)), "|",
+                                  ErrorPeerRank(error).value_or(-1), "|", error.message()));
     if (!set.ok()) {
       CHORUS_LOG(kWarn, "collectives") << "could not publish the failure: " << set.message();
     }
@@ -84,13 +87,17 @@ void CommState::ReleaseScratch(std::unique_ptr<uint8_t[]> buffer, size_t capacit
 
 namespace {
 
+// A record is "kind|peer|message" (Break writes it).
 std::optional<absl::Status> ParseFailure(const std::string& text) {
-  const size_t bar = text.find('|');
+  const size_t kind_end = text.find('|');
+  const size_t peer_end = kind_end == std::string::npos ? kind_end : text.find('|', kind_end + 1);
   int kind = 0;
-  if (bar == std::string::npos || !absl::SimpleAtoi(text.substr(0, bar), &kind)) {
+  int peer = -1;
+  if (peer_end == std::string::npos || !absl::SimpleAtoi(text.substr(0, kind_end), &kind) ||
+      !absl::SimpleAtoi(text.substr(kind_end + 1, peer_end - kind_end - 1), &peer)) {
     return InternalError(absl::StrCat("malformed failure record: ", text));
   }
-  return MakeError(static_cast<ErrorKind>(kind), text.substr(bar + 1));
+  return MakeError(static_cast<ErrorKind>(kind), text.substr(peer_end + 1), peer);
 }
 
 }  // namespace

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds, runs every test, then (whole suite
-# only) the transport, shared-memory and collectives suites again under AddressSanitizer +
+# only) the transport, shared-memory, collectives and reliability suites again under AddressSanitizer +
 # UndefinedBehaviorSanitizer and under ThreadSanitizer, and each fuzz target for 30 s
 # (tools/fuzz.sh). Ends with the line "N passed, N failed" counting Catch2 test cases of every
 # run and one case per fuzz target. Extra arguments go to `bazel test` and skip the sanitizer
@@ -15,7 +15,7 @@ whole_suite=false
 # What the sanitizer runs cover: everything that moves bytes between threads and processes.
 # (The benchmark and launcher tests drive the same code through separate programs.)
 sanitized=(//tests/core/... //tests/rendezvous/... //tests/transport/... //tests/shm/...
-  //tests/collectives/... //tests/harness/...)
+  //tests/collectives/... //tests/harness/... //tests/reliability/...)
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -38,8 +38,9 @@ run_suite() {
 
 run_suite tests "${targets[@]}"
 if $whole_suite; then
-  run_suite asan --config=asan "${sanitized[@]}"
-  run_suite tsan --config=tsan "${sanitized[@]}"
+  # The soak's length is not what the sanitizers check; a shorter one keeps CI in budget.
+  run_suite asan --config=asan --test_env=CHORUS_SOAK_SECONDS=15 "${sanitized[@]}"
+  run_suite tsan --config=tsan --test_env=CHORUS_SOAK_SECONDS=15 "${sanitized[@]}"
   echo
   bash tools/fuzz.sh 30 2>&1 | tee "$work/fuzz.log"
   python3 tools/summarize_tests.py fuzz fuzz "$work/fuzz.log" "${PIPESTATUS[0]}" \
