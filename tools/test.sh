@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds, runs every test, then (whole suite
-# only) the transport, shared-memory, collectives and reliability suites again under AddressSanitizer +
-# UndefinedBehaviorSanitizer and under ThreadSanitizer, and each fuzz target for 30 s
+# only) the transport, shared-memory, collectives and reliability suites again under
+# AddressSanitizer + UndefinedBehaviorSanitizer and under ThreadSanitizer, and each fuzz target
+# for 30 s
 # (tools/fuzz.sh). Ends with the line "N passed, N failed" counting Catch2 test cases of every
 # run and one case per fuzz target. Extra arguments go to `bazel test` and skip the sanitizer
 # and fuzz runs (e.g. tools/test.sh --config=asan //tests/transport/...).
