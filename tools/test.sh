@@ -2,10 +2,9 @@
 # The whole test suite: installs what is missing, builds, runs every test, then (whole suite
 # only) the transport, shared-memory, collectives and reliability suites again under
 # AddressSanitizer + UndefinedBehaviorSanitizer and under ThreadSanitizer, and each fuzz target
-# for 30 s
-# (tools/fuzz.sh). Ends with the line "N passed, N failed" counting Catch2 test cases of every
-# run and one case per fuzz target. Extra arguments go to `bazel test` and skip the sanitizer
-# and fuzz runs (e.g. tools/test.sh --config=asan //tests/transport/...).
+# for 30 s (tools/fuzz.sh). Ends with the line "N passed, N failed" counting Catch2 test cases
+# of every run and one case per fuzz target. Extra arguments go to `bazel test` and skip the
+# sanitizer and fuzz runs (e.g. tools/test.sh --config=asan //tests/transport/...).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash tools/install_deps.sh || { echo "0 passed, 1 failed"; exit 1; }
