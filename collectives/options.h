@@ -48,10 +48,10 @@ struct CommunicatorOptions {
   // Pipelining of ring and tree algorithms: segment size and segments in flight.
   // CHORUS_COLL_SEGMENT_BYTES and CHORUS_COLL_PIPELINE_DEPTH override them. 16 rather than a
   // few: a segment whose receive is not posted yet must be buffered and copied by the
-  // transport, and over TCP that roughly halved a 2-rank ring's bandwidth at 4-64 MiB
-  // (docs/benchmarks.md); the cost is 16 segments of scratch for the ring's partials. 1 MiB
-  // rather than 256 KiB: every segment costs a wake-up, and on 2 loaded cores a 2-rank 64 MiB
-  // ring over TCP went from about 1.2 to 1.5 GB/s busbw (docs/benchmarks.md).
+  // transport; the cost is 16 segments of scratch for the ring's partials. 1 MiB rather than
+  // 256 KiB: every segment costs a wake-up. A 2-rank 64 MiB allreduce over TCP measured
+  // 1.5-2.0 GB/s busbw with these defaults, 1.36-1.62 with 256 KiB segments and 1.40-1.75 with
+  // depth 4 (docs/benchmarks.md, "Repeats of the 64 MiB, 2-rank row").
   size_t segment_bytes = 1024 * 1024;
   int pipeline_depth = 16;
 
