@@ -28,7 +28,7 @@ def series(run, mode):
 
 
 def plot(reports, collective, mode, output):
-    figure, axes = plt.subplots(figsize=(8, 5))
+    figure, axes = plt.subplots(figsize=(13, 6))
     plotted = 0
     collectives = set()
     limits = next((r["limits"] for r in reports if r.get("limits")), None)
@@ -59,9 +59,10 @@ def plot(reports, collective, mode, output):
     axes.set_ylabel("bus bandwidth (GB/s, 1e9 B/s)")
     axes.set_title("%s, %s" % (", ".join(sorted(collectives)), mode.replace("_", "-")))
     axes.grid(True, which="both", alpha=0.3)
-    axes.legend(fontsize="small")
+    # Beside the axes, not over them: a comparison has a line per algorithm and library.
+    axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
     figure.tight_layout()
-    figure.savefig(output, dpi=110)
+    figure.savefig(output, dpi=110, bbox_inches="tight")
     plt.close(figure)
     return plotted
 
