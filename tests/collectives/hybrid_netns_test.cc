@@ -53,14 +53,15 @@ absl::Status CheckRoutes(Device& device, Store& store, int rank) {
   CHORUS_ASSIGN_OR_RETURN(
       std::unique_ptr<Mesh> mesh,
       device.CreateMesh(routes_store, rank, kRanks, {}, Deadline::After(kSetupTimeout)));
-  const auto& hybrid = dynamic_cast<const HybridMesh&>(*mesh);
+  const auto* hybrid = dynamic_cast<const HybridMesh*>(mesh.get());
+  if (hybrid == nullptr) return InternalError("the hybrid device made a mesh of another kind");
   for (int peer = 0; peer < kRanks; ++peer) {
     if (peer == rank) continue;
     const absl::string_view expected = HostOf(peer) == HostOf(rank) ? "shm" : "tcp";
-    if (hybrid.RouteTo(peer) != expected) {
+    if (hybrid->RouteTo(peer) != expected) {
       return InternalError(absl::StrCat("rank ", rank, " reaches rank ", peer, " over ",
-                                        hybrid.RouteTo(peer), ", expected ", expected, " (",
-                                        hybrid.DescribeLayout(), ")"));
+                                        hybrid->RouteTo(peer), ", expected ", expected, " (",
+                                        hybrid->DescribeLayout(), ")"));
     }
   }
   return absl::OkStatus();

@@ -4,7 +4,9 @@
 #include <stdlib.h>
 
 #include <catch2/catch.hpp>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -76,6 +78,8 @@ TEST_CASE("hybrid routes same-host peers to shm and the others to tcp", "[hybrid
                                                                             : "tcp";
       SCENARIO_EXPECT(mesh->RouteTo(peer) == expected, "rank ", env.rank, " to ", peer, ": ",
                       mesh->RouteTo(peer));
+      SCENARIO_EXPECT(mesh->HostOf(peer) == HostOf(peer), "host of rank ", peer, ": ",
+                      mesh->HostOf(peer));
     }
     const std::string expected_layout = env.rank == 0   ? "rank 0 of 4: shm to 1; tcp to 2-3"
                                         : env.rank == 3 ? "rank 3 of 4: shm to 2; tcp to 0-1"

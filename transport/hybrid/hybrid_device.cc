@@ -1,5 +1,6 @@
 #include "chorus/transport/hybrid/hybrid_device.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -43,17 +44,23 @@ class HybridDevice final : public Device {
                       absl::StrCat("hybrid: rank ", rank, " exchanging host identities through ",
                                    store.Describe()));
     }
-    std::vector<bool> same_host(size);
-    absl::flat_hash_map<absl::string_view, int> ranks_per_host;
+    // Hosts are numbered in the order of their lowest rank; every rank reads the same
+    // identities, so every rank numbers them alike and makes the same choice of inner meshes
+    // below (their address exchanges then complete).
+    std::vector<int> host_of(size);
+    std::vector<int> ranks_per_host;
+    absl::flat_hash_map<absl::string_view, int> host_numbers;
     for (int r = 0; r < size; ++r) {
-      same_host[r] = hosts->addresses[r] == host_id_;
-      ++ranks_per_host[hosts->addresses[r]];
+      const auto [entry, added] =
+          host_numbers.try_emplace(hosts->addresses[r], static_cast<int>(host_numbers.size()));
+      if (added) ranks_per_host.push_back(0);
+      host_of[r] = entry->second;
+      ++ranks_per_host[entry->second];
     }
-    // Every rank reads the same identities, so every rank makes the same choice of which inner
-    // meshes to create, and their address exchanges complete. A side no rank pair needs is left
-    // out (a single-host job never opens a socket); with one rank, the network side stands.
-    bool shared_host = false;
-    for (const auto& [host, ranks] : ranks_per_host) shared_host |= ranks > 1;
+    // A side no rank pair needs is left out (a single-host job never opens a socket); with one
+    // rank, the network side stands.
+    const bool shared_host =
+        std::any_of(ranks_per_host.begin(), ranks_per_host.end(), [](int n) { return n > 1; });
     const bool several_hosts = ranks_per_host.size() > 1;
 
     HybridMesh::Side local{nullptr, std::string(local_->kind())};
@@ -66,7 +73,7 @@ class HybridDevice final : public Device {
       CHORUS_ASSIGN_OR_RETURN(
           network.mesh, CreateSide(*network_, "network", store, rank, size, options, deadline));
     }
-    auto mesh = std::make_unique<HybridMesh>(rank, size, std::move(same_host), std::move(local),
+    auto mesh = std::make_unique<HybridMesh>(rank, size, std::move(host_of), std::move(local),
                                              std::move(network));
     CHORUS_LOG(kInfo, "hybrid") << mesh->DescribeLayout() << " (host " << host_id_ << ", "
                                 << ranks_per_host.size() << " hosts)";

@@ -24,10 +24,10 @@ std::string RankRanges(const std::vector<int>& ranks) {
 
 }  // namespace
 
-HybridMesh::HybridMesh(int rank, int size, std::vector<bool> same_host, Side local, Side network)
+HybridMesh::HybridMesh(int rank, int size, std::vector<int> host_of, Side local, Side network)
     : rank_(rank),
       size_(size),
-      same_host_(std::move(same_host)),
+      host_of_(std::move(host_of)),
       local_(std::move(local)),
       network_(std::move(network)) {}
 
@@ -45,7 +45,7 @@ RequestPtr HybridMesh::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryR
   std::vector<int> remote;
   for (int peer : peers) {
     // Ranks outside the mesh are left to the inner mesh, which reports them.
-    if (IsPeer(peer)) (same_host_[peer] ? local : remote).push_back(peer);
+    if (IsPeer(peer)) (SameHost(peer) ? local : remote).push_back(peer);
   }
   if (!local.empty() && !remote.empty()) {
     return MakeFailedRequest(
@@ -75,7 +75,7 @@ std::string HybridMesh::DescribeLayout() const {
   std::vector<int> local;
   std::vector<int> remote;
   for (int peer = 0; peer < size_; ++peer) {
-    if (IsPeer(peer)) (same_host_[peer] ? local : remote).push_back(peer);
+    if (IsPeer(peer)) (SameHost(peer) ? local : remote).push_back(peer);
   }
   std::string text = absl::StrCat("rank ", rank_, " of ", size_, ":");
   if (!local.empty()) absl::StrAppend(&text, " ", local_.kind, " to ", RankRanges(local), ";");

@@ -25,10 +25,10 @@ class HybridMesh final : public Mesh {
     std::string kind;
   };
 
-  // `same_host[r]` says whether rank r shares this rank's host; same-host peers use `local`,
-  // the others `network`. Both inner meshes span all `size` ranks, so peer numbers, request
-  // peers and errors need no translation.
-  HybridMesh(int rank, int size, std::vector<bool> same_host, Side local, Side network);
+  // `host_of[r]` is rank r's host number; peers with this rank's number use `local`, the others
+  // `network`. Both inner meshes span all `size` ranks, so peer numbers, request peers and
+  // errors need no translation.
+  HybridMesh(int rank, int size, std::vector<int> host_of, Side local, Side network);
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -49,16 +49,22 @@ class HybridMesh final : public Mesh {
   // rank itself and for ranks outside the mesh.
   absl::string_view RouteTo(int peer) const;
 
+  // Rank `rank`'s host number (0 <= rank < size()): hosts are numbered from 0 in the order of
+  // their lowest rank, the same on every rank, so a hierarchical algorithm can pick, say, the
+  // lowest rank of each host as its leader without another exchange.
+  int HostOf(int rank) const { return host_of_[rank]; }
+
   // "rank 3 of 8: shm to 2; tcp to 0-1,4-7", logged at info when the mesh is created.
   std::string DescribeLayout() const;
 
  private:
   bool IsPeer(int peer) const { return peer >= 0 && peer < size_ && peer != rank_; }
-  const Side& SideOf(int peer) const { return same_host_[peer] ? local_ : network_; }
+  bool SameHost(int peer) const { return host_of_[peer] == host_of_[rank_]; }
+  const Side& SideOf(int peer) const { return SameHost(peer) ? local_ : network_; }
 
   const int rank_;
   const int size_;
-  const std::vector<bool> same_host_;
+  const std::vector<int> host_of_;
   const Side local_;
   const Side network_;
 };
