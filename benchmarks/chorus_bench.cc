@@ -25,8 +25,8 @@
 #include "chorus/core/status.h"
 #include "chorus/integrations/launcher/rank_env.h"
 #include "chorus/rendezvous/store_url.h"
-#include "chorus/transport/shm/shm_device.h"
-#include "chorus/transport/tcp/tcp_device.h"
+#include "chorus/transport/device_from_env.h"
+#include "chorus/transport/tcp/tcp_options.h"
 
 namespace chorus::bench {
 namespace {
@@ -35,7 +35,9 @@ constexpr char kAutoAlgorithm[] = "auto";
 
 const std::vector<ToolFlag>& ChorusFlags() {
   static const auto* flags = new std::vector<ToolFlag>{
-      {"transport", "tcp", "transport between the ranks: tcp or shm (shared memory, one host)"},
+      {"transport", "tcp",
+       "transport between the ranks: tcp, shm (shared memory, one host) or auto (shared memory "
+       "within a host, tcp between hosts)"},
       {"store", "", "rendezvous store URL (file:///dir or redis://...); default $CHORUS_STORE"},
   };
   return *flags;
@@ -62,29 +64,17 @@ CollectiveKind KindOf(Collective collective) {
   return CollectiveKind::kBarrier;
 }
 
-// The transports chorus-bench can create a device for; a new one is one more name here and one
-// more branch in CreateDevice.
-constexpr const char* kTransports[] = {"tcp", "shm"};
-
 absl::Status CheckTransport(const std::string& transport) {
-  for (const char* known : kTransports) {
-    if (transport == known) return absl::OkStatus();
-  }
-  return InvalidArgumentError(absl::StrCat("chorus-bench has no transport '", transport,
-                                           "'; choose from ", absl::StrJoin(kTransports, ", ")));
+  const absl::Status status = CheckTransportName(transport);
+  return status.ok() ? status : Annotate(status, "chorus_bench --transport");
 }
 
 absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& transport) {
-  CHORUS_RETURN_IF_ERROR(CheckTransport(transport));
-  if (transport == "tcp") {
-    CHORUS_ASSIGN_OR_RETURN(tcp::TcpDeviceOptions options, tcp::TcpDeviceOptions::FromEnv());
-    // All ranks of a chorusrun job are on this host: listen on loopback unless the user chose
-    // an address or interface (CHORUS_TCP_ADDR / CHORUS_TCP_IFNAME).
-    if (options.address.empty() && options.interfaces.empty()) options.address = "127.0.0.1";
-    return tcp::CreateTcpDevice(options);
-  }
-  if (transport == "shm") return CreateShmDevice();  // options from CHORUS_SHM_* variables
-  return InternalError(absl::StrCat("no device factory for transport '", transport, "'"));
+  CHORUS_ASSIGN_OR_RETURN(tcp::TcpDeviceOptions options, tcp::TcpDeviceOptions::FromEnv());
+  // All ranks of a chorusrun job are on this host: listen on loopback unless the user chose
+  // an address or interface (CHORUS_TCP_ADDR / CHORUS_TCP_IFNAME).
+  if (options.address.empty() && options.interfaces.empty()) options.address = "127.0.0.1";
+  return CreateDeviceByName(transport, options);
 }
 
 // The algorithm names of one sweep: --algo as given ("all" expands to every algorithm of the

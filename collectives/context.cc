@@ -22,16 +22,6 @@ constexpr absl::Duration kRescanInterval = absl::Milliseconds(5);
 // published, every this often (see CommState::PeekFailure).
 constexpr absl::Duration kStoreCheckInterval = absl::Milliseconds(250);
 
-// Stands in for a request that could not even be posted (no connection to the peer), so the
-// error reaches the algorithm through the same Wait path as every other.
-class FailedRequest : public Request {
- public:
-  FailedRequest(RequestKind kind, int peer, absl::Status status) : Request(kind, peer, 0) {
-    Complete(std::move(status), 0);
-  }
-  void Cancel() override {}
-};
-
 // A transfer waited on, packed into one word for CollectiveContext::last_wait_:
 // bit 63 set, bit 62 a receive, bits 32..61 the peer, bits 0..31 the step.
 uint64_t PackWait(int peer, uint64_t step, bool is_recv) {
@@ -205,8 +195,8 @@ Transfer CollectiveContext::Post(int peer, uint64_t step, size_t bytes, bool is_
   if (connection.ok()) {
     transfer.request = post(**connection, CollectiveTag(comm_.tag_id(), header_.sequence, step));
   } else {
-    transfer.request = std::make_shared<FailedRequest>(
-        is_recv ? RequestKind::kRecv : RequestKind::kSend, peer, connection.status());
+    transfer.request = MakeFailedRequest(is_recv ? RequestKind::kRecv : RequestKind::kSend, peer,
+                                         0, connection.status());
   }
   Register(transfer);
   return transfer;

@@ -99,4 +99,21 @@ void CancelAll(absl::Span<const RequestPtr> requests) {
   }
 }
 
+namespace {
+
+class FailedRequest final : public Request {
+ public:
+  FailedRequest(RequestKind kind, int peer, Tag tag, absl::Status status)
+      : Request(kind, peer, tag) {
+    Complete(std::move(status), 0);
+  }
+  void Cancel() override {}
+};
+
+}  // namespace
+
+RequestPtr MakeFailedRequest(RequestKind kind, int peer, Tag tag, absl::Status status) {
+  return std::make_shared<FailedRequest>(kind, peer, tag, std::move(status));
+}
+
 }  // namespace chorus

@@ -91,6 +91,10 @@ absl::Status WaitAll(absl::Span<const RequestPtr> requests, Deadline deadline);
 // Cancels every request that is still pending.
 void CancelAll(absl::Span<const RequestPtr> requests);
 
+// A request that is already done with `status` (an error): stands in for one that could not
+// even be posted, so the error reaches the caller through the same Wait path as every other.
+RequestPtr MakeFailedRequest(RequestKind kind, int peer, Tag tag, absl::Status status);
+
 }  // namespace chorus
 
 #endif  // CHORUS_TRANSPORT_REQUEST_H_

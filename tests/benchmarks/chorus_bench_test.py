@@ -94,6 +94,11 @@ class ChorusBench(unittest.TestCase):
         self.assertIn(("bfloat16", "avg"), printed)
         self.assertIn(("uint64", "prod"), printed)
 
+    def test_auto_transport_on_one_host_verifies(self):
+        # One host: the hybrid device routes every peer to shared memory.
+        result = run_bench(3, *QUICK, "--transport", "auto")
+        self.assert_all_verified(result, 5)
+
     def test_barrier_and_the_machine_limits(self):
         result = run_bench(2, "--coll", "barrier", "-n", "3", "-w", "1")
         self.assertEqual(result.returncode, 0, result.stderr)

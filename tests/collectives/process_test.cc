@@ -71,7 +71,7 @@ TEST_CASE("a killed rank is reported promptly by every survivor", "[failures]") 
   constexpr int kVictim = 2;
   RankProcesses processes(kRanks, [&](int rank) -> absl::Status {
     CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(dir.path()));
-    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, MakeDevice(TransportKind::kTcp));
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, MakeDevice(TransportKind::kTcp, rank));
     CommunicatorOptions options;
     options.timeout = absl::Seconds(30);
     CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,

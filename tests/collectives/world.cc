@@ -11,6 +11,7 @@
 #include "chorus/transport/shm/shm_device.h"
 #include "chorus/transport/tcp/tcp_device.h"
 #include "tests/harness/multirank.h"
+#include "tests/transport/transport_factory.h"
 
 namespace chorus::testing {
 namespace {
@@ -22,7 +23,7 @@ std::string FreshName() {
 
 absl::Status RunRank(Store& store, const std::string& name, TransportKind kind, int rank, int ranks,
                      const CommBody& body, const CommunicatorOptions& options) {
-  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, MakeDevice(kind));
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, MakeDevice(kind, rank));
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
                           Communicator::Create(store, name, *device, rank, ranks, options));
   return body(*comm);
@@ -45,13 +46,18 @@ std::string TransportName(TransportKind kind) {
       return "tcp";
     case TransportKind::kShm:
       return "shm";
+    case TransportKind::kHybrid:
+      return "hybrid";
   }
   return "?";
 }
 
-absl::StatusOr<std::unique_ptr<Device>> MakeDevice(TransportKind kind) {
+absl::StatusOr<std::unique_ptr<Device>> MakeDevice(TransportKind kind, int rank) {
   if (kind == TransportKind::kInproc) return std::unique_ptr<Device>(new InprocDevice());
   if (kind == TransportKind::kShm) return CreateShmDevice();
+  if (kind == TransportKind::kHybrid) {
+    return HybridTransport("hybrid", [](int r) { return r / 2; }).create_device(rank);
+  }
   tcp::TcpDeviceOptions options;
   options.address = "127.0.0.1";  // tests stay on loopback
   return tcp::CreateTcpDevice(options);

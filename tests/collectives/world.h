@@ -17,12 +17,14 @@
 
 namespace chorus::testing {
 
-enum class TransportKind { kInproc, kTcp, kShm };
+// kHybrid: shared memory within a host and loopback TCP between hosts, with ranks 2h and 2h+1
+// told they share host h (HybridOptions::host_id), so every collective crosses both.
+enum class TransportKind { kInproc, kTcp, kShm, kHybrid };
 
 std::string TransportName(TransportKind kind);
 
-// A device of `kind` for one rank (a TCP device listens on loopback).
-absl::StatusOr<std::unique_ptr<Device>> MakeDevice(TransportKind kind);
+// A device of `kind` for rank `rank` (a TCP device listens on loopback).
+absl::StatusOr<std::unique_ptr<Device>> MakeDevice(TransportKind kind, int rank);
 
 using CommBody = std::function<absl::Status(Communicator& comm)>;
 

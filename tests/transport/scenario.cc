@@ -16,7 +16,7 @@ constexpr absl::Duration kScenarioTimeout = absl::Seconds(60);
 
 absl::Status RunRank(const TransportFactory& transport, Store& store, int rank, int size,
                      bool separate_process, const ScenarioBody& body) {
-  absl::StatusOr<std::unique_ptr<Device>> device = transport.create_device();
+  absl::StatusOr<std::unique_ptr<Device>> device = transport.create_device(rank);
   if (!device.ok()) return Annotate(device.status(), "creating the device");
   MeshOptions options;
   options.connect_timeout = kSetupTimeout;

@@ -1,29 +1,51 @@
 #include "tests/transport/transport_factory.h"
 
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "chorus/core/status.h"
+#include "chorus/transport/hybrid/hybrid_device.h"
 #include "chorus/transport/shm/shm_device.h"
 #include "chorus/transport/tcp/tcp_device.h"
 
 namespace chorus::testing {
 namespace {
 
+absl::StatusOr<std::unique_ptr<Device>> LoopbackTcpDevice(int streams) {
+  tcp::TcpDeviceOptions options;
+  options.address = "127.0.0.1";
+  options.streams = streams;
+  options.stripe_min_bytes = 64 * 1024;
+  return tcp::CreateTcpDevice(options);
+}
+
 // Loopback TCP; `streams` > 1 stripes every message of at least 64 KiB across the streams.
 TransportFactory Tcp(std::string name, int streams) {
-  return {std::move(name), [streams]() {
-            tcp::TcpDeviceOptions options;
-            options.address = "127.0.0.1";
-            options.streams = streams;
-            options.stripe_min_bytes = 64 * 1024;
-            return tcp::CreateTcpDevice(options);
-          }};
+  return {std::move(name), [streams](int) { return LoopbackTcpDevice(streams); }};
 }
 
 }  // namespace
+
+TransportFactory HybridTransport(std::string name, std::function<int(int rank)> host_of) {
+  return {std::move(name), [host_of](int rank) -> absl::StatusOr<std::unique_ptr<Device>> {
+            CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> local, CreateShmDevice());
+            CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> network, LoopbackTcpDevice(1));
+            HybridOptions options;
+            options.host_id = absl::StrCat("test-host-", host_of(rank));
+            return CreateHybridDevice(std::move(local), std::move(network), options);
+          }};
+}
 
 const std::vector<TransportFactory>& ConformanceTransports() {
   static const auto* transports = new std::vector<TransportFactory>{
       Tcp("tcp", 1),
       Tcp("tcp-4-streams", 4),
-      {"shm", [] { return CreateShmDevice(); }},
+      {"shm", [](int) { return CreateShmDevice(); }},
+      // Rank 0 on a host of its own, the others together: the two-rank cases cross hosts (TCP
+      // through the hybrid mesh) and the three-rank RecvFromAny case takes from two peers on
+      // one other host. hybrid_test.cc covers shared memory inside the hybrid mesh and the
+      // mixed layouts.
+      HybridTransport("hybrid", [](int rank) { return rank == 0 ? 0 : 1; }),
   };
   return *transports;
 }

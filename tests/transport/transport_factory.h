@@ -15,11 +15,15 @@ namespace chorus::testing {
 
 struct TransportFactory {
   std::string name;
-  // Creates one rank's device; called on the rank's own thread or in its own process.
-  std::function<absl::StatusOr<std::unique_ptr<Device>>()> create_device;
+  // Creates rank `rank`'s device; called on the rank's own thread or in its own process.
+  std::function<absl::StatusOr<std::unique_ptr<Device>>(int rank)> create_device;
 };
 
 const std::vector<TransportFactory>& ConformanceTransports();
+
+// The hybrid transport (shared memory within a host, loopback TCP between hosts) with rank r
+// told it is on host `host_of(r)` (HybridOptions::host_id), so one machine plays several.
+TransportFactory HybridTransport(std::string name, std::function<int(int rank)> host_of);
 
 }  // namespace chorus::testing
 

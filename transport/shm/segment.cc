@@ -89,21 +89,31 @@ absl::StatusOr<InboxAddress> InboxAddress::Parse(absl::string_view text) {
   return address;
 }
 
+namespace {
+
+// Only hex digits (or only digits) survive, so identities never contain the ':' separator:
+// boot id "1c0e...-..." -> "1c0e...", pid namespace "pid:[4026531836]" -> "4026531836".
+std::string KeepDigits(absl::string_view text, bool hex) {
+  std::string kept;
+  for (char c : text) {
+    if ((c >= '0' && c <= '9') || (hex && c >= 'a' && c <= 'f')) kept.push_back(c);
+  }
+  return kept;
+}
+
+}  // namespace
+
+std::string NamespaceInode(absl::string_view name) {
+  const std::string path = absl::StrCat("/proc/self/ns/", name);
+  char link[128] = {0};
+  const ssize_t n = readlink(path.c_str(), link, sizeof(link) - 1);
+  return KeepDigits(absl::string_view(link, n > 0 ? n : 0), false);
+}
+
 const std::string& LocalHostIdentity() {
   static const std::string* identity = [] {
-    // Only hex digits and digits survive, so the identity never contains the ':' separator:
-    // boot id "1c0e...-..." -> "1c0e...", pid namespace "pid:[4026531836]" -> "4026531836".
-    auto keep = [](absl::string_view text, bool hex) {
-      std::string kept;
-      for (char c : text) {
-        if ((c >= '0' && c <= '9') || (hex && c >= 'a' && c <= 'f')) kept.push_back(c);
-      }
-      return kept;
-    };
-    char link[128] = {0};
-    const ssize_t n = readlink("/proc/self/ns/pid", link, sizeof(link) - 1);
-    const std::string boot = keep(ReadFirstLine("/proc/sys/kernel/random/boot_id"), true);
-    const std::string pid_ns = keep(absl::string_view(link, n > 0 ? n : 0), false);
+    const std::string boot = KeepDigits(ReadFirstLine("/proc/sys/kernel/random/boot_id"), true);
+    const std::string pid_ns = NamespaceInode("pid");
     return new std::string(
         absl::StrCat(boot.empty() ? "noboot" : boot, "/", pid_ns.empty() ? "nons" : pid_ns));
   }();

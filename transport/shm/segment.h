@@ -55,6 +55,10 @@ struct InboxAddress {
 // the pid namespace. Ranks whose identities differ are on different hosts or containers.
 const std::string& LocalHostIdentity();
 
+// The inode number of this process's namespace `name` ("pid", "net", ...) as digits, from
+// /proc/self/ns/<name>; empty when it cannot be read.
+std::string NamespaceInode(absl::string_view name);
+
 // This rank's inbox. The identity block of the header is written at creation; the rest is
 // shared state. Thread-safe.
 class Inbox {
