@@ -36,41 +36,6 @@ double MovedInput(DataType type, int rank, size_t i) {
   return IsUnsigned(type) ? base : base - 125;
 }
 
-void SetElement(DataType type, void* base, size_t index, double value) {
-  switch (type) {
-    case DataType::kInt8:
-      static_cast<int8_t*>(base)[index] = static_cast<int8_t>(value);
-      return;
-    case DataType::kUint8:
-      static_cast<uint8_t*>(base)[index] = static_cast<uint8_t>(value);
-      return;
-    case DataType::kInt32:
-      static_cast<int32_t*>(base)[index] = static_cast<int32_t>(value);
-      return;
-    case DataType::kUint32:
-      static_cast<uint32_t*>(base)[index] = static_cast<uint32_t>(value);
-      return;
-    case DataType::kInt64:
-      static_cast<int64_t*>(base)[index] = static_cast<int64_t>(value);
-      return;
-    case DataType::kUint64:
-      static_cast<uint64_t*>(base)[index] = static_cast<uint64_t>(value);
-      return;
-    case DataType::kFloat16:
-      static_cast<uint16_t*>(base)[index] = Float16(static_cast<float>(value)).bits;
-      return;
-    case DataType::kBFloat16:
-      static_cast<uint16_t*>(base)[index] = BFloat16(static_cast<float>(value)).bits;
-      return;
-    case DataType::kFloat32:
-      static_cast<float*>(base)[index] = static_cast<float>(value);
-      return;
-    case DataType::kFloat64:
-      static_cast<double*>(base)[index] = value;
-      return;
-  }
-}
-
 std::string ElementText(DataType type, const uint8_t* base, size_t index) {
   const void* at = base + index * DataTypeSize(type);
   switch (type) {
@@ -223,6 +188,67 @@ absl::Status Compare(const Case& c, int rank, const std::vector<uint8_t>& got,
 }
 
 }  // namespace
+
+void SetElement(DataType type, void* base, size_t index, double value) {
+  switch (type) {
+    case DataType::kInt8:
+      static_cast<int8_t*>(base)[index] = static_cast<int8_t>(value);
+      return;
+    case DataType::kUint8:
+      static_cast<uint8_t*>(base)[index] = static_cast<uint8_t>(value);
+      return;
+    case DataType::kInt32:
+      static_cast<int32_t*>(base)[index] = static_cast<int32_t>(value);
+      return;
+    case DataType::kUint32:
+      static_cast<uint32_t*>(base)[index] = static_cast<uint32_t>(value);
+      return;
+    case DataType::kInt64:
+      static_cast<int64_t*>(base)[index] = static_cast<int64_t>(value);
+      return;
+    case DataType::kUint64:
+      static_cast<uint64_t*>(base)[index] = static_cast<uint64_t>(value);
+      return;
+    case DataType::kFloat16:
+      static_cast<uint16_t*>(base)[index] = Float16(static_cast<float>(value)).bits;
+      return;
+    case DataType::kBFloat16:
+      static_cast<uint16_t*>(base)[index] = BFloat16(static_cast<float>(value)).bits;
+      return;
+    case DataType::kFloat32:
+      static_cast<float*>(base)[index] = static_cast<float>(value);
+      return;
+    case DataType::kFloat64:
+      static_cast<double*>(base)[index] = value;
+      return;
+  }
+}
+
+double ElementValue(DataType type, const void* base, size_t index) {
+  switch (type) {
+    case DataType::kInt8:
+      return static_cast<const int8_t*>(base)[index];
+    case DataType::kUint8:
+      return static_cast<const uint8_t*>(base)[index];
+    case DataType::kInt32:
+      return static_cast<const int32_t*>(base)[index];
+    case DataType::kUint32:
+      return static_cast<const uint32_t*>(base)[index];
+    case DataType::kInt64:
+      return static_cast<double>(static_cast<const int64_t*>(base)[index]);
+    case DataType::kUint64:
+      return static_cast<double>(static_cast<const uint64_t*>(base)[index]);
+    case DataType::kFloat16:
+      return Float16::ToFloat(static_cast<const uint16_t*>(base)[index]);
+    case DataType::kBFloat16:
+      return BFloat16::ToFloat(static_cast<const uint16_t*>(base)[index]);
+    case DataType::kFloat32:
+      return static_cast<const float*>(base)[index];
+    case DataType::kFloat64:
+      return static_cast<const double*>(base)[index];
+  }
+  return 0;
+}
 
 std::string Case::Describe() const {
   return absl::StrCat(CollectiveKindName(kind), "[", algorithm.empty() ? "auto" : algorithm, ", ",

@@ -42,6 +42,11 @@ struct Matrix {
   bool counts_are_totals = false;
 };
 
+// Element `index` of a buffer of `type`, written from / read as a double (float16 and bfloat16
+// round to nearest). Values must be representable in the type.
+void SetElement(DataType type, void* base, size_t index, double value);
+double ElementValue(DataType type, const void* base, size_t index);
+
 // Every case of `matrix` for a communicator of `ranks`, in a fixed order (all ranks must
 // build the same list). Roots vary with the case so that every rank is a root somewhere.
 std::vector<Case> BuildCases(const Matrix& matrix, int ranks);

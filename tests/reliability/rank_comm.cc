@@ -14,7 +14,7 @@ absl::StatusOr<RankComm> JoinOverFileStore(const std::string& directory, const s
                                            int rank, int size, const CommunicatorOptions& options) {
   RankComm joined;
   CHORUS_ASSIGN_OR_RETURN(joined.store, FileStore::Open(directory));
-  CHORUS_ASSIGN_OR_RETURN(joined.device, MakeDevice(TransportKind::kTcp));
+  CHORUS_ASSIGN_OR_RETURN(joined.device, MakeDevice(TransportKind::kTcp, rank));
   CHORUS_ASSIGN_OR_RETURN(
       joined.comm, Communicator::Create(*joined.store, name, *joined.device, rank, size, options));
   return joined;

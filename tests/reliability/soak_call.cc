@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "chorus/core/status.h"
+#include "tests/collectives/cases.h"
 
 namespace chorus::testing {
 namespace {
@@ -69,35 +70,6 @@ double Combine(ReduceOp op, int ranks, size_t j) {
   return result;
 }
 
-void Put(DataType type, void* base, size_t i, double v) {
-  switch (type) {
-    case DataType::kInt32:
-      static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v);
-      break;
-    case DataType::kInt64:
-      static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v);
-      break;
-    case DataType::kFloat32:
-      static_cast<float*>(base)[i] = static_cast<float>(v);
-      break;
-    default:
-      static_cast<double*>(base)[i] = v;
-  }
-}
-
-double Get(DataType type, const void* base, size_t i) {
-  switch (type) {
-    case DataType::kInt32:
-      return static_cast<const int32_t*>(base)[i];
-    case DataType::kInt64:
-      return static_cast<double>(static_cast<const int64_t*>(base)[i]);
-    case DataType::kFloat32:
-      return static_cast<const float*>(base)[i];
-    default:
-      return static_cast<const double*>(base)[i];
-  }
-}
-
 // One call's buffers, launched on construction, checked by Finish.
 class Pending {
  public:
@@ -112,7 +84,7 @@ class Pending {
     send_.resize((blocks_in ? p * n : n) * elem + 1);
     recv_.resize((blocks_out ? p * n : n) * elem + 1);
     for (size_t j = 0; j < (blocks_in ? p * n : n); ++j) {
-      Put(call.type, send_.data(), j, Value(comm.rank(), j));
+      SetElement(call.type, send_.data(), j, Value(comm.rank(), j));
     }
     Launch();
   }
@@ -124,7 +96,7 @@ class Pending {
     const size_t n = call_.count;
     for (size_t j = 0; j < (recv_.size() - 1) / DataTypeSize(call_.type); ++j) {
       const double expected = Expected(p, me, n, j);
-      const double got = Get(call_.type, recv_.data(), j);
+      const double got = ElementValue(call_.type, recv_.data(), j);
       if (got != expected) {
         return InternalError(absl::StrCat(CollectiveKindName(call_.kind), " of ", n, " x ",
                                           DataTypeName(call_.type), " on rank ", me, ": element ",

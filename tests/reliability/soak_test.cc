@@ -70,7 +70,8 @@ TEST_CASE("soak: thousands of mixed collectives on two communicators at once") {
   const std::vector<absl::Status> statuses = RunRanksAsThreads(
       kRanks,
       [&](int rank) -> absl::Status {
-        CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, MakeDevice(TransportKind::kTcp));
+        CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device,
+                                MakeDevice(TransportKind::kTcp, rank));
         std::vector<std::unique_ptr<Communicator>> comms(kComms);
         for (int c = 0; c < kComms; ++c) {
           CHORUS_ASSIGN_OR_RETURN(comms[c], Communicator::Create(store, absl::StrCat("soak/", c),

@@ -47,7 +47,7 @@ void LoseStoreDuringRendezvous(const OpenStore& open, const std::function<void()
   SharedSlots slots(2 * kPresent);
   RankProcesses processes(kPresent, [&](int rank) -> absl::Status {
     CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Store> store, open());
-    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, MakeDevice(TransportKind::kTcp));
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, MakeDevice(TransportKind::kTcp, rank));
     CommunicatorOptions options;
     options.connect_timeout = kConnectTimeout;
     slots[Waiting(rank)].store(1);
