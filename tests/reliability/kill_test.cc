@@ -1,6 +1,9 @@
-// SIGKILL one rank of four (forked processes over TCP, a FileStore rendezvous) while every rank
-// loops on one collective forced to one algorithm: every survivor's call must fail within 1 s of
-// the kill, measured from the kill itself, with an error naming the dead rank.
+// SIGKILL one rank of four (forked processes, a FileStore rendezvous) while every rank loops on
+// one collective forced to one algorithm: every survivor's call must fail within 1 s of the
+// kill, measured from the kill itself, with an error naming the dead rank. Over TCP, over shared
+// memory (the dead rank may die holding or waiting on a segment) and over the hybrid transport
+// (two hosts of two ranks: shm inside each, TCP between); afterwards no segment of the dead
+// rank is left in /dev/shm.
 #include <signal.h>
 
 #include <catch2/catch.hpp>
@@ -16,6 +19,7 @@
 #include "tests/reliability/shared_slots.h"
 #include "tests/reliability/survivors.h"
 #include "tests/reliability/timing_summary.h"
+#include "tests/shm/shm_test_util.h"
 
 namespace chorus::testing {
 namespace {
@@ -30,15 +34,16 @@ constexpr double kBoundSeconds = 1.0;
 size_t Completed(int rank) { return rank; }
 size_t FailedAt(int rank) { return kRanks + rank; }
 
-void KillMidCollective(const FaultCase& fault_case, std::vector<double>* latencies) {
-  INFO(fault_case.Name());
+void KillMidCollective(TransportKind transport, const FaultCase& fault_case,
+                       std::vector<double>* latencies) {
+  INFO(fault_case.Name() << " over " << TransportName(transport));
   TempDir dir;
   SharedSlots slots(2 * kRanks);
   RankProcesses processes(kRanks, [&](int rank) -> absl::Status {
     CommunicatorOptions options;
     options.timeout = absl::Seconds(30);  // far beyond the bound: only the death may end a call
-    CHORUS_ASSIGN_OR_RETURN(RankComm world,
-                            JoinOverFileStore(dir.path(), "kill", rank, kRanks, options));
+    CHORUS_ASSIGN_OR_RETURN(
+        RankComm world, JoinOverFileStore(dir.path(), "kill", rank, kRanks, options, transport));
     FaultCall call(fault_case, kRanks, kCount);
     absl::Status status;
     for (int64_t i = 0; status.ok(); ++i) {  // bounded by the harness's timeout
@@ -69,13 +74,30 @@ void KillMidCollective(const FaultCase& fault_case, std::vector<double>* latenci
   }
 }
 
-TEST_CASE("SIGKILL during every collective x algorithm") {
+void KillDuringEveryCase(TransportKind transport) {
   for (const FaultCase& fault_case : FaultCases()) {
     std::vector<double> latencies;
-    KillMidCollective(fault_case, &latencies);
-    WARN("SIGKILL during " << fault_case.Name() << ": survivors failed "
-                           << SummarizeSeconds(latencies) << " after the kill");
+    KillMidCollective(transport, fault_case, &latencies);
+    WARN("SIGKILL during " << fault_case.Name() << " over " << TransportName(transport)
+                           << ": survivors failed " << SummarizeSeconds(latencies)
+                           << " after the kill");
   }
+  // Segments are memfds, which never have a name there; this holds the transport to that.
+  const std::vector<std::string> left = shm_testing::ChorusShmFiles();
+  INFO("left in /dev/shm: " << left.size());
+  CHECK(left.empty());
+}
+
+TEST_CASE("SIGKILL during every collective x algorithm over TCP") {
+  KillDuringEveryCase(TransportKind::kTcp);
+}
+
+TEST_CASE("SIGKILL during every collective x algorithm over shared memory") {
+  KillDuringEveryCase(TransportKind::kShm);
+}
+
+TEST_CASE("SIGKILL during every collective x algorithm over the hybrid transport") {
+  KillDuringEveryCase(TransportKind::kHybrid);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
-// What one forked rank of a fault test owns: a FileStore on the shared directory, a TCP device on
-// loopback and a communicator over them.
+// What one forked rank of a fault test owns: a FileStore on the shared directory, a device (TCP
+// on loopback unless the test names another transport) and a communicator over them.
 #ifndef CHORUS_TESTS_RELIABILITY_RANK_COMM_H_
 #define CHORUS_TESTS_RELIABILITY_RANK_COMM_H_
 
@@ -11,6 +11,7 @@
 #include "chorus/collectives/communicator.h"
 #include "chorus/rendezvous/store.h"
 #include "chorus/transport/transport.h"
+#include "tests/collectives/world.h"
 
 namespace chorus::testing {
 
@@ -22,7 +23,8 @@ struct RankComm {
 };
 
 absl::StatusOr<RankComm> JoinOverFileStore(const std::string& directory, const std::string& name,
-                                           int rank, int size, const CommunicatorOptions& options);
+                                           int rank, int size, const CommunicatorOptions& options,
+                                           TransportKind transport = TransportKind::kTcp);
 
 // Whether `status` names `rank` as the peer at fault, both as its ErrorPeerRank (for programs) and
 // in its message (for people).
