@@ -70,10 +70,10 @@ bool LogEnabled(LogLevel level) {
 }
 
 void SetThreadLogRank(int rank) { thread_log_rank = rank; }
+int ThreadLogRank() { return thread_log_rank; }
 
 ScopedLogRank::ScopedLogRank(int rank) : saved_(thread_log_rank) { thread_log_rank = rank; }
 ScopedLogRank::~ScopedLogRank() { thread_log_rank = saved_; }
-int ThreadLogRank() { return thread_log_rank; }
 
 void LogLine(LogLevel level, absl::string_view subsystem, absl::string_view message) {
   const std::string rank =

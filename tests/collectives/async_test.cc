@@ -18,10 +18,6 @@ namespace {
 
 const TransportKind kTransport = kTestTransport;
 
-absl::Status Expect(bool condition, const std::string& what) {
-  return condition ? absl::OkStatus() : InternalError(what);
-}
-
 TEST_CASE("several collectives in flight complete with the right data", "[async]") {
   CommunicatorOptions options;
   options.worker_threads = 2;

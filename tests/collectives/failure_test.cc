@@ -15,10 +15,6 @@ namespace {
 
 const TransportKind kTransport = kTestTransport;
 
-absl::Status Expect(bool condition, const std::string& what) {
-  return condition ? absl::OkStatus() : InternalError(what);
-}
-
 TEST_CASE("a collective whose peer never comes times out naming it", "[failure]") {
   const absl::Status status = RunOnThreads(
       kTransport, 3,

@@ -27,10 +27,6 @@ namespace {
 
 const TransportKind kTransport = kTestTransport;
 
-absl::Status Expect(bool condition, const std::string& what) {
-  return condition ? absl::OkStatus() : InternalError(what);
-}
-
 absl::Status ExpectContains(const std::string& text, const std::string& part) {
   return Expect(absl::StrContains(text, part), absl::StrCat("no '", part, "' in:\n", text));
 }

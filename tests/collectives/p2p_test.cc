@@ -14,10 +14,6 @@ namespace {
 
 const TransportKind kTransport = kTestTransport;
 
-absl::Status Expect(bool condition, const std::string& what) {
-  return condition ? absl::OkStatus() : InternalError(what);
-}
-
 TEST_CASE("every pair exchanges tagged messages in order", "[p2p]") {
   const absl::Status status = RunOnThreads(
       kTransport, 4,

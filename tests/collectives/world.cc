@@ -38,6 +38,10 @@ absl::Status FirstError(const std::vector<absl::Status>& statuses) {
 
 }  // namespace
 
+absl::Status Expect(bool condition, const std::string& what) {
+  return condition ? absl::OkStatus() : InternalError(what);
+}
+
 std::string TransportName(TransportKind kind) {
   switch (kind) {
     case TransportKind::kInproc:

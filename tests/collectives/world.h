@@ -28,6 +28,10 @@ absl::StatusOr<std::unique_ptr<Device>> MakeDevice(TransportKind kind, int rank)
 
 using CommBody = std::function<absl::Status(Communicator& comm)>;
 
+// For checks inside a rank body: OK when `condition` holds, else an Internal error saying
+// `what`, which the runners below return as that rank's failure.
+absl::Status Expect(bool condition, const std::string& what);
+
 // Runs `body` on `ranks` threads, each with its own device and communicator. A rank still
 // running at `timeout` aborts the test process (a hang is a failure).
 absl::Status RunOnThreads(TransportKind kind, int ranks, const CommBody& body,
