@@ -43,8 +43,7 @@ std::string Describe(const ShmRequest& request, absl::Span<const int> any_peers)
     return absl::StrCat("receive from any of ranks [", absl::StrJoin(any_peers, ","), "] (tag ",
                         TagText(request.tag()), ")");
   }
-  return absl::StrCat("receive from rank ", request.peer(), " (tag ", TagText(request.tag()),
-                      ")");
+  return absl::StrCat("receive from rank ", request.peer(), " (tag ", TagText(request.tag()), ")");
 }
 
 SlotState StateOf(uint32_t word) { return static_cast<SlotState>(word & 7u); }
@@ -61,9 +60,7 @@ class ShmConnection final : public Connection {
   RequestPtr Send(Tag tag, ConstMemoryRef buffer) override {
     return endpoint_.Send(peer_, tag, buffer);
   }
-  RequestPtr Recv(Tag tag, MemoryRef buffer) override {
-    return endpoint_.Recv(peer_, tag, buffer);
-  }
+  RequestPtr Recv(Tag tag, MemoryRef buffer) override { return endpoint_.Recv(peer_, tag, buffer); }
 
  private:
   Endpoint& endpoint_;
@@ -94,9 +91,9 @@ struct Endpoint::Unexpected {
     kPulling,    // being pulled through the staging area into a buffer of ours
   };
   Kind kind = Kind::kData;
-  uint64_t arrival = 0;    // endpoint-wide order, so RecvFromAny takes the oldest
-  Bytes data;              // kData
-  uint32_t slot_ref = 0;   // kAnnounced, kPulling
+  uint64_t arrival = 0;   // endpoint-wide order, so RecvFromAny takes the oldest
+  Bytes data;             // kData
+  uint32_t slot_ref = 0;  // kAnnounced, kPulling
   uint64_t length = 0;
   uint64_t address = 0;
 };
@@ -134,7 +131,7 @@ struct Endpoint::HeldAnnouncement {
 struct Endpoint::Peer {
   int rank = -1;
   InboxAddress address;
-  absl::Status failure;  // once set, later requests fail with it
+  absl::Status failure;   // once set, later requests fail with it
   bool departed = false;  // the failure is a clean close (its mesh was destroyed)
   bool connected = false;
   std::unique_ptr<ShmConnection> connection;
@@ -160,6 +157,7 @@ struct Endpoint::Peer {
   absl::flat_hash_map<Tag, std::deque<std::shared_ptr<ShmRequest>>> posted;
   absl::flat_hash_map<Tag, std::deque<Unexpected>> unexpected;
   absl::flat_hash_map<int, InboundStream> inbound_streams;  // by slot index
+  std::chrono::steady_clock::time_point last_pull_at;       // when the last held message is due
 };
 
 ShmRequest::ShmRequest(std::shared_ptr<Endpoint> endpoint, RequestKind kind, int peer, Tag tag,
@@ -224,8 +222,7 @@ absl::Status CheckBuffer(MemoryType type, const void* data, size_t size) {
         "for device buffers");
   }
   if (data == nullptr && size != 0) {
-    return InvalidArgumentError(
-        absl::StrCat("shm: a null buffer of ", size, " bytes was passed"));
+    return InvalidArgumentError(absl::StrCat("shm: a null buffer of ", size, " bytes was passed"));
   }
   return absl::OkStatus();
 }
@@ -242,8 +239,8 @@ RequestPtr Endpoint::Send(int peer_rank, Tag tag, ConstMemoryRef buffer) {
   std::shared_ptr<ShmRequest> request;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    request = NewRequest(RequestKind::kSend, peer_rank, tag, const_cast<void*>(buffer.data),
-                         buffer.size);
+    request =
+        NewRequest(RequestKind::kSend, peer_rank, tag, const_cast<void*>(buffer.data), buffer.size);
     Peer& peer = peers_[peer_rank];
     absl::Status check = CheckBuffer(buffer.type, buffer.data, buffer.size);
     if (check.ok()) check = closed_;
@@ -299,9 +296,9 @@ RequestPtr Endpoint::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef
     if (peers.empty() || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end() ||
         sorted.front() < 0 || sorted.back() >= size_ ||
         std::binary_search(sorted.begin(), sorted.end(), rank_)) {
-      check = InvalidArgumentError(absl::StrCat(
-          "shm: RecvFromAny on rank ", rank_, " needs distinct peers in [0, ", size_,
-          ") other than itself; got [", absl::StrJoin(peers, ","), "]"));
+      check = InvalidArgumentError(
+          absl::StrCat("shm: RecvFromAny on rank ", rank_, " needs distinct peers in [0, ", size_,
+                       ") other than itself; got [", absl::StrJoin(peers, ","), "]"));
     }
     if (check.ok()) check = closed_;
     if (!check.ok()) {
@@ -350,9 +347,10 @@ void Endpoint::Connect(Peer& peer) {
   const std::string who = absl::StrCat("rank ", peer.rank, " (pid ", peer.address.pid, ")");
   if (peer.address.host != LocalHostIdentity()) {
     FailPeer(peer, PeerUnavailableError(
-                       absl::StrCat("shm: ", who, " is on another host or in another pid "
-                                    "namespace (host identity ", peer.address.host,
-                                    ", this rank's ", LocalHostIdentity(),
+                       absl::StrCat("shm: ", who,
+                                    " is on another host or in another pid "
+                                    "namespace (host identity ",
+                                    peer.address.host, ", this rank's ", LocalHostIdentity(),
                                     "); shared memory reaches only ranks on the same host: use "
                                     "the tcp transport for it"),
                        peer.rank));
@@ -364,8 +362,8 @@ void Endpoint::Connect(Peer& peer) {
     // the inbox's nonce, which only the process we now hold a pidfd of can have.
     peer.pidfd = PidfdOpen(peer.address.pid);
     if (peer.pidfd < 0 && errno == ESRCH) {
-      FailPeer(peer, PeerUnavailableError(absl::StrCat("shm: ", who, " is not running"),
-                                          peer.rank));
+      FailPeer(peer,
+               PeerUnavailableError(absl::StrCat("shm: ", who, " is not running"), peer.rank));
       return;
     }
   }
@@ -410,8 +408,8 @@ absl::StatusOr<LargePath> Endpoint::ChooseLargePath(const Peer& peer) const {
   if (probe.ok()) return LargePath::kCrossMemory;
   if (options_.single_copy == SingleCopyMode::kCma) {
     return PeerUnavailableError(
-        absl::StrCat("shm: CHORUS_SHM_SINGLE_COPY=cma, but cross-memory attach to rank ",
-                     peer.rank, " fails: ", probe.message(),
+        absl::StrCat("shm: CHORUS_SHM_SINGLE_COPY=cma, but cross-memory attach to rank ", peer.rank,
+                     " fails: ", probe.message(),
                      "; set it to auto to fall back to the staging area"),
         peer.rank);
   }
@@ -430,12 +428,12 @@ void Endpoint::ScanAttachments() {
     const AreaControl& control = *peer.in.control;
     if (control.attached.load(std::memory_order_acquire) == 0) continue;
     if (control.producer_job_hash != job_hash_ || control.producer_rank != peer.rank) {
-      FailPeer(peer, PeerUnavailableError(
-                         absl::StrCat("shm: the writer of rank ", peer.rank,
-                                      "'s area in rank ", rank_,
-                                      "'s inbox belongs to another job or rank; its "
-                                      "messages are ignored"),
-                         peer.rank));
+      FailPeer(peer,
+               PeerUnavailableError(
+                   absl::StrCat("shm: the writer of rank ", peer.rank, "'s area in rank ", rank_,
+                                "'s inbox belongs to another job or rank; its "
+                                "messages are ignored"),
+                   peer.rank));
       continue;
     }
     // It sends to us: attach back for replies and watch its liveness.
@@ -457,13 +455,13 @@ void Endpoint::Progress() {
     if (!peer.failure.ok()) continue;
     if (closed != kOpen) {
       const bool destroyed = closed == kClosedDestroyed;
-      FailPeer(peer,
-               PeerUnavailableError(absl::StrCat("shm: rank ", peer.rank, " (pid ",
-                                                 peer.address.pid, ") ",
-                                                 destroyed ? "destroyed" : "aborted",
-                                                 " its mesh; nothing more comes from it"),
-                                    peer.rank),
-               destroyed);
+      FailPeer(
+          peer,
+          PeerUnavailableError(absl::StrCat("shm: rank ", peer.rank, " (pid ", peer.address.pid,
+                                            ") ", destroyed ? "destroyed" : "aborted",
+                                            " its mesh; nothing more comes from it"),
+                               peer.rank),
+          destroyed);
       continue;
     }
     Flush(peer);
@@ -485,11 +483,13 @@ void Endpoint::Drain(Peer& peer) {
     consumed = true;
   }
   if (corrupt) {
-    FailPeer(peer, PeerUnavailableError(
-                       absl::StrCat("shm: rank ", peer.rank, " wrote a malformed record into "
-                                    "rank ", rank_, "'s inbox (memory corruption, or a "
-                                    "different Chorus version)"),
-                       peer.rank));
+    FailPeer(peer, PeerUnavailableError(absl::StrCat("shm: rank ", peer.rank,
+                                                     " wrote a malformed record into "
+                                                     "rank ",
+                                                     rank_,
+                                                     "'s inbox (memory corruption, or a "
+                                                     "different Chorus version)"),
+                                        peer.rank));
     return;
   }
   if (!consumed || !peer.connected) return;
@@ -525,10 +525,10 @@ void Endpoint::HandleRecord(Peer& peer, const Record& record, const char* payloa
       break;
   }
   if (!slot_ok || record.type < RecordType::kEager || record.type > RecordType::kWithdraw) {
-    FailPeer(peer, PeerUnavailableError(absl::StrCat("shm: rank ", peer.rank,
-                                                     " sent an invalid record (type ",
-                                                     static_cast<uint32_t>(record.type), ")"),
-                                        peer.rank));
+    FailPeer(peer, PeerUnavailableError(
+                       absl::StrCat("shm: rank ", peer.rank, " sent an invalid record (type ",
+                                    static_cast<uint32_t>(record.type), ")"),
+                       peer.rank));
   }
 }
 
@@ -547,10 +547,10 @@ void Endpoint::FinishEagerReceive(ShmRequest& request, int from, const char* dat
                                   uint64_t length) {
   if (length > request.size_) {
     Complete(request,
-             InvalidArgumentError(absl::StrCat(
-                 "shm: the message from rank ", from, " with tag ", TagText(request.tag()),
-                 " is ", length, " bytes, longer than the receive buffer of ", request.size_,
-                 " bytes; it was discarded")),
+             InvalidArgumentError(absl::StrCat("shm: the message from rank ", from, " with tag ",
+                                               TagText(request.tag()), " is ", length,
+                                               " bytes, longer than the receive buffer of ",
+                                               request.size_, " bytes; it was discarded")),
              0, from);
     return;
   }
@@ -569,9 +569,7 @@ void Endpoint::DeliverAnnouncement(Peer& peer, const Record& record) {
     message.slot_ref = record.slot_ref;
     message.length = record.length;
     message.address = record.arg;
-    held_.push_back(HeldAnnouncement{std::chrono::steady_clock::now() +
-                                         absl::ToChronoNanoseconds(options_.hold),
-                                     peer.rank, record.tag, message.arrival});
+    Hold(peer, record.tag, message.arrival, record.length);
     peer.unexpected[record.tag].push_back(std::move(message));
     return;
   }
@@ -579,6 +577,24 @@ void Endpoint::DeliverAnnouncement(Peer& peer, const Record& record) {
   if (claim == Claim::kWithdrawn) return;  // cancelled by its sender: never a message
   ReceiveAnnounced(peer, TakePosted(peer, record.tag), claim, record.slot_ref, record.length,
                    record.arg);
+}
+
+void Endpoint::Hold(Peer& peer, Tag tag, uint64_t arrival, uint64_t length) {
+  // One sender's held messages are pulled one after another: a message's hold starts when the
+  // one held before it from the same sender is due. A pipelined sender announces many segments
+  // at once and the receiver works through them in order, so each gets the time its
+  // predecessors take instead of all expiring together and being copied twice.
+  const auto now = std::chrono::steady_clock::now();
+  const auto pull_at =
+      std::max(now, peer.last_pull_at) + absl::ToChronoNanoseconds(options_.HoldFor(length));
+  peer.last_pull_at = pull_at;
+  const HeldAnnouncement held{pull_at, peer.rank, tag, arrival};
+  held_.insert(std::upper_bound(held_.begin(), held_.end(), held,
+                                [](const HeldAnnouncement& a, const HeldAnnouncement& b) {
+                                  return a.pull_at < b.pull_at;
+                                }),
+               held);
+  next_pull_ns_.store(held_.front().pull_at.time_since_epoch().count(), std::memory_order_relaxed);
 }
 
 Endpoint::Claim Endpoint::ClaimAnnouncement(Peer& peer, uint32_t slot_ref, uint64_t length,
@@ -601,9 +617,8 @@ Endpoint::Claim Endpoint::ClaimAnnouncement(Peer& peer, uint32_t slot_ref, uint6
   return claim;
 }
 
-void Endpoint::ReceiveAnnounced(Peer& peer, const std::shared_ptr<ShmRequest>& request,
-                                Claim claim, uint32_t slot_ref, uint64_t length,
-                                uint64_t address) {
+void Endpoint::ReceiveAnnounced(Peer& peer, const std::shared_ptr<ShmRequest>& request, Claim claim,
+                                uint32_t slot_ref, uint64_t length, uint64_t address) {
   switch (claim) {
     case Claim::kWithdrawn:
       return;
@@ -639,15 +654,15 @@ absl::Status Endpoint::ReadAnnounced(Peer& peer, char* into, uint32_t slot_ref, 
   } else {
     status = CrossMemoryRead(peer.address.pid, into, address, length);
   }
-  peer.in.control->slots[SlotIndex(slot_ref)].store(
-      SlotWord(SlotGeneration(slot_ref), kSlotDone), std::memory_order_release);
+  peer.in.control->slots[SlotIndex(slot_ref)].store(SlotWord(SlotGeneration(slot_ref), kSlotDone),
+                                                    std::memory_order_release);
   WriteControl(peer, RecordType::kFinished, slot_ref,
                status.ok() ? kFinishDelivered : kFinishReadFailed);
   if (status.ok()) return status;
-  return MakeError(GetErrorKind(status),
-                   absl::StrCat("shm: reading the message of rank ", peer.rank,
-                                " failed: ", status.message()),
-                   peer.rank);
+  return MakeError(
+      GetErrorKind(status),
+      absl::StrCat("shm: reading the message of rank ", peer.rank, " failed: ", status.message()),
+      peer.rank);
 }
 
 void Endpoint::PullExpiredAnnouncements() {
@@ -678,8 +693,8 @@ void Endpoint::PullExpiredAnnouncements() {
           message->kind = Unexpected::Kind::kData;
           message->data = std::move(data);
         } else {
-          CHORUS_LOG(kWarn, "shm") << "rank " << rank_ << ": dropped an unmatched message: "
-                                   << status.message();
+          CHORUS_LOG(kWarn, "shm")
+              << "rank " << rank_ << ": dropped an unmatched message: " << status.message();
           keep = false;
         }
         break;
@@ -756,10 +771,10 @@ void Endpoint::OnChunk(Peer& peer, const Record& record) {
   if (it == peer.inbound_streams.end() || it->second.slot_ref != record.slot_ref ||
       record.arg != it->second.received || record.length == 0 || record.length > chunk_bytes ||
       record.length > it->second.length - it->second.received) {
-    FailPeer(peer, PeerUnavailableError(
-                       absl::StrCat("shm: rank ", peer.rank, " sent a staging chunk that does "
-                                    "not continue any transfer (protocol error)"),
-                       peer.rank));
+    FailPeer(peer, PeerUnavailableError(absl::StrCat("shm: rank ", peer.rank,
+                                                     " sent a staging chunk that does "
+                                                     "not continue any transfer (protocol error)"),
+                                        peer.rank));
     return;
   }
   InboundStream& stream = it->second;
@@ -804,10 +819,9 @@ void Endpoint::OnFinished(Peer& peer, uint32_t slot_ref, uint64_t outcome) {
   peer.free_slots.push_back(slot);
   if (request->IsDone()) return;  // streamed in full already, or cancelled
   if (outcome == kFinishReadFailed) {
-    Complete(*request,
-             InternalError(absl::StrCat("shm: rank ", peer.rank,
-                                        " could not read this send's buffer with "
-                                        "process_vm_readv; is the buffer still valid?")));
+    Complete(*request, InternalError(absl::StrCat("shm: rank ", peer.rank,
+                                                  " could not read this send's buffer with "
+                                                  "process_vm_readv; is the buffer still valid?")));
     return;
   }
   Complete(*request, absl::OkStatus(), request->size_);
@@ -974,8 +988,7 @@ bool Endpoint::MatchUnexpected(Peer& peer, const std::shared_ptr<ShmRequest>& re
         const Claim claim =
             ClaimAnnouncement(peer, message.slot_ref, message.length, request->size_);
         if (claim != Claim::kWithdrawn) {
-          ReceiveAnnounced(peer, request, claim, message.slot_ref, message.length,
-                           message.address);
+          ReceiveAnnounced(peer, request, claim, message.slot_ref, message.length, message.address);
           return true;
         }
         break;  // withdrawn by its sender: it never was a message
@@ -1006,9 +1019,9 @@ void Endpoint::Cancel(ShmRequest& request) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (request.IsDone()) return;
-    const absl::Status cancelled = AbortedError(
-        absl::StrCat("shm: ", Describe(request, request.any_peers_), " was cancelled"),
-        request.peer());
+    const absl::Status cancelled =
+        AbortedError(absl::StrCat("shm: ", Describe(request, request.any_peers_), " was cancelled"),
+                     request.peer());
     const bool is_send = request.kind() == RequestKind::kSend;
     Peer* peer = request.peer() >= 0 ? &peers_[request.peer()] : nullptr;
     switch (request.stage_) {
@@ -1105,8 +1118,7 @@ void Endpoint::FinishCancelAfterRead(ShmRequest& request) {
     return;
   }
   Complete(request,
-           AbortedError(absl::StrCat("shm: ", Describe(request, {}), " was cancelled"),
-                        peer_rank));
+           AbortedError(absl::StrCat("shm: ", Describe(request, {}), " was cancelled"), peer_rank));
 }
 
 void Endpoint::FailPeer(Peer& peer, absl::Status status, bool departed) {
@@ -1210,8 +1222,7 @@ void Endpoint::CloseWith(absl::Status status, uint32_t how) {
 void Endpoint::Abort(absl::string_view reason) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    CloseWith(AbortedError(absl::StrCat("shm: the mesh of rank ", rank_, " was aborted: ",
-                                        reason)),
+    CloseWith(AbortedError(absl::StrCat("shm: the mesh of rank ", rank_, " was aborted: ", reason)),
               kClosedAborted);
   }
   WakeAll(header_);
@@ -1334,8 +1345,7 @@ void Endpoint::CheckLiveness(int timeout_ms) {
       if (peer.pidfd >= 0) {
         fds.push_back({peer.pidfd, POLLIN, 0});
         ranks.push_back(r);
-      } else if (peer.address.pid != getpid() && kill(peer.address.pid, 0) != 0 &&
-                 errno == ESRCH) {
+      } else if (peer.address.pid != getpid() && kill(peer.address.pid, 0) != 0 && errno == ESRCH) {
         dead.push_back(r);  // no pidfd_open on this kernel
       }
     }

@@ -65,7 +65,7 @@ class ShmRequest final : public Request {
   int slot_ = -1;               // send: rendezvous slot while announced or streaming
   uint32_t slot_ref_ = 0;       // send: that slot; receive: the stream it takes
   int source_ = -1;             // receive through staging: the sending rank
-  uint64_t streamed_ = 0;  // send through staging: bytes pushed so far
+  uint64_t streamed_ = 0;       // send through staging: bytes pushed so far
 };
 
 // Thread-safe. Created by the device once the addresses are exchanged; the mesh calls
@@ -156,6 +156,10 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
   // Pulls announcements that waited longer than the hold time for a receive into buffers of
   // this rank, so their senders complete.
   void PullExpiredAnnouncements() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps an unmatched announcement of `length` bytes from `peer` as a descriptor until its
+  // hold is over (ShmOptions::HoldFor, queued behind the peer's earlier held messages).
+  void Hold(Peer& peer, Tag tag, uint64_t arrival, uint64_t length)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A receive matched a message being pulled through staging: it takes over the stream.
   void TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& request,
                     const Unexpected& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -203,7 +207,7 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
   std::vector<int> active_ ABSL_GUARDED_BY(mu_);  // connected, not failed: polled by Progress
   uint64_t seen_attach_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t next_arrival_ ABSL_GUARDED_BY(mu_) = 0;
-  std::deque<HeldAnnouncement> held_ ABSL_GUARDED_BY(mu_);  // in arrival (= due) order
+  std::deque<HeldAnnouncement> held_ ABSL_GUARDED_BY(mu_);                  // in due order
   std::atomic<int64_t> next_pull_ns_{std::numeric_limits<int64_t>::max()};  // steady clock
   // Every request from creation to completion, so Abort and peer failure can reach them.
   absl::flat_hash_map<ShmRequest*, std::shared_ptr<ShmRequest>> pending_ ABSL_GUARDED_BY(mu_);

@@ -10,6 +10,7 @@
 #ifndef CHORUS_TRANSPORT_SHM_SHM_DEVICE_H_
 #define CHORUS_TRANSPORT_SHM_SHM_DEVICE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 
@@ -35,8 +36,17 @@ struct ShmOptions {
   absl::Duration spin = absl::Microseconds(50);
   // How long a large message whose receive is not posted yet stays a descriptor (so a receive
   // posted meanwhile gets the single copy) before the receiver copies it into a buffer of its
-  // own, so the sender completes without a matching receive (CHORUS_SHM_HOLD_US).
+  // own, so the sender completes without a matching receive (CHORUS_SHM_HOLD_US), per started
+  // MiB of the message (HoldFor). Scaled because the receive of a large message is typically
+  // posted only once the receiver has finished with data of about the same size (a pipelined
+  // reduction); pulling it earlier costs a second copy of every byte and a fresh buffer.
   absl::Duration hold = absl::Milliseconds(1);
+
+  // The hold of a message of `length` bytes: `hold` per started MiB.
+  absl::Duration HoldFor(uint64_t length) const {
+    return hold * static_cast<int64_t>(std::max<uint64_t>(1, (length + kMiB - 1) / kMiB));
+  }
+  static constexpr uint64_t kMiB = uint64_t{1} << 20;
 
   // Defaults overridden by the CHORUS_SHM_* variables; kInvalidArgument naming a variable whose
   // value is unusable.
