@@ -405,7 +405,19 @@ absl::StatusOr<LargePath> Endpoint::ChooseLargePath(const Peer& peer) const {
   const InboxHeader& header = peer.outbox->header();
   const absl::Status probe =
       ProbeCrossMemory(peer.address.pid, header.probe_address, header.probe_value);
-  if (probe.ok()) return LargePath::kCrossMemory;
+  if (probe.ok()) {
+    const CopyRates& rates = MeasuredCopyRates();
+    if (options_.single_copy == SingleCopyMode::kCma || rates.CrossMemoryWorthIt()) {
+      return LargePath::kCrossMemory;
+    }
+    CHORUS_LOG(kInfo, "shm") << "rank " << rank_ << ": cross-memory attach copies at "
+                             << rates.cross_memory / 1e9 << " GB/s against memcpy's "
+                             << rates.memcpy / 1e9 << " GB/s here; large messages from rank "
+                             << peer.rank
+                             << " go through the staging area (CHORUS_SHM_SINGLE_COPY=cma "
+                                "forces cross-memory attach)";
+    return LargePath::kStaging;
+  }
   if (options_.single_copy == SingleCopyMode::kCma) {
     return PeerUnavailableError(
         absl::StrCat("shm: CHORUS_SHM_SINGLE_COPY=cma, but cross-memory attach to rank ", peer.rank,
@@ -518,13 +530,10 @@ void Endpoint::HandleRecord(Peer& peer, const Record& record, const char* payloa
     case RecordType::kFinished:
       if (slot_ok) OnFinished(peer, record.slot_ref, record.length);
       break;
-    case RecordType::kWithdraw:
-      if (slot_ok) OnWithdraw(peer, record.slot_ref);
-      break;
     default:
       break;
   }
-  if (!slot_ok || record.type < RecordType::kEager || record.type > RecordType::kWithdraw) {
+  if (!slot_ok || record.type < RecordType::kEager || record.type > RecordType::kFinished) {
     FailPeer(peer, PeerUnavailableError(
                        absl::StrCat("shm: rank ", peer.rank, " sent an invalid record (type ",
                                     static_cast<uint32_t>(record.type), ")"),
@@ -741,26 +750,22 @@ void Endpoint::TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& reque
   request->source_ = peer.rank;
 }
 
-void Endpoint::DropPulled(Peer& peer, InboundStream& stream, bool keep_data) {
+void Endpoint::FinishPulled(Peer& peer, InboundStream& stream) {
   auto queue = peer.unexpected.find(stream.tag);
   if (queue == peer.unexpected.end()) return;
   auto message = std::find_if(queue->second.begin(), queue->second.end(), [&](const Unexpected& m) {
     return m.kind == Unexpected::Kind::kPulling && m.slot_ref == stream.slot_ref;
   });
   if (message == queue->second.end()) return;
-  if (keep_data) {
-    message->kind = Unexpected::Kind::kData;
-    message->data = std::move(stream.held);
-    return;
-  }
-  queue->second.erase(message);
-  if (queue->second.empty()) peer.unexpected.erase(queue);
+  message->kind = Unexpected::Kind::kData;
+  message->data = std::move(stream.held);
 }
 
 void Endpoint::OnClearToSend(Peer& peer, uint32_t slot_ref) {
   const std::shared_ptr<ShmRequest>& request = peer.announced[SlotIndex(slot_ref)];
-  // A send cancelled meanwhile has already withdrawn the stream.
-  if (request == nullptr || request->slot_ref_ != slot_ref || request->IsDone()) return;
+  if (request == nullptr || request->slot_ref_ != slot_ref) return;
+  // A send that failed meanwhile has nothing to stream; a cancelled one streams its private copy.
+  if (request->IsDone() && request->private_copy_ == nullptr) return;
   request->stage_ = ShmRequest::Stage::kStreaming;
   peer.streams.push_back(request);
 }
@@ -788,27 +793,11 @@ void Endpoint::OnChunk(Peer& peer, const Record& record) {
   if (stream.into == InboundStream::Into::kRequest) {
     Complete(*stream.request, absl::OkStatus(), stream.length, peer.rank);
   } else if (stream.into == InboundStream::Into::kHeld) {
-    DropPulled(peer, stream, /*keep_data=*/true);  // now an ordinary unexpected message
+    FinishPulled(peer, stream);  // now an ordinary unexpected message
   }
   const uint32_t slot_ref = stream.slot_ref;
   peer.inbound_streams.erase(it);
   WriteControl(peer, RecordType::kFinished, slot_ref, kFinishDelivered);
-}
-
-void Endpoint::OnWithdraw(Peer& peer, uint32_t slot_ref) {
-  auto it = peer.inbound_streams.find(SlotIndex(slot_ref));
-  if (it == peer.inbound_streams.end() || it->second.slot_ref != slot_ref) return;
-  if (it->second.into == InboundStream::Into::kHeld) DropPulled(peer, it->second, false);
-  if (it->second.into == InboundStream::Into::kRequest) {
-    Complete(*it->second.request,
-             AbortedError(absl::StrCat("shm: rank ", peer.rank,
-                                       " cancelled this message's send while it was being "
-                                       "transferred"),
-                          peer.rank),
-             0, peer.rank);
-  }
-  peer.inbound_streams.erase(it);
-  WriteControl(peer, RecordType::kFinished, slot_ref, kFinishDiscarded);
 }
 
 void Endpoint::OnFinished(Peer& peer, uint32_t slot_ref, uint64_t outcome) {
@@ -1064,13 +1053,14 @@ void Endpoint::Cancel(ShmRequest& request) {
           peer->free_slots.push_back(request.slot_);
           Complete(request, cancelled);
         } else if (StateOf(expected) == kSlotStaging) {
-          auto& streams = peer->streams;
-          streams.erase(std::remove_if(streams.begin(), streams.end(),
-                                       [&](const std::shared_ptr<ShmRequest>& streaming) {
-                                         return streaming.get() == &request;
-                                       }),
-                        streams.end());
-          WriteControl(*peer, RecordType::kWithdraw, request.slot_ref_);
+          // The receiver has taken the message and may hold part of it already. As with a TCP
+          // message partly on the wire, the rest goes out from a private copy: the receiver
+          // gets the whole message (a receive never sees half of a cancelled send) and the
+          // caller's buffer is free once Cancel returns.
+          request.private_copy_.reset(new char[request.size_]);
+          std::memcpy(request.private_copy_.get() + request.streamed_,
+                      request.data_ + request.streamed_, request.size_ - request.streamed_);
+          request.data_ = request.private_copy_.get();
           Complete(request, cancelled);  // the slot is freed by the receiver's kFinished
         } else if (StateOf(expected) == kSlotDone) {
           Complete(request, absl::OkStatus(), request.size_);  // delivered just now

@@ -58,8 +58,9 @@ class ShmRequest final : public Request {
   };
 
   const std::shared_ptr<Endpoint> endpoint_;
-  char* const data_;
+  char* data_;  // the caller's buffer, or private_copy_ once a streaming send is cancelled
   const size_t size_;
+  std::unique_ptr<char[]> private_copy_;
   Stage stage_ = Stage::kNew;
   std::vector<int> any_peers_;  // Mesh::RecvFromAny: every peer it is posted on
   int slot_ = -1;               // send: rendezvous slot while announced or streaming
@@ -126,7 +127,6 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
   void OnChunk(Peer& peer, const Record& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnFinished(Peer& peer, uint32_t slot_ref, uint64_t outcome)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnWithdraw(Peer& peer, uint32_t slot_ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Flush(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool FlushOnce(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool FlushSends(Peer& peer, bool* wrote) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -163,9 +163,8 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
   // A receive matched a message being pulled through staging: it takes over the stream.
   void TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& request,
                     const Unexpected& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // A pull finished (`keep_data`: its unexpected entry becomes plain data) or was withdrawn.
-  void DropPulled(Peer& peer, InboundStream& stream, bool keep_data)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A pull finished: its unexpected entry becomes plain data.
+  void FinishPulled(Peer& peer, InboundStream& stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- completion and failure (mu_ held) ---
   std::shared_ptr<ShmRequest> NewRequest(RequestKind kind, int peer, Tag tag, void* data,

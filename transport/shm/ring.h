@@ -15,19 +15,18 @@
 namespace chorus::shm {
 
 enum class RecordType : uint32_t {
-  kPad = 1,  // skip `length` bytes (the rest of the ring)
-  kEager,    // a whole message: tag, length, payload follows
-  kAnnounce, // a large message: tag, length, arg = sender's buffer address, slot_ref
+  kPad = 1,      // skip `length` bytes (the rest of the ring)
+  kEager,        // a whole message: tag, length, payload follows
+  kAnnounce,     // a large message: tag, length, arg = sender's buffer address, slot_ref
   kClearToSend,  // receiver -> sender: stream slot_ref through the staging area
   kChunk,        // sender -> receiver: next staging chunk of slot_ref, length bytes at offset arg
   kFinished,     // receiver -> sender: done with slot_ref; length = FinishOutcome
-  kWithdraw,     // sender -> receiver: the send of slot_ref was cancelled mid-stream
 };
 
 enum FinishOutcome : uint64_t {
-  kFinishDelivered = 0,  // the receiver took the data
-  kFinishDiscarded = 1,  // the receiver dropped it (too long for the posted buffer, or withdrawn)
-  kFinishReadFailed = 2, // the receiver could not read the sender's buffer
+  kFinishDelivered = 0,   // the receiver took the data
+  kFinishDiscarded = 1,   // the receiver dropped it (too long for the posted buffer)
+  kFinishReadFailed = 2,  // the receiver could not read the sender's buffer
 };
 
 struct Record {
