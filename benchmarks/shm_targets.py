@@ -1,0 +1,94 @@
+#!/usr/bin/env python3
+"""Judges the shared-memory targets of issue 6 from chorus_bench JSON reports of one run.
+
+    benchmarks/shm_targets.py --tcp T.json --shm S.json --latency L.json --oversubscribed O.json
+
+T: 2 ranks over TCP, S: 2 ranks over shm (both up to 64 MiB, with the machine limits),
+L: 2 ranks over shm at 8 B, O: 8 ranks over shm. Prints one line per target with the figures
+it was judged on and exits 0 whatever the verdicts (they are measurements, not test results);
+exit 2 for a report that lacks a row the targets need.
+"""
+import argparse
+import json
+import sys
+
+MIB64 = 64 << 20
+LATENCY_REGION = 64 << 10  # bytes up to which a row measures latency rather than bandwidth
+
+
+def load_run(path):
+    with open(path) as f:
+        report = json.load(f)
+    runs = [r for r in report["runs"] if r["collective"] == "allreduce"]
+    if not runs:
+        sys.exit(f"{path}: no allreduce run")
+    return report, runs[0]
+
+
+def row(run, size, path):
+    for r in run["rows"]:
+        if r["bytes"] == size:
+            return r
+    sys.exit(f"{path}: no {size}-byte row")
+
+
+def best_busbw(r):
+    """The better of the two modes: the targets ask what the transport can reach."""
+    return max(m["busbw_gbps"] for m in (r["out_of_place"], r["in_place"]) if m)
+
+
+def best_time(r):
+    return min(m["time_us"] for m in (r["out_of_place"], r["in_place"]) if m)
+
+
+def cliffs(run):
+    """Steps inside the latency region where time grows faster than bytes do."""
+    rows = sorted((r for r in run["rows"] if r["bytes"] <= LATENCY_REGION), key=lambda r: r["bytes"])
+    found = []
+    for a, b in zip(rows, rows[1:]):
+        size_ratio = b["bytes"] / max(a["bytes"], 1)
+        time_ratio = best_time(b) / best_time(a)
+        if time_ratio > size_ratio:
+            found.append(f"{a['bytes']}->{b['bytes']} B: time x{time_ratio:.1f}")
+    return found, rows
+
+
+def judge(tcp, shm, latency, oversubscribed, paths):
+    shm_report, shm_run = shm
+    _, tcp_run = tcp
+    _, lat_run = latency
+    _, over_run = oversubscribed
+    limits = shm_report.get("limits") or {}
+    if "memcpy_gbps" not in limits:
+        sys.exit(f"{paths[1]}: no machine limits (run without --limits 0)")
+    shm64 = best_busbw(row(shm_run, MIB64, paths[1]))
+    tcp64 = best_busbw(row(tcp_run, MIB64, paths[0]))
+    memcpy = limits["memcpy_gbps"]
+    eight = best_time(row(lat_run, 8, paths[2]))
+    found, rows = cliffs(over_run)
+    verdict = lambda ok: "met" if ok else "MISSED"
+    lines = [
+        f"64 MiB, 2 ranks, shm >= 3x tcp busbw: {shm64:.2f} vs {tcp64:.2f} GB/s "
+        f"= {shm64 / tcp64:.2f}x -> {verdict(shm64 >= 3 * tcp64)}",
+        f"64 MiB, 2 ranks, shm >= 60% of memcpy: {shm64:.2f} of {memcpy:.2f} GB/s "
+        f"= {100 * shm64 / memcpy:.0f}% -> {verdict(shm64 >= 0.6 * memcpy)}",
+        f"8 B, 2 ranks, shm <= 1 us: {eight:.2f} us -> {verdict(eight <= 1.0)}",
+        f"8 ranks on {shm_report['machine'].get('online_cores', '?')} cores, no latency cliff "
+        f"up to {LATENCY_REGION // 1024} KiB: {best_time(rows[0]):.1f}-{best_time(rows[-1]):.1f} us"
+        f"{'; ' + ', '.join(found) if found else ''} -> {verdict(not found)}",
+    ]
+    return lines
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    for name in ("tcp", "shm", "latency", "oversubscribed"):
+        parser.add_argument(f"--{name}", required=True)
+    args = parser.parse_args(argv)
+    paths = [args.tcp, args.shm, args.latency, args.oversubscribed]
+    for line in judge(*(load_run(p) for p in paths), paths):
+        print(line)
+
+
+if __name__ == "__main__":
+    main()
