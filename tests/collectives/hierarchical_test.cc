@@ -1,0 +1,93 @@
+// The hierarchical algorithm over the target's transport, on simulated host layouts
+// (CommunicatorOptions::host_of_rank): even (2+2, 3+3 interleaved), uneven (3+1+2, 1+2+2 with
+// arbitrary labels), one rank per host (1+1+1) and one host; every collective it implements,
+// several types and ops, roots that rotate over all ranks, counts not divisible by the rank or
+// host counts, zero counts, in and out of place, small segments so the phases pipeline; each
+// output exact on every rank. Also: a bad layout is refused. Ranks are threads; with
+// CHORUS_TEST_PROCESSES also forked processes. (When the selector takes it: selector_test.)
+#include <catch2/catch.hpp>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "chorus/core/status.h"
+#include "tests/collectives/cases.h"
+#include "tests/collectives/test_transport.h"
+
+namespace chorus::testing {
+namespace {
+
+const std::vector<CollectiveKind> kHierarchicalKinds = {
+    CollectiveKind::kAllReduce, CollectiveKind::kBroadcast, CollectiveKind::kReduce,
+    CollectiveKind::kAllGather, CollectiveKind::kReduceScatter};
+
+Matrix HierarchicalMatrix() {
+  Matrix matrix;
+  matrix.kinds = kHierarchicalKinds;
+  matrix.algorithms = {"hierarchical"};
+  matrix.types = {DataType::kInt32, DataType::kFloat32, DataType::kBFloat16, DataType::kUint8};
+  matrix.ops = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kAvg};
+  matrix.counts = {0, 1, 7, 1000, 4099};
+  return matrix;
+}
+
+CommunicatorOptions Layout(const std::vector<int>& host_of_rank) {
+  CommunicatorOptions options;
+  options.host_of_rank = host_of_rank;
+  // Small segments and a short pipeline: the phases' algorithms cut 4099 elements into many
+  // segments, with receives posted ahead across phases.
+  options.segment_bytes = 1024;
+  options.pipeline_depth = 4;
+  return options;
+}
+
+void RunLayout(const std::vector<int>& host_of_rank, bool processes = false) {
+  const int ranks = static_cast<int>(host_of_rank.size());
+  const std::vector<Case> cases = BuildCases(HierarchicalMatrix(), ranks);
+  const CommBody body = [&](Communicator& comm) { return RunCases(comm, cases); };
+  const absl::Status status =
+      processes
+          ? RunOnProcesses(kTestTransport, ranks, body, absl::Minutes(4), Layout(host_of_rank))
+          : RunOnThreads(kTestTransport, ranks, body, absl::Minutes(4), Layout(host_of_rank));
+  INFO(cases.size() << " cases on hosts {" << absl::StrJoin(host_of_rank, ",") << "} over "
+                    << TransportName(kTestTransport) << (processes ? " (processes)" : "") << ": "
+                    << status.ToString());
+  CHECK(status.ok());
+}
+
+TEST_CASE("hierarchical: 2 hosts of 2 ranks", "[hierarchical]") { RunLayout({0, 0, 1, 1}); }
+TEST_CASE("hierarchical: 3 hosts of 3, 1 and 2 ranks", "[hierarchical]") {
+  RunLayout({0, 0, 0, 1, 2, 2});
+}
+TEST_CASE("hierarchical: 2 interleaved hosts of 3 ranks", "[hierarchical]") {
+  RunLayout({0, 1, 0, 1, 0, 1});
+}
+TEST_CASE("hierarchical: uneven hosts with arbitrary labels, not in rank order", "[hierarchical]") {
+  RunLayout({7, 3, 3, 7, 9});
+}
+TEST_CASE("hierarchical: one rank per host", "[hierarchical]") { RunLayout({0, 1, 2}); }
+TEST_CASE("hierarchical: every rank on one host (degenerates to the flat phases)",
+          "[hierarchical]") {
+  RunLayout({0, 0, 0, 0});
+}
+TEST_CASE("hierarchical: one rank", "[hierarchical]") { RunLayout({0}); }
+
+#ifdef CHORUS_TEST_PROCESSES
+TEST_CASE("hierarchical: ranks as processes, 3 hosts of 2, 1 and 2 ranks", "[hierarchical]") {
+  RunLayout({0, 0, 1, 2, 2}, /*processes=*/true);
+}
+#endif
+
+TEST_CASE("a host layout of the wrong length is refused", "[hierarchical]") {
+  const absl::Status status = RunOnThreads(
+      kTestTransport, 2, [](Communicator&) { return absl::OkStatus(); }, absl::Minutes(1),
+      Layout({0, 0, 1}));
+  INFO(status.ToString());
+  CHECK(GetErrorKind(status) == ErrorKind::kInvalidArgument);
+  CHECK(absl::StrContains(status.message(), "host_of_rank"));
+}
+
+}  // namespace
+}  // namespace chorus::testing
