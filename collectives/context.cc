@@ -297,6 +297,12 @@ absl::Status CollectiveContext::Finish() {
   return WaitAll(outstanding);
 }
 
+absl::Status CollectiveContext::WaitSendsSince(size_t first) {
+  if (first >= sends_.size()) return absl::OkStatus();
+  const std::vector<Transfer> recent(sends_.begin() + first, sends_.end());
+  return WaitAll(recent);
+}
+
 absl::Status CollectiveContext::CheckArrivedHeaders() {
   if (unchecked_headers_ == 0) return absl::OkStatus();
   for (auto& [peer, header] : headers_in_) {

@@ -84,6 +84,12 @@ class CollectiveContext {
   // algorithm has returned OK.
   absl::Status Finish();
 
+  // The number of sends posted so far, and a wait for the sends posted since such a count: a
+  // phase whose send buffers a later phase overwrites waits for its own sends first (an
+  // algorithm may return with sends in flight; Finish waits for them).
+  size_t SendsPosted() const { return sends_.size(); }
+  absl::Status WaitSendsSince(size_t first);
+
   // Ends the collective early with kAborted (Work::Abort). Thread-safe.
   void Cancel();
 

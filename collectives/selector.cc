@@ -127,14 +127,18 @@ Selector::Selector(std::vector<AlgorithmRule> rules, CostParams cost, size_t seg
       segment_bytes_(segment_bytes),
       topology_(std::move(topology)) {}
 
-double Selector::EstimateMicros(const AlgorithmEntry& entry, int ranks, size_t bytes) const {
+CostInputs Selector::Inputs(int ranks, size_t bytes) const {
   CostInputs in = MakeCostInputs(cost_, ranks, bytes, segment_bytes_);
   const CostInputs local = MakeCostInputs(local_cost_, ranks, bytes, segment_bytes_);
   in.local_alpha = local.alpha;
   in.local_beta = local.beta;
   in.local_gamma = local.gamma;
   if (topology_.size() == ranks) in.topology = &topology_;
-  return entry.cost(in);
+  return in;
+}
+
+double Selector::EstimateMicros(const AlgorithmEntry& entry, int ranks, size_t bytes) const {
+  return entry.cost(Inputs(ranks, bytes));
 }
 
 absl::StatusOr<const AlgorithmEntry*> Selector::Choose(const CollectiveArgs& args, int ranks,
@@ -158,16 +162,12 @@ absl::StatusOr<const AlgorithmEntry*> Selector::Choose(const CollectiveArgs& arg
       return FindAlgorithm(rule.kind, rule.algorithm);
     }
   }
-  const bool hierarchy = topology_.size() == ranks && topology_.IsHierarchical();
-  const AlgorithmEntry* best = nullptr;
-  double best_cost = 0;
-  for (const AlgorithmEntry& entry : AlgorithmTable()) {
-    if (entry.kind != args.kind) continue;
-    if (entry.id == AlgorithmId::kHierarchical && !hierarchy) continue;
-    const double cost = EstimateMicros(entry, ranks, bytes);
-    if (best == nullptr || cost < best_cost) {
-      best = &entry;
-      best_cost = cost;
+  const CostInputs in = Inputs(ranks, bytes);
+  const AlgorithmEntry* best = CheapestFlat(args.kind, in);
+  if (topology_.size() == ranks && topology_.IsHierarchical()) {
+    const AlgorithmEntry* hierarchical = FindAlgorithm(args.kind, AlgorithmId::kHierarchical);
+    if (hierarchical != nullptr && (best == nullptr || hierarchical->cost(in) < best->cost(in))) {
+      best = hierarchical;
     }
   }
   if (best == nullptr) {

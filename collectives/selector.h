@@ -65,6 +65,8 @@ class Selector {
   double EstimateMicros(const AlgorithmEntry& entry, int ranks, size_t bytes) const;
 
  private:
+  CostInputs Inputs(int ranks, size_t bytes) const;
+
   const std::vector<AlgorithmRule> rules_;
   const CostParams cost_;
   const CostParams local_cost_;

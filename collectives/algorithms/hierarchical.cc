@@ -27,6 +27,8 @@
 // "Reorder" is one copy through scratch between the rank-ordered layout of the collective's
 // buffers and the host-grouped layout the phases need (hosts need not be contiguous ranges).
 //
+// A phase ends when its own sends have finished, since the next phase may reuse their buffers.
+//
 // Each phase takes the cheapest flat algorithm for its collective, group size and bytes under
 // CommTuning::local_cost (within a host) or network_cost (between hosts); all members of a
 // group compute the same choice. A phase of one rank is a copy. On one host, or with one rank
@@ -150,7 +152,12 @@ class Hierarchy {
         << CollectiveKindName(phase_args.kind) << " by " << AlgorithmName(entry->id)
         << " among ranks " << absl::StrJoin(members, ",");
     GroupView view(ctx_, members, static_cast<uint64_t>(phase) * kPhaseSteps);
-    return entry->run(ctx_, phase_args);
+    const size_t sends = ctx_.SendsPosted();
+    CHORUS_RETURN_IF_ERROR(entry->run(ctx_, phase_args));
+    // The next phase may write where this one sent from (a tree returns with its last sends
+    // in flight): those sends finish first. Their receivers are in this phase, so this wait
+    // depends on nothing a later phase does.
+    return ctx_.WaitSendsSince(sends);
   }
 
   // Copies `blocks` of `count` elements from `from` into `to`: block i of `from` becomes block

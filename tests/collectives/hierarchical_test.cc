@@ -4,7 +4,9 @@
 // several types and ops, roots that rotate over all ranks, counts not divisible by the rank or
 // host counts, zero counts, in and out of place, small segments so the phases pipeline; each
 // output exact on every rank. Also: a bad layout is refused. Ranks are threads; with
-// CHORUS_TEST_PROCESSES also forked processes. (When the selector takes it: selector_test.)
+// CHORUS_TEST_PROCESSES also forked processes. A rank that never joins is named by its
+// communicator rank, not its rank within a phase's group. (When the selector takes it:
+// selector_test.)
 #include <catch2/catch.hpp>
 #include <string>
 #include <vector>
@@ -12,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
 #include "chorus/core/status.h"
 #include "tests/collectives/cases.h"
 #include "tests/collectives/test_transport.h"
@@ -79,6 +82,38 @@ TEST_CASE("hierarchical: ranks as processes, 3 hosts of 2, 1 and 2 ranks", "[hie
   RunLayout({0, 0, 1, 2, 2}, /*processes=*/true);
 }
 #endif
+
+TEST_CASE("a rank missing from a phase is named by its communicator rank", "[hierarchical]") {
+  CommunicatorOptions options = Layout({0, 0, 1, 1});
+  options.timeout = absl::Milliseconds(800);
+  const absl::Status status = RunOnThreads(
+      kTestTransport, 4,
+      [](Communicator& comm) -> absl::Status {
+        if (comm.rank() == 3) {  // never calls: ranks 1 and 2 wait for it, rank 0 for rank 2
+          absl::SleepFor(absl::Seconds(2));
+          return absl::OkStatus();
+        }
+        CollectiveOptions forced;
+        forced.algorithm = "hierarchical";
+        std::vector<int32_t> data(1000, 1);
+        const absl::Status result = comm.AllReduce(data.data(), data.data(), data.size(),
+                                                   DataType::kInt32, ReduceOp::kSum, forced);
+        // Rank 2 waits in phase 1 (its host), rank 1 in phase 2 (its slice), both for rank 3
+        // (group rank 1 in either group); rank 0 waits for rank 2 in phase 2.
+        const int silent = comm.rank() == 0 ? 2 : 3;
+        const std::string message(result.message());
+        CHORUS_RETURN_IF_ERROR(
+            Expect(GetErrorKind(result) == ErrorKind::kDeadlineExceeded, result.ToString()));
+        CHORUS_RETURN_IF_ERROR(Expect(ErrorPeerRank(result) == silent, result.ToString()));
+        return Expect(absl::StrContains(message, "allreduce #0 (hierarchical") &&
+                          absl::StrContains(message, absl::StrCat("rank ", comm.rank(), ":")) &&
+                          absl::StrContains(message, absl::StrCat("from rank ", silent)),
+                      message);
+      },
+      absl::Minutes(1), options);
+  INFO(status.ToString());
+  CHECK(status.ok());
+}
 
 TEST_CASE("a host layout of the wrong length is refused", "[hierarchical]") {
   const absl::Status status = RunOnThreads(
