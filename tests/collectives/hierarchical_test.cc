@@ -89,8 +89,11 @@ TEST_CASE("a rank missing from a phase is named by its communicator rank", "[hie
   const absl::Status status = RunOnThreads(
       kTestTransport, 4,
       [](Communicator& comm) -> absl::Status {
+        // Every rank keeps its communicator until all deadlines have passed: one that closed
+        // early would fail its peers with kPeerUnavailable instead.
+        const absl::Time end = absl::Now() + absl::Seconds(2);
         if (comm.rank() == 3) {  // never calls: ranks 1 and 2 wait for it, rank 0 for rank 2
-          absl::SleepFor(absl::Seconds(2));
+          absl::SleepFor(end - absl::Now());
           return absl::OkStatus();
         }
         CollectiveOptions forced;
@@ -100,6 +103,7 @@ TEST_CASE("a rank missing from a phase is named by its communicator rank", "[hie
                                                    DataType::kInt32, ReduceOp::kSum, forced);
         // Rank 2 waits in phase 1 (its host), rank 1 in phase 2 (its slice), both for rank 3
         // (group rank 1 in either group); rank 0 waits for rank 2 in phase 2.
+        absl::SleepFor(end - absl::Now());
         const int silent = comm.rank() == 0 ? 2 : 3;
         const std::string message(result.message());
         CHORUS_RETURN_IF_ERROR(
