@@ -148,8 +148,12 @@ const AlgorithmEntry kTable[] = {
      [](const CostInputs& in) { return HierarchicalCost(K::kReduce, in); }},
     {K::kAllGather, A::kHierarchical, HierarchicalAllGather,
      [](const CostInputs& in) { return HierarchicalCost(K::kAllGather, in); }},
+    {K::kAllGatherV, A::kHierarchical, HierarchicalAllGather,
+     [](const CostInputs& in) { return HierarchicalCost(K::kAllGatherV, in); }},
     {K::kReduceScatter, A::kHierarchical, HierarchicalReduceScatter,
      [](const CostInputs& in) { return HierarchicalCost(K::kReduceScatter, in); }},
+    {K::kReduceScatterV, A::kHierarchical, HierarchicalReduceScatter,
+     [](const CostInputs& in) { return HierarchicalCost(K::kReduceScatterV, in); }},
 };
 
 }  // namespace

@@ -45,9 +45,10 @@ absl::Status DisseminationBarrier(CollectiveContext& ctx, const CollectiveArgs& 
 absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status HierarchicalBroadcast(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status HierarchicalReduce(CollectiveContext& ctx, const CollectiveArgs& args);
-absl::Status HierarchicalAllGather(CollectiveContext& ctx, const CollectiveArgs& args);
-absl::Status HierarchicalReduceScatter(CollectiveContext& ctx, const CollectiveArgs& args);
-// The sum of the phases' cheapest flat costs for `kind` (one of the five above).
+absl::Status HierarchicalAllGather(CollectiveContext& ctx, const CollectiveArgs& args);  // and v
+absl::Status HierarchicalReduceScatter(CollectiveContext& ctx,
+                                       const CollectiveArgs& args);  // and v
+// The sum of the phases' cheapest flat costs for `kind` (one of the collectives above).
 double HierarchicalCost(CollectiveKind kind, const CostInputs& in);
 
 }  // namespace chorus

@@ -17,13 +17,14 @@
 //                   leaders: reduce to the leader, allreduce among leaders, broadcast from it.
 //   broadcast       broadcast among leaders (the root leads its host), then within each host.
 //   reduce          reduce to each host's leader, then among leaders to the root.
-//   allgather       slices:  allgather in slice group i, then within the host; reorder.
-//                   leaders: gather to the leader, allgatherv of the hosts' blocks among
+//   allgather(v)    slices:  allgatherv in slice group i, then within the host; reorder.
+//                   leaders: gatherv to the leader, allgatherv of the hosts' blocks among
 //                            leaders, broadcast within the host; reorder.
-//   reduce_scatter  slices:  reorder, reduce-scatter within the host (local rank i gets the
-//                            blocks of slice group i), reduce-scatter in slice group i.
+//   reduce_scatter  slices:  reorder, reduce-scatterv within the host (local rank i gets the
+//   (v)                      blocks of slice group i), reduce-scatterv in slice group i.
 //                   leaders: reorder, reduce to the leader, reduce-scatterv of the hosts'
-//                            blocks among leaders, scatter within the host.
+//                            blocks among leaders, scatterv within the host.
+// The v forms share the code: a rank's block is counts[rank] elements instead of count.
 // "Reorder" is one copy through scratch between the rank-ordered layout of the collective's
 // buffers and the host-grouped layout the phases need (hosts need not be contiguous ranges).
 //
@@ -160,18 +161,6 @@ class Hierarchy {
     return ctx_.WaitSendsSince(sends);
   }
 
-  // Copies `blocks` of `count` elements from `from` into `to`: block i of `from` becomes block
-  // order[i] of `to` (scatter), or block order[i] of `from` becomes block i of `to` (gather).
-  void Permute(const uint8_t* from, uint8_t* to, const std::vector<int>& order, size_t count,
-               bool scatter) const {
-    const size_t bytes = count * elem_;
-    if (bytes == 0) return;
-    for (size_t i = 0; i < order.size(); ++i) {
-      const size_t at = static_cast<size_t>(order[i]) * bytes;
-      std::memcpy(to + (scatter ? at : i * bytes), from + (scatter ? i * bytes : at), bytes);
-    }
-  }
-
   // Ranks in host-grouped order: by host, then by local index (leaders), or by local index,
   // then by host (slices).
   std::vector<int> HostMajor() const {
@@ -189,16 +178,52 @@ class Hierarchy {
     return order;
   }
 
-  // Element offset of host h's first block in host-major order, in blocks.
-  size_t HostOffset(int h) const {
-    size_t blocks = 0;
-    for (int g = 0; g < h; ++g) blocks += t_.ranks_of_host[g].size();
-    return blocks;
+  // The per-rank blocks of an allgather(v) or reduce_scatter(v) (`counts`, by rank) laid out
+  // in `order` instead of rank order: each rank's element offset in that layout.
+  static std::vector<size_t> OffsetsIn(const std::vector<int>& order,
+                                       const std::vector<size_t>& counts) {
+    std::vector<size_t> at(counts.size());
+    size_t offset = 0;
+    for (int rank : order) {
+      at[rank] = offset;
+      offset += counts[rank];
+    }
+    return at;
   }
-  std::vector<size_t> HostBlockCounts(size_t count) const {
-    std::vector<size_t> counts;
-    for (const std::vector<int>& ranks : t_.ranks_of_host) counts.push_back(ranks.size() * count);
-    return counts;
+
+  // Copies every rank's block from the layout with offsets `from_at` to the one with `to_at`.
+  void Move(const uint8_t* from, const std::vector<size_t>& from_at, uint8_t* to,
+            const std::vector<size_t>& to_at, const std::vector<size_t>& counts) const {
+    for (size_t rank = 0; rank < counts.size(); ++rank) {
+      if (counts[rank] == 0) continue;
+      std::memcpy(to + to_at[rank] * elem_, from + from_at[rank] * elem_, counts[rank] * elem_);
+    }
+  }
+
+  // The element counts of `groups` (lists of ranks) in a layout of `counts`.
+  static std::vector<size_t> Sums(const std::vector<std::vector<int>>& groups,
+                                  const std::vector<size_t>& counts) {
+    std::vector<size_t> sums;
+    for (const std::vector<int>& group : groups) {
+      size_t sum = 0;
+      for (int rank : group) sum += counts[rank];
+      sums.push_back(sum);
+    }
+    return sums;
+  }
+  // The ranks of every slice group, by local index (slices only).
+  std::vector<std::vector<int>> Slices() const {
+    std::vector<std::vector<int>> slices(t_.ranks_of_host[0].size());
+    for (const std::vector<int>& ranks : t_.ranks_of_host) {
+      for (size_t i = 0; i < ranks.size(); ++i) slices[i].push_back(ranks[i]);
+    }
+    return slices;
+  }
+  static std::vector<size_t> CountsOf(const std::vector<int>& ranks,
+                                      const std::vector<size_t>& counts) {
+    std::vector<size_t> of;
+    for (int rank : ranks) of.push_back(counts[rank]);
+    return of;
   }
 
  private:
@@ -285,67 +310,85 @@ absl::Status HierarchicalReduce(CollectiveContext& ctx, const CollectiveArgs& ar
 absl::Status HierarchicalAllGather(CollectiveContext& ctx, const CollectiveArgs& args) {
   Hierarchy h(ctx, args);
   const Topology& t = h.topology();
-  const size_t count = args.count;
-  const size_t block = count * h.elem();
-  const size_t ranks = t.host_of.size();
-  const size_t hosts = t.ranks_of_host.size();
-  // The gathered array in host-grouped order, reordered into the output at the end.
-  uint8_t* grouped = ctx.Scratch(ranks * block);
+  const std::vector<size_t> counts = RankBlocks(args, t.size());
+  const std::vector<size_t> rank_at = PackedOffsets(counts);
+  const size_t elem = h.elem();
+  uint8_t* out = static_cast<uint8_t*>(args.recv);
+  const size_t own = counts[h.self()];
+  // The gathered array in host-grouped order, moved into rank order at the end.
+  uint8_t* grouped = ctx.Scratch(rank_at.back() * elem);
   if (h.SlicesFit()) {
+    const std::vector<size_t> at = Hierarchy::OffsetsIn(h.SliceMajor(), counts);
+    const std::vector<int> slice = h.Slice();
     // Slice group i's blocks land where local rank i's contribution to the second phase is.
-    uint8_t* mine = grouped + h.local_index() * hosts * block;
-    CHORUS_RETURN_IF_ERROR(
-        h.Run(0, h.Slice(), Link::kNetwork, h.Args(K::kAllGather, args.send, mine, count)));
-    CHORUS_RETURN_IF_ERROR(
-        h.Run(1, h.Local(), Link::kLocal, h.Args(K::kAllGather, mine, grouped, hosts * count)));
-    h.Permute(grouped, static_cast<uint8_t*>(args.recv), h.SliceMajor(), count, true);
+    uint8_t* mine = grouped + at[slice[0]] * elem;
+    CollectiveArgs between = h.Args(K::kAllGatherV, args.send, mine, own);
+    between.counts = Hierarchy::CountsOf(slice, counts);
+    CHORUS_RETURN_IF_ERROR(h.Run(0, slice, Link::kNetwork, between));
+    CollectiveArgs within = h.Args(K::kAllGatherV, mine, grouped, 0);
+    within.counts = Hierarchy::Sums(h.Slices(), counts);
+    CHORUS_RETURN_IF_ERROR(h.Run(1, h.Local(), Link::kLocal, within));
+    h.Move(grouped, at, out, rank_at, counts);
     return absl::OkStatus();
   }
+  const std::vector<size_t> at = Hierarchy::OffsetsIn(h.HostMajor(), counts);
   const bool leader = h.local_index() == 0;
-  uint8_t* host_blocks = grouped + h.HostOffset(h.host()) * block;
-  CHORUS_RETURN_IF_ERROR(
-      h.Run(0, h.Local(), Link::kLocal,
-            h.Args(K::kGather, args.send, leader ? host_blocks : nullptr, count, 0)));
+  uint8_t* host_blocks = grouped + at[h.Local()[0]] * elem;
+  CollectiveArgs gather = h.Args(K::kGatherV, args.send, leader ? host_blocks : nullptr, own, 0);
+  gather.counts = Hierarchy::CountsOf(h.Local(), counts);
+  gather.displs = PackedOffsets(gather.counts);
+  gather.displs.pop_back();
+  CHORUS_RETURN_IF_ERROR(h.Run(0, h.Local(), Link::kLocal, gather));
   if (leader) {
     CollectiveArgs between = h.Args(K::kAllGatherV, host_blocks, grouped, 0);
-    between.counts = h.HostBlockCounts(count);
+    between.counts = Hierarchy::Sums(t.ranks_of_host, counts);
     CHORUS_RETURN_IF_ERROR(h.Run(1, h.Leaders(-1), Link::kNetwork, between));
   }
-  CHORUS_RETURN_IF_ERROR(
-      h.Run(2, h.Local(), Link::kLocal, h.Args(K::kBroadcast, grouped, grouped, ranks * count, 0)));
-  h.Permute(grouped, static_cast<uint8_t*>(args.recv), h.HostMajor(), count, true);
+  CHORUS_RETURN_IF_ERROR(h.Run(2, h.Local(), Link::kLocal,
+                               h.Args(K::kBroadcast, grouped, grouped, rank_at.back(), 0)));
+  h.Move(grouped, at, out, rank_at, counts);
   return absl::OkStatus();
 }
 
 absl::Status HierarchicalReduceScatter(CollectiveContext& ctx, const CollectiveArgs& args) {
   Hierarchy h(ctx, args);
   const Topology& t = h.topology();
-  const size_t count = args.count;
-  const size_t block = count * h.elem();
-  const size_t ranks = t.host_of.size();
-  const size_t hosts = t.ranks_of_host.size();
+  const std::vector<size_t> counts = RankBlocks(args, t.size());
+  const std::vector<size_t> rank_at = PackedOffsets(counts);
+  const size_t elem = h.elem();
+  const uint8_t* in = static_cast<const uint8_t*>(args.send);
+  const size_t own = counts[h.self()];
   // This rank's input in host-grouped order; the phases reduce it in place.
-  uint8_t* grouped = ctx.Scratch(ranks * block);
+  uint8_t* grouped = ctx.Scratch(rank_at.back() * elem);
   if (h.SlicesFit()) {
-    h.Permute(static_cast<const uint8_t*>(args.send), grouped, h.SliceMajor(), count, false);
-    uint8_t* mine = grouped + h.local_index() * hosts * block;
-    CHORUS_RETURN_IF_ERROR(
-        h.Run(0, h.Local(), Link::kLocal, h.Args(K::kReduceScatter, grouped, mine, hosts * count)));
-    return h.Run(1, h.Slice(), Link::kNetwork, h.Args(K::kReduceScatter, mine, args.recv, count));
+    const std::vector<size_t> at = Hierarchy::OffsetsIn(h.SliceMajor(), counts);
+    const std::vector<int> slice = h.Slice();
+    h.Move(in, rank_at, grouped, at, counts);
+    uint8_t* mine = grouped + at[slice[0]] * elem;
+    CollectiveArgs within = h.Args(K::kReduceScatterV, grouped, mine, 0);
+    within.counts = Hierarchy::Sums(h.Slices(), counts);
+    CHORUS_RETURN_IF_ERROR(h.Run(0, h.Local(), Link::kLocal, within));
+    CollectiveArgs between = h.Args(K::kReduceScatterV, mine, args.recv, 0);
+    between.counts = Hierarchy::CountsOf(slice, counts);
+    return h.Run(1, slice, Link::kNetwork, between);
   }
-  h.Permute(static_cast<const uint8_t*>(args.send), grouped, h.HostMajor(), count, false);
+  const std::vector<size_t> at = Hierarchy::OffsetsIn(h.HostMajor(), counts);
+  h.Move(in, rank_at, grouped, at, counts);
   const bool leader = h.local_index() == 0;
   CHORUS_RETURN_IF_ERROR(
       h.Run(0, h.Local(), Link::kLocal,
-            h.Args(K::kReduce, grouped, leader ? grouped : nullptr, ranks * count, 0)));
-  uint8_t* host_blocks = grouped + h.HostOffset(h.host()) * block;
+            h.Args(K::kReduce, grouped, leader ? grouped : nullptr, rank_at.back(), 0)));
+  uint8_t* host_blocks = grouped + at[h.Local()[0]] * elem;
   if (leader) {
     CollectiveArgs between = h.Args(K::kReduceScatterV, grouped, host_blocks, 0);
-    between.counts = h.HostBlockCounts(count);
+    between.counts = Hierarchy::Sums(t.ranks_of_host, counts);
     CHORUS_RETURN_IF_ERROR(h.Run(1, h.Leaders(-1), Link::kNetwork, between));
   }
-  return h.Run(2, h.Local(), Link::kLocal,
-               h.Args(K::kScatter, leader ? host_blocks : nullptr, args.recv, count, 0));
+  CollectiveArgs scatter = h.Args(K::kScatterV, leader ? host_blocks : nullptr, args.recv, own, 0);
+  scatter.send_counts = Hierarchy::CountsOf(h.Local(), counts);
+  scatter.send_displs = PackedOffsets(scatter.send_counts);
+  scatter.send_displs.pop_back();
+  return h.Run(2, h.Local(), Link::kLocal, scatter);
 }
 
 double HierarchicalCost(CollectiveKind kind, const CostInputs& in) {
@@ -378,21 +421,23 @@ double HierarchicalCost(CollectiveKind kind, const CostInputs& in) {
       return PhaseCost(K::kReduce, in, Link::kLocal, local, n) +
              PhaseCost(K::kReduce, in, Link::kNetwork, hosts, n);
     case K::kAllGather:
+    case K::kAllGatherV:
       if (slices) {
-        return PhaseCost(K::kAllGather, in, Link::kNetwork, hosts, n / local) +
-               PhaseCost(K::kAllGather, in, Link::kLocal, local, n) + reorder;
+        return PhaseCost(K::kAllGatherV, in, Link::kNetwork, hosts, n / local) +
+               PhaseCost(K::kAllGatherV, in, Link::kLocal, local, n) + reorder;
       }
-      return PhaseCost(K::kGather, in, Link::kLocal, local, share) +
+      return PhaseCost(K::kGatherV, in, Link::kLocal, local, share) +
              PhaseCost(K::kAllGatherV, in, Link::kNetwork, hosts, n) +
              PhaseCost(K::kBroadcast, in, Link::kLocal, local, n) + reorder;
     case K::kReduceScatter:
+    case K::kReduceScatterV:
       if (slices) {
-        return reorder + PhaseCost(K::kReduceScatter, in, Link::kLocal, local, n) +
-               PhaseCost(K::kReduceScatter, in, Link::kNetwork, hosts, n / local);
+        return reorder + PhaseCost(K::kReduceScatterV, in, Link::kLocal, local, n) +
+               PhaseCost(K::kReduceScatterV, in, Link::kNetwork, hosts, n / local);
       }
       return reorder + PhaseCost(K::kReduce, in, Link::kLocal, local, n) +
              PhaseCost(K::kReduceScatterV, in, Link::kNetwork, hosts, n) +
-             PhaseCost(K::kScatter, in, Link::kLocal, local, share);
+             PhaseCost(K::kScatterV, in, Link::kLocal, local, share);
     default:
       return 0;
   }

@@ -1,6 +1,7 @@
 // The hierarchical algorithm over the target's transport, on simulated host layouts
 // (CommunicatorOptions::host_of_rank): even (2+2, 3+3 interleaved), uneven (3+1+2, 1+2+2 with
-// arbitrary labels), one rank per host (1+1+1) and one host; every collective it implements,
+// arbitrary labels), one rank per host (1+1+1) and one host; every collective it implements
+// (the v forms with uneven and empty blocks),
 // several types and ops, roots that rotate over all ranks, counts not divisible by the rank or
 // host counts, zero counts, in and out of place, small segments so the phases pipeline; each
 // output exact on every rank. Also: a bad layout is refused. Ranks are threads; with
@@ -23,8 +24,9 @@ namespace chorus::testing {
 namespace {
 
 const std::vector<CollectiveKind> kHierarchicalKinds = {
-    CollectiveKind::kAllReduce, CollectiveKind::kBroadcast, CollectiveKind::kReduce,
-    CollectiveKind::kAllGather, CollectiveKind::kReduceScatter};
+    CollectiveKind::kAllReduce,     CollectiveKind::kBroadcast,  CollectiveKind::kReduce,
+    CollectiveKind::kAllGather,     CollectiveKind::kAllGatherV, CollectiveKind::kReduceScatter,
+    CollectiveKind::kReduceScatterV};
 
 Matrix HierarchicalMatrix() {
   Matrix matrix;

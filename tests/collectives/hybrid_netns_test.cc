@@ -127,9 +127,10 @@ void RunHierarchicalAcrossNamespaces(const std::vector<int>& ranks_per_host) {
          << hosts.status().ToString());
     return;
   }
-  const std::vector<CollectiveKind> kinds = {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast,
-                                             CollectiveKind::kReduce, CollectiveKind::kAllGather,
-                                             CollectiveKind::kReduceScatter};
+  const std::vector<CollectiveKind> kinds = {
+      CollectiveKind::kAllReduce,     CollectiveKind::kBroadcast,  CollectiveKind::kReduce,
+      CollectiveKind::kAllGather,     CollectiveKind::kAllGatherV, CollectiveKind::kReduceScatter,
+      CollectiveKind::kReduceScatterV};
   Matrix matrix;
   matrix.kinds = kinds;
   matrix.algorithms = {"hierarchical"};
