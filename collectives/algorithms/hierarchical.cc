@@ -101,12 +101,15 @@ class Hierarchy {
   const std::vector<int>& Local() const { return t_.ranks_of_host[host_]; }
   bool SlicesFit() const { return t_.Uniform(); }
 
-  // The ranks with this rank's local index, one per host, in host order (slices only).
-  std::vector<int> Slice() const {
-    std::vector<int> members;
-    for (const std::vector<int>& ranks : t_.ranks_of_host) members.push_back(ranks[local_index_]);
-    return members;
+  // Slice group i: the ranks with local index i, one per host, in host order (slices only).
+  std::vector<std::vector<int>> Slices() const {
+    std::vector<std::vector<int>> slices(t_.ranks_of_host[0].size());
+    for (const std::vector<int>& ranks : t_.ranks_of_host) {
+      for (size_t i = 0; i < ranks.size(); ++i) slices[i].push_back(ranks[i]);
+    }
+    return slices;
   }
+  std::vector<int> Slice() const { return Slices()[local_index_]; }
 
   // Host h's leader: `root` on the root's host, else the host's lowest rank.
   int LeaderOf(int h, int root) const {
@@ -161,20 +164,12 @@ class Hierarchy {
     return ctx_.WaitSendsSince(sends);
   }
 
-  // Ranks in host-grouped order: by host, then by local index (leaders), or by local index,
-  // then by host (slices).
-  std::vector<int> HostMajor() const {
+  // Ranks in host-grouped order: `groups` one after the other (hosts for leaders, slice
+  // groups for slices).
+  static std::vector<int> Concat(const std::vector<std::vector<int>>& groups) {
     std::vector<int> order;
-    for (const std::vector<int>& ranks : t_.ranks_of_host) {
-      order.insert(order.end(), ranks.begin(), ranks.end());
-    }
-    return order;
-  }
-  std::vector<int> SliceMajor() const {
-    std::vector<int> order;
-    for (size_t i = 0; i < t_.ranks_of_host[0].size(); ++i) {
-      for (const std::vector<int>& ranks : t_.ranks_of_host) order.push_back(ranks[i]);
-    }
+    for (const std::vector<int>& group : groups)
+      order.insert(order.end(), group.begin(), group.end());
     return order;
   }
 
@@ -200,7 +195,7 @@ class Hierarchy {
     }
   }
 
-  // The element counts of `groups` (lists of ranks) in a layout of `counts`.
+  // The element count of each of `groups` (lists of ranks) given per-rank `counts`.
   static std::vector<size_t> Sums(const std::vector<std::vector<int>>& groups,
                                   const std::vector<size_t>& counts) {
     std::vector<size_t> sums;
@@ -211,14 +206,7 @@ class Hierarchy {
     }
     return sums;
   }
-  // The ranks of every slice group, by local index (slices only).
-  std::vector<std::vector<int>> Slices() const {
-    std::vector<std::vector<int>> slices(t_.ranks_of_host[0].size());
-    for (const std::vector<int>& ranks : t_.ranks_of_host) {
-      for (size_t i = 0; i < ranks.size(); ++i) slices[i].push_back(ranks[i]);
-    }
-    return slices;
-  }
+  // The counts of `ranks`, in that order.
   static std::vector<size_t> CountsOf(const std::vector<int>& ranks,
                                       const std::vector<size_t>& counts) {
     std::vector<size_t> of;
@@ -318,20 +306,21 @@ absl::Status HierarchicalAllGather(CollectiveContext& ctx, const CollectiveArgs&
   // The gathered array in host-grouped order, moved into rank order at the end.
   uint8_t* grouped = ctx.Scratch(rank_at.back() * elem);
   if (h.SlicesFit()) {
-    const std::vector<size_t> at = Hierarchy::OffsetsIn(h.SliceMajor(), counts);
-    const std::vector<int> slice = h.Slice();
+    const std::vector<std::vector<int>> slices = h.Slices();
+    const std::vector<int>& slice = slices[h.local_index()];
+    const std::vector<size_t> at = Hierarchy::OffsetsIn(Hierarchy::Concat(slices), counts);
     // Slice group i's blocks land where local rank i's contribution to the second phase is.
     uint8_t* mine = grouped + at[slice[0]] * elem;
     CollectiveArgs between = h.Args(K::kAllGatherV, args.send, mine, own);
     between.counts = Hierarchy::CountsOf(slice, counts);
     CHORUS_RETURN_IF_ERROR(h.Run(0, slice, Link::kNetwork, between));
     CollectiveArgs within = h.Args(K::kAllGatherV, mine, grouped, 0);
-    within.counts = Hierarchy::Sums(h.Slices(), counts);
+    within.counts = Hierarchy::Sums(slices, counts);
     CHORUS_RETURN_IF_ERROR(h.Run(1, h.Local(), Link::kLocal, within));
     h.Move(grouped, at, out, rank_at, counts);
     return absl::OkStatus();
   }
-  const std::vector<size_t> at = Hierarchy::OffsetsIn(h.HostMajor(), counts);
+  const std::vector<size_t> at = Hierarchy::OffsetsIn(Hierarchy::Concat(t.ranks_of_host), counts);
   const bool leader = h.local_index() == 0;
   uint8_t* host_blocks = grouped + at[h.Local()[0]] * elem;
   CollectiveArgs gather = h.Args(K::kGatherV, args.send, leader ? host_blocks : nullptr, own, 0);
@@ -361,18 +350,19 @@ absl::Status HierarchicalReduceScatter(CollectiveContext& ctx, const CollectiveA
   // This rank's input in host-grouped order; the phases reduce it in place.
   uint8_t* grouped = ctx.Scratch(rank_at.back() * elem);
   if (h.SlicesFit()) {
-    const std::vector<size_t> at = Hierarchy::OffsetsIn(h.SliceMajor(), counts);
-    const std::vector<int> slice = h.Slice();
+    const std::vector<std::vector<int>> slices = h.Slices();
+    const std::vector<int>& slice = slices[h.local_index()];
+    const std::vector<size_t> at = Hierarchy::OffsetsIn(Hierarchy::Concat(slices), counts);
     h.Move(in, rank_at, grouped, at, counts);
     uint8_t* mine = grouped + at[slice[0]] * elem;
     CollectiveArgs within = h.Args(K::kReduceScatterV, grouped, mine, 0);
-    within.counts = Hierarchy::Sums(h.Slices(), counts);
+    within.counts = Hierarchy::Sums(slices, counts);
     CHORUS_RETURN_IF_ERROR(h.Run(0, h.Local(), Link::kLocal, within));
     CollectiveArgs between = h.Args(K::kReduceScatterV, mine, args.recv, 0);
     between.counts = Hierarchy::CountsOf(slice, counts);
     return h.Run(1, slice, Link::kNetwork, between);
   }
-  const std::vector<size_t> at = Hierarchy::OffsetsIn(h.HostMajor(), counts);
+  const std::vector<size_t> at = Hierarchy::OffsetsIn(Hierarchy::Concat(t.ranks_of_host), counts);
   h.Move(in, rank_at, grouped, at, counts);
   const bool leader = h.local_index() == 0;
   CHORUS_RETURN_IF_ERROR(
