@@ -483,12 +483,17 @@ void Communicator::Conclude(const CollectiveHeader& header, absl::Time started,
   }
 }
 
+CollectiveHeader Communicator::MakeHeader(const CollectiveArgs& args, AlgorithmId algorithm,
+                                          uint32_t sequence) const {
+  const uint64_t layout = algorithm == AlgorithmId::kHierarchical ? state_->topology().Digest() : 0;
+  return CollectiveHeader::For(args, algorithm, sequence, size(), layout);
+}
+
 absl::Status Communicator::Run(CollectiveArgs args, const CollectiveOptions& options) {
   CHORUS_RETURN_IF_ERROR(Validate(args));
   CHORUS_ASSIGN_OR_RETURN(const AlgorithmEntry* algorithm,
                           selector_->Choose(args, size(), options.algorithm));
-  const CollectiveHeader header =
-      CollectiveHeader::For(args, algorithm->id, next_sequence_.fetch_add(1), size());
+  const CollectiveHeader header = MakeHeader(args, algorithm->id, next_sequence_.fetch_add(1));
   FlightRecordPtr record = recorder_->Add(header, FlightState::kRunning);
   return Execute(args, *algorithm, header, options.timeout.value_or(timeout_), nullptr,
                  record.get());
@@ -506,7 +511,7 @@ WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& optio
     return work;
   }
   const uint32_t sequence = next_sequence_.fetch_add(1);
-  const CollectiveHeader header = CollectiveHeader::For(args, (*algorithm)->id, sequence, size());
+  const CollectiveHeader header = MakeHeader(args, (*algorithm)->id, sequence);
   auto work = std::make_shared<Work>(
       args.kind, sequence, std::string(AlgorithmName((*algorithm)->id)), header.Describe());
   const absl::Duration timeout = options.timeout.value_or(timeout_);

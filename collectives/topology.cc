@@ -46,6 +46,15 @@ bool Topology::IsHierarchical() const {
   return false;
 }
 
+uint64_t Topology::Digest() const {
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a over the host numbers
+  for (int host : host_of) {
+    hash ^= static_cast<uint64_t>(host) + 1;
+    hash *= 0x100000001b3ull;
+  }
+  return hash == 0 ? 1 : hash;
+}
+
 std::string Topology::Describe() const {
   std::vector<std::string> hosts;
   for (const std::vector<int>& ranks : ranks_of_host) hosts.push_back(absl::StrJoin(ranks, ","));

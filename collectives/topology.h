@@ -5,6 +5,7 @@
 #ifndef CHORUS_COLLECTIVES_TOPOLOGY_H_
 #define CHORUS_COLLECTIVES_TOPOLOGY_H_
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -32,8 +33,10 @@ struct Topology {
   // True when a hierarchy has two levels: at least two hosts, and some host with two ranks or
   // more. Only then does the selector consider the hierarchical algorithm.
   bool IsHierarchical() const;
-  // "2 hosts: 0-1 | 2-3", for logs.
+  // "2 hosts: 0,1 | 2,3", for logs.
   std::string Describe() const;
+  // A hash of the layout (nonzero), for the collective header.
+  uint64_t Digest() const;
 
   std::vector<int> host_of;                     // by rank
   std::vector<int> local_index;                 // by rank

@@ -6,7 +6,8 @@
 // host counts, zero counts, in and out of place, small segments so the phases pipeline; each
 // output exact on every rank. Also: a bad layout is refused. Ranks are threads; with
 // CHORUS_TEST_PROCESSES also forked processes. A rank that never joins is named by its
-// communicator rank, not its rank within a phase's group. (When the selector takes it:
+// communicator rank, not its rank within a phase's group; ranks given different layouts fail
+// with a MismatchError. (When the selector takes it:
 // selector_test.)
 #include <catch2/catch.hpp>
 #include <string>
@@ -17,8 +18,10 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "chorus/core/status.h"
+#include "chorus/rendezvous/memory_store.h"
 #include "tests/collectives/cases.h"
 #include "tests/collectives/test_transport.h"
+#include "tests/harness/multirank.h"
 
 namespace chorus::testing {
 namespace {
@@ -119,6 +122,35 @@ TEST_CASE("a rank missing from a phase is named by its communicator rank", "[hie
       absl::Minutes(1), options);
   INFO(status.ToString());
   CHECK(status.ok());
+}
+
+TEST_CASE("ranks that disagree about the hosts fail with a mismatch", "[hierarchical]") {
+  MemoryStore store;
+  // Ranks 0 and 1 see hosts {0,1} {2,3}; ranks 2 and 3 see {0,2} {1,3}.
+  const std::vector<absl::Status> statuses = RunRanksAsThreads(
+      4,
+      [&](int rank) -> absl::Status {
+        CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, MakeDevice(kTestTransport, rank));
+        CommunicatorOptions options =
+            Layout(rank < 2 ? std::vector<int>{0, 0, 1, 1} : std::vector<int>{0, 1, 0, 1});
+        options.timeout = absl::Seconds(20);
+        CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
+                                Communicator::Create(store, "disagree", *device, rank, 4, options));
+        CollectiveOptions forced;
+        forced.algorithm = "hierarchical";
+        std::vector<int32_t> data(1000, 1);
+        const absl::Status result = comm->AllReduce(data.data(), data.data(), data.size(),
+                                                    DataType::kInt32, ReduceOp::kSum, forced);
+        CHORUS_RETURN_IF_ERROR(
+            Expect(GetErrorKind(result) == ErrorKind::kMismatch, result.ToString()));
+        return Expect(absl::StrContains(result.message(), "host layouts differ"),
+                      result.ToString());
+      },
+      absl::Minutes(1));
+  for (size_t rank = 0; rank < statuses.size(); ++rank) {
+    INFO("rank " << rank << ": " << statuses[rank].ToString());
+    CHECK(statuses[rank].ok());
+  }
 }
 
 TEST_CASE("a host layout of the wrong length is refused", "[hierarchical]") {
