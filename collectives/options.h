@@ -16,10 +16,9 @@ namespace chorus {
 struct CollectiveOptions {
   // Forces an algorithm by name ("ring", "recursive_doubling", "rabenseifner", "binomial",
   // "double_binary_tree", "pairwise", "linear", "dissemination", "hierarchical"); empty: the
-  // CHORUS_ALGO rules,
-  // then CommunicatorOptions::algorithm_rules, then the cost model. Naming an algorithm that
-  // does not implement the collective is an InvalidArgument error. Every rank must make the same
-  // choice (checked by the header).
+  // CHORUS_ALGO rules, then CommunicatorOptions::algorithm_rules, then the cost model. Naming an
+  // algorithm that does not implement the collective is an InvalidArgument error. Every rank
+  // must make the same choice (checked by the header).
   std::string algorithm;
 
   // How long the whole collective may take on this rank; unset: the communicator's default.
