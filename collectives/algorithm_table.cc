@@ -139,6 +139,21 @@ const AlgorithmEntry kTable[] = {
      }},
     {K::kBarrier, A::kDissemination, DisseminationBarrier,
      [](const CostInputs& in) { return Log2(in) * in.alpha; }},
+    // hierarchical: the sum of its phases' cheapest flat costs (hierarchical.cc)
+    {K::kAllReduce, A::kHierarchical, HierarchicalAllReduce,
+     [](const CostInputs& in) { return HierarchicalCost(K::kAllReduce, in); }},
+    {K::kBroadcast, A::kHierarchical, HierarchicalBroadcast,
+     [](const CostInputs& in) { return HierarchicalCost(K::kBroadcast, in); }},
+    {K::kReduce, A::kHierarchical, HierarchicalReduce,
+     [](const CostInputs& in) { return HierarchicalCost(K::kReduce, in); }},
+    {K::kAllGather, A::kHierarchical, HierarchicalAllGather,
+     [](const CostInputs& in) { return HierarchicalCost(K::kAllGather, in); }},
+    {K::kAllGatherV, A::kHierarchical, HierarchicalAllGather,
+     [](const CostInputs& in) { return HierarchicalCost(K::kAllGatherV, in); }},
+    {K::kReduceScatter, A::kHierarchical, HierarchicalReduceScatter,
+     [](const CostInputs& in) { return HierarchicalCost(K::kReduceScatter, in); }},
+    {K::kReduceScatterV, A::kHierarchical, HierarchicalReduceScatter,
+     [](const CostInputs& in) { return HierarchicalCost(K::kReduceScatterV, in); }},
 };
 
 }  // namespace
@@ -150,6 +165,34 @@ const AlgorithmEntry* FindAlgorithm(CollectiveKind kind, AlgorithmId id) {
     if (entry.kind == kind && entry.id == id) return &entry;
   }
   return nullptr;
+}
+
+CostInputs MakeCostInputs(const CostParams& cost, int ranks, size_t bytes, size_t segment_bytes) {
+  CostInputs in;
+  in.ranks = ranks;
+  in.bytes = static_cast<double>(bytes);
+  in.alpha = cost.alpha_us;
+  in.beta = cost.beta_ns_per_byte / 1000.0;
+  in.gamma = cost.gamma_ns_per_byte / 1000.0;
+  in.segment_bytes = static_cast<double>(segment_bytes);
+  in.local_alpha = in.alpha;
+  in.local_beta = in.beta;
+  in.local_gamma = in.gamma;
+  return in;
+}
+
+const AlgorithmEntry* CheapestFlat(CollectiveKind kind, const CostInputs& in) {
+  const AlgorithmEntry* best = nullptr;
+  double best_cost = 0;
+  for (const AlgorithmEntry& entry : kTable) {
+    if (entry.kind != kind || entry.id == A::kHierarchical) continue;
+    const double cost = entry.cost(in);
+    if (best == nullptr || cost < best_cost) {
+      best = &entry;
+      best_cost = cost;
+    }
+  }
+  return best;
 }
 
 std::vector<AlgorithmId> AlgorithmsFor(CollectiveKind kind) {

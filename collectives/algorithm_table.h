@@ -11,6 +11,8 @@
 #include "chorus/collectives/collective_args.h"
 #include "chorus/collectives/collective_kind.h"
 #include "chorus/collectives/context.h"
+#include "chorus/collectives/options.h"
+#include "chorus/collectives/topology.h"
 
 namespace chorus {
 
@@ -22,7 +24,17 @@ struct CostInputs {
   double beta = 0;           // per byte on the wire
   double gamma = 0;          // per byte reduced
   double segment_bytes = 0;  // pipeline segment
+  // For the hierarchical algorithm, whose phases run within and between hosts: the layout
+  // (null: one host of `ranks`) and the link costs within a host (alpha, beta and gamma above
+  // are those between hosts).
+  const Topology* topology = nullptr;
+  double local_alpha = 0;
+  double local_beta = 0;
+  double local_gamma = 0;
 };
+
+// `cost` in the formulas' units, for `ranks` ranks and `bytes` bytes; local costs = `cost`.
+CostInputs MakeCostInputs(const CostParams& cost, int ranks, size_t bytes, size_t segment_bytes);
 
 using AlgorithmFn = absl::Status (*)(CollectiveContext& ctx, const CollectiveArgs& args);
 using CostFn = double (*)(const CostInputs& in);
@@ -42,6 +54,11 @@ const AlgorithmEntry* FindAlgorithm(CollectiveKind kind, AlgorithmId id);
 
 // The algorithms that implement `kind`.
 std::vector<AlgorithmId> AlgorithmsFor(CollectiveKind kind);
+
+// The cheapest algorithm for `kind` under `in` other than the hierarchical one (the first in
+// table order on a tie); nullptr if none implements `kind`. The selector's model, and how the
+// hierarchical algorithm picks each phase's algorithm.
+const AlgorithmEntry* CheapestFlat(CollectiveKind kind, const CostInputs& in);
 
 }  // namespace chorus
 

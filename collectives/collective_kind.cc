@@ -16,8 +16,8 @@ constexpr std::array<absl::string_view, kNumCollectiveKinds> kKindNames = {
     "alltoallv",       "barrier",   "send",    "recv"};
 
 constexpr std::array<absl::string_view, kNumAlgorithmIds> kAlgorithmNames = {
-    "none",     "ring",   "recursive_doubling", "rabenseifner", "binomial", "double_binary_tree",
-    "pairwise", "linear", "dissemination",      "direct"};
+    "none",     "ring",   "recursive_doubling", "rabenseifner", "binomial",    "double_binary_tree",
+    "pairwise", "linear", "dissemination",      "direct",       "hierarchical"};
 
 }  // namespace
 

@@ -41,8 +41,9 @@ enum class AlgorithmId : uint8_t {
   kLinear = 7,
   kDissemination = 8,
   kDirect = 9,  // point-to-point
+  kHierarchical = 10,
 };
-inline constexpr int kNumAlgorithmIds = 10;
+inline constexpr int kNumAlgorithmIds = 11;
 
 // "allreduce", "broadcast", "reduce", "allgather", "allgatherv", "reduce_scatter",
 // "reduce_scatterv", "gather", "gatherv", "scatter", "scatterv", "alltoall", "alltoallv",
@@ -51,7 +52,7 @@ absl::string_view CollectiveKindName(CollectiveKind kind);
 absl::StatusOr<CollectiveKind> ParseCollectiveKind(absl::string_view name);
 
 // "ring", "recursive_doubling", "rabenseifner", "binomial", "double_binary_tree", "pairwise",
-// "linear", "dissemination", "direct" ("none" for kNone).
+// "linear", "dissemination", "direct", "hierarchical" ("none" for kNone).
 absl::string_view AlgorithmName(AlgorithmId id);
 absl::StatusOr<AlgorithmId> ParseAlgorithmName(absl::string_view name);
 

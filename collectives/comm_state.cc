@@ -17,7 +17,7 @@ constexpr absl::string_view kFailureClaimsKey = "failure/claims";
 }  // namespace
 
 CommState::CommState(std::string name, int rank, int size, std::unique_ptr<Store> store,
-                     std::unique_ptr<Mesh> mesh, CommTuning tuning,
+                     std::unique_ptr<Mesh> mesh, CommTuning tuning, Topology topology,
                      std::unique_ptr<TraceLog> trace)
     : name_(std::move(name)),
       rank_(rank),
@@ -26,6 +26,7 @@ CommState::CommState(std::string name, int rank, int size, std::unique_ptr<Store
       store_(std::move(store)),
       mesh_(std::move(mesh)),
       tuning_(tuning),
+      topology_(std::move(topology)),
       trace_(std::move(trace)) {}
 
 absl::Status CommState::broken() const {

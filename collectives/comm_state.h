@@ -13,6 +13,8 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "chorus/collectives/options.h"
+#include "chorus/collectives/topology.h"
 #include "chorus/collectives/trace.h"
 #include "chorus/rendezvous/store.h"
 #include "chorus/transport/transport.h"
@@ -22,13 +24,18 @@ namespace chorus {
 struct CommTuning {
   size_t segment_bytes = 1024 * 1024;
   int pipeline_depth = 16;
+  // Link costs (every field set) within a host and between hosts, with which the hierarchical
+  // algorithm picks each phase's algorithm.
+  CostParams local_cost;
+  CostParams network_cost;
 };
 
 // Thread-safe.
 class CommState {
  public:
   CommState(std::string name, int rank, int size, std::unique_ptr<Store> store,
-            std::unique_ptr<Mesh> mesh, CommTuning tuning, std::unique_ptr<TraceLog> trace);
+            std::unique_ptr<Mesh> mesh, CommTuning tuning, Topology topology,
+            std::unique_ptr<TraceLog> trace);
 
   const std::string& name() const { return name_; }
   int rank() const { return rank_; }
@@ -37,6 +44,8 @@ class CommState {
   Mesh& mesh() { return *mesh_; }
   Store& store() { return *store_; }
   const CommTuning& tuning() const { return tuning_; }
+  // Which ranks share a host (fixed at creation).
+  const Topology& topology() const { return topology_; }
   // The timeline (CHORUS_TRACE_FILE); nullptr when tracing is off.
   TraceLog* trace() const { return trace_.get(); }
 
@@ -70,6 +79,7 @@ class CommState {
   const std::unique_ptr<Store> store_;
   const std::unique_ptr<Mesh> mesh_;
   const CommTuning tuning_;
+  const Topology topology_;
   const std::unique_ptr<TraceLog> trace_;
   mutable std::mutex mu_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);

@@ -196,16 +196,35 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     return Annotate(mesh.status(), absl::StrCat("communicator '", name, "' rank ", rank,
                                                 ": creating the ", device.kind(), " mesh"));
   }
+  // Locality, learned once: the options', else the transport's, else one host.
+  std::vector<int> labels = options.host_of_rank;
+  if (labels.empty()) labels = (*mesh)->HostOfRanks();
+  if (labels.empty()) labels.assign(size, 0);
+  absl::StatusOr<Topology> topology = Topology::FromLabels(labels, size);
+  if (!topology.ok()) {
+    return Annotate(topology.status(), absl::StrCat("communicator '", name, "' rank ", rank, ": ",
+                                                    options.host_of_rank.empty()
+                                                        ? "the mesh's host layout"
+                                                        : "CommunicatorOptions::host_of_rank"));
+  }
+  // Within a host the hybrid transport uses shared memory; other transports use the same link
+  // to every peer.
+  const CostParams local_cost = device.kind() == "hybrid" ? DefaultCostParams("shm") : cost;
   CommTuning tuning;
   tuning.segment_bytes = options.segment_bytes;
   tuning.pipeline_depth = options.pipeline_depth;
+  tuning.local_cost = local_cost;
+  tuning.network_cost = cost;
   std::unique_ptr<TraceLog> trace;
   if (std::optional<std::string> path = GetEnv("CHORUS_TRACE_FILE")) {
     trace = std::make_unique<TraceLog>(*path, rank, std::string(name));
   }
-  auto state = std::make_unique<CommState>(std::string(name), rank, size, std::move(scoped),
-                                           *std::move(mesh), tuning, std::move(trace));
-  auto selector = std::make_unique<Selector>(std::move(rules), cost, options.segment_bytes);
+  const std::string layout = topology->Describe();
+  auto selector = std::make_unique<Selector>(std::move(rules), cost, options.segment_bytes,
+                                             *topology, local_cost);
+  auto state =
+      std::make_unique<CommState>(std::string(name), rank, size, std::move(scoped),
+                                  *std::move(mesh), tuning, *std::move(topology), std::move(trace));
   auto recorder = std::make_unique<FlightRecorder>(
       rank, std::string(name), static_cast<size_t>(options.flight_recorder_entries),
       GetEnv("CHORUS_FLIGHT_RECORDER_FILE").value_or(""));
@@ -215,10 +234,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   }
   CHORUS_LOG(kInfo, "collectives")
       << "communicator " << name << ": rank " << rank << " of " << size << " over " << device.kind()
-      << " (" << device.address() << "), reduction kernels " << ReduceKernelSet();
-  return std::unique_ptr<Communicator>(new Communicator(std::move(state), std::move(selector),
-                                                        std::move(recorder),
-                                                        std::move(signal_dump), options));
+      << " (" << device.address() << "), " << layout << ", reduction kernels " << ReduceKernelSet();
+  return std::unique_ptr<Communicator>(new Communicator(
+      std::move(state), std::move(selector), std::move(recorder), std::move(signal_dump), options));
 }
 
 Communicator::Communicator(std::unique_ptr<CommState> state, std::unique_ptr<Selector> selector,
@@ -465,12 +483,17 @@ void Communicator::Conclude(const CollectiveHeader& header, absl::Time started,
   }
 }
 
+CollectiveHeader Communicator::MakeHeader(const CollectiveArgs& args, AlgorithmId algorithm,
+                                          uint32_t sequence) const {
+  const uint64_t layout = algorithm == AlgorithmId::kHierarchical ? state_->topology().Digest() : 0;
+  return CollectiveHeader::For(args, algorithm, sequence, size(), layout);
+}
+
 absl::Status Communicator::Run(CollectiveArgs args, const CollectiveOptions& options) {
   CHORUS_RETURN_IF_ERROR(Validate(args));
   CHORUS_ASSIGN_OR_RETURN(const AlgorithmEntry* algorithm,
                           selector_->Choose(args, size(), options.algorithm));
-  const CollectiveHeader header =
-      CollectiveHeader::For(args, algorithm->id, next_sequence_.fetch_add(1), size());
+  const CollectiveHeader header = MakeHeader(args, algorithm->id, next_sequence_.fetch_add(1));
   FlightRecordPtr record = recorder_->Add(header, FlightState::kRunning);
   return Execute(args, *algorithm, header, options.timeout.value_or(timeout_), nullptr,
                  record.get());
@@ -488,7 +511,7 @@ WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& optio
     return work;
   }
   const uint32_t sequence = next_sequence_.fetch_add(1);
-  const CollectiveHeader header = CollectiveHeader::For(args, (*algorithm)->id, sequence, size());
+  const CollectiveHeader header = MakeHeader(args, (*algorithm)->id, sequence);
   auto work = std::make_shared<Work>(
       args.kind, sequence, std::string(AlgorithmName((*algorithm)->id)), header.Describe());
   const absl::Duration timeout = options.timeout.value_or(timeout_);

@@ -231,6 +231,9 @@ class Communicator {
   void Conclude(const CollectiveHeader& header, absl::Time started, const absl::Status& status,
                 FlightRecord* record);
   absl::Status Validate(const CollectiveArgs& args) const;
+  // The header of a collective (with the host layout's digest for hierarchical).
+  CollectiveHeader MakeHeader(const CollectiveArgs& args, AlgorithmId algorithm,
+                              uint32_t sequence) const;
 
   // The point-to-point path.
   WorkPtr PostPointToPoint(CollectiveKind kind, void* data, size_t count, DataType type,

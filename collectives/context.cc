@@ -63,7 +63,7 @@ CollectiveContext::~CollectiveContext() {
 }
 
 std::string CollectiveContext::Describe() const {
-  return absl::StrCat(header_.Describe(), " on rank ", rank());
+  return absl::StrCat(header_.Describe(), " on rank ", comm_.rank());
 }
 
 std::string CollectiveContext::DescribeProgress() const {
@@ -121,8 +121,8 @@ std::string CollectiveContext::DescribeProgress() const {
       silent.push_back(rank);
       absl::StrAppend(&text, "SILENT, its header never arrived; ");
     }
-    absl::StrAppend(&text, describe("sends", peer.sends), "; ",
-                    describe("receives", peer.receives), "\n");
+    absl::StrAppend(&text, describe("sends", peer.sends), "; ", describe("receives", peer.receives),
+                    "\n");
   }
   if (!silent.empty()) {
     absl::StrAppend(&text, "    => rank", silent.size() == 1 ? " " : "s ",
@@ -141,9 +141,10 @@ void CollectiveContext::Register(const Transfer& transfer) {
 }
 
 void CollectiveContext::Start() {
-  if (size() == 1) return;
-  SendHeaderTo((rank() + 1) % size());
-  ExpectHeaderFrom((rank() + size() - 1) % size());
+  const int size = comm_.size();
+  if (size == 1) return;
+  SendHeaderTo((comm_.rank() + 1) % size);
+  ExpectHeaderFrom((comm_.rank() + size - 1) % size);
 }
 
 void CollectiveContext::SendHeaderTo(int peer) {
@@ -172,20 +173,26 @@ void CollectiveContext::ExpectHeaderFrom(int peer) {
 }
 
 Transfer CollectiveContext::Send(int peer, uint64_t step, const void* data, size_t bytes) {
+  if (!group_.empty()) {
+    peer = group_[peer];
+    step += step_base_;
+  }
   SendHeaderTo(peer);
-  Transfer transfer = Post(peer, step, bytes, /*is_recv=*/false,
-                           [&](Connection& connection, Tag tag) {
-                             return connection.Send(tag, data, bytes);
-                           });
+  Transfer transfer =
+      Post(peer, step, bytes, /*is_recv=*/false,
+           [&](Connection& connection, Tag tag) { return connection.Send(tag, data, bytes); });
   sends_.push_back(transfer);
   return transfer;
 }
 
 Transfer CollectiveContext::Recv(int peer, uint64_t step, void* data, size_t bytes) {
+  if (!group_.empty()) {
+    peer = group_[peer];
+    step += step_base_;
+  }
   ExpectHeaderFrom(peer);
-  return Post(peer, step, bytes, /*is_recv=*/true, [&](Connection& connection, Tag tag) {
-    return connection.Recv(tag, data, bytes);
-  });
+  return Post(peer, step, bytes, /*is_recv=*/true,
+              [&](Connection& connection, Tag tag) { return connection.Recv(tag, data, bytes); });
 }
 
 Transfer CollectiveContext::Post(int peer, uint64_t step, size_t bytes, bool is_recv,
@@ -193,10 +200,13 @@ Transfer CollectiveContext::Post(int peer, uint64_t step, size_t bytes, bool is_
   Transfer transfer{nullptr, peer, bytes, step, is_recv};
   absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
   if (connection.ok()) {
-    transfer.request = post(**connection, CollectiveTag(comm_.tag_id(), header_.sequence, step));
+    // A data step never takes the header's tag, also where an algorithm's step count reaches
+    // 0xffff: steps wrap modulo kHeaderStep (tag.h).
+    transfer.request =
+        post(**connection, CollectiveTag(comm_.tag_id(), header_.sequence, step % kHeaderStep));
   } else {
-    transfer.request = MakeFailedRequest(is_recv ? RequestKind::kRecv : RequestKind::kSend, peer,
-                                         0, connection.status());
+    transfer.request = MakeFailedRequest(is_recv ? RequestKind::kRecv : RequestKind::kSend, peer, 0,
+                                         connection.status());
   }
   Register(transfer);
   return transfer;
@@ -287,6 +297,12 @@ absl::Status CollectiveContext::Finish() {
   return WaitAll(outstanding);
 }
 
+absl::Status CollectiveContext::WaitSendsSince(size_t first) {
+  if (first >= sends_.size()) return absl::OkStatus();
+  const std::vector<Transfer> recent(sends_.begin() + first, sends_.end());
+  return WaitAll(recent);
+}
+
 absl::Status CollectiveContext::CheckArrivedHeaders() {
   if (unchecked_headers_ == 0) return absl::OkStatus();
   for (auto& [peer, header] : headers_in_) {
@@ -367,11 +383,10 @@ absl::Status CollectiveContext::Failed(const Transfer& transfer, const absl::Sta
       return Reported(*published, peer);
     }
     return Fatal(PeerUnavailableError(
-        absl::StrCat(
-            Describe(), ": rank ", peer, " closed its connection or died during ",
-            transfer.is_recv ? "a receive" : "a send", " at step ",
-            StepName(transfer.step),
-            " (", status.message(), "); check rank ", peer, "'s log"),
+        absl::StrCat(Describe(), ": rank ", peer, " closed its connection or died during ",
+                     transfer.is_recv ? "a receive" : "a send", " at step ",
+                     StepName(transfer.step), " (", status.message(), "); check rank ", peer,
+                     "'s log"),
         peer));
   }
   if (kind == ErrorKind::kDeadlineExceeded) return TimedOut({&transfer, 1});
@@ -416,6 +431,26 @@ absl::Status CollectiveContext::TimedOut(absl::Span<const Transfer> transfers) {
                    ". Those ranks may be stuck in an earlier collective, dead, or calling a "
                    "different collective; check their logs"),
       first_peer);
+}
+
+GroupView::GroupView(CollectiveContext& ctx, std::vector<int> members, uint64_t step_base)
+    : ctx_(ctx),
+      saved_group_(std::move(ctx.group_)),
+      saved_rank_(ctx.group_rank_),
+      saved_base_(ctx.step_base_) {
+  const int self = ctx.comm_.rank();
+  ctx.group_rank_ = 0;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i] == self) ctx.group_rank_ = static_cast<int>(i);
+  }
+  ctx.group_ = std::move(members);
+  ctx.step_base_ = step_base;
+}
+
+GroupView::~GroupView() {
+  ctx_.group_ = std::move(saved_group_);
+  ctx_.group_rank_ = saved_rank_;
+  ctx_.step_base_ = saved_base_;
 }
 
 }  // namespace chorus

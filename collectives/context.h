@@ -29,6 +29,7 @@
 #include "chorus/collectives/collective_args.h"
 #include "chorus/collectives/comm_state.h"
 #include "chorus/collectives/header.h"
+#include "chorus/collectives/topology.h"
 #include "chorus/core/deadline.h"
 #include "chorus/transport/request.h"
 
@@ -53,15 +54,21 @@ class CollectiveContext {
   CollectiveContext(const CollectiveContext&) = delete;
   CollectiveContext& operator=(const CollectiveContext&) = delete;
 
-  int rank() const { return comm_.rank(); }
-  int size() const { return comm_.size(); }
+  // This rank and the rank count: of the communicator, or of the group while a GroupView is
+  // active (group-relative; peers passed to Send and Recv are then group-relative too).
+  int rank() const { return group_.empty() ? comm_.rank() : group_rank_; }
+  int size() const { return group_.empty() ? comm_.size() : static_cast<int>(group_.size()); }
   const CommTuning& tuning() const { return comm_.tuning(); }
+  // Which ranks share a host, by communicator rank (never group-relative).
+  const Topology& topology() const { return comm_.topology(); }
   const CollectiveHeader& header() const { return header_; }
 
   // Sends the header to the right-hand neighbour and expects one from the left.
   void Start();
 
   // Post a message of step `step` (numbered by the algorithm from 0). Errors surface in Wait.
+  // Under a GroupView, `peer` is a group rank and the view's step base is added to `step`;
+  // the returned Transfer, errors and the flight recorder name the communicator rank.
   Transfer Send(int peer, uint64_t step, const void* data, size_t bytes);
   Transfer Recv(int peer, uint64_t step, void* data, size_t bytes);
 
@@ -76,6 +83,12 @@ class CollectiveContext {
   // Waits for every send posted so far and for all expected headers; called once the
   // algorithm has returned OK.
   absl::Status Finish();
+
+  // The number of sends posted so far, and a wait for the sends posted since such a count: a
+  // phase whose send buffers a later phase overwrites waits for its own sends first (an
+  // algorithm may return with sends in flight; Finish waits for them).
+  size_t SendsPosted() const { return sends_.size(); }
+  absl::Status WaitSendsSince(size_t first);
 
   // Ends the collective early with kAborted (Work::Abort). Thread-safe.
   void Cancel();
@@ -92,6 +105,8 @@ class CollectiveContext {
   std::string DescribeProgress() const;
 
  private:
+  friend class GroupView;
+
   struct PeerHeader {
     RequestPtr request;
     CollectiveHeader::Wire wire{};
@@ -131,10 +146,37 @@ class CollectiveContext {
   // a dump reads it without a lock; 0 before the first wait.
   std::atomic<uint64_t> last_wait_{0};
 
+  // The active group view: members by group rank (empty: the whole communicator), this
+  // rank's place among them, and the base added to every step.
+  std::vector<int> group_;
+  int group_rank_ = 0;
+  uint64_t step_base_ = 0;
+
   mutable std::mutex mu_;
   // Everything posted, headers included: for Cancel and for DescribeProgress.
   std::vector<Transfer> posted_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Runs an algorithm on a subset of the communicator's ranks, unchanged: while the view lives,
+// the context's rank() and size() are those of the group, Send and Recv take group ranks, and
+// every step is offset by `step_base`, so that phases of one collective (the hierarchical
+// algorithm's intra-host and inter-host phases) keep apart on the wire. Headers, errors and
+// the flight recorder keep speaking of communicator ranks. Views may nest (the inner one wins
+// until it ends). Used by the collective's own thread, like the context.
+class GroupView {
+ public:
+  // `members`: communicator ranks in group order, including this rank.
+  GroupView(CollectiveContext& ctx, std::vector<int> members, uint64_t step_base);
+  ~GroupView();
+  GroupView(const GroupView&) = delete;
+  GroupView& operator=(const GroupView&) = delete;
+
+ private:
+  CollectiveContext& ctx_;
+  std::vector<int> saved_group_;
+  int saved_rank_;
+  uint64_t saved_base_;
 };
 
 }  // namespace chorus

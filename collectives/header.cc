@@ -53,7 +53,7 @@ std::string HumanBytes(uint64_t bytes) {
 }
 
 CollectiveHeader CollectiveHeader::For(const CollectiveArgs& args, AlgorithmId algorithm,
-                                       uint32_t sequence, int ranks) {
+                                       uint32_t sequence, int ranks, uint64_t layout) {
   CollectiveHeader header;
   header.kind = args.kind;
   header.type = args.type;
@@ -77,6 +77,7 @@ CollectiveHeader CollectiveHeader::For(const CollectiveArgs& args, AlgorithmId a
       header.count = args.count;
       break;
   }
+  header.shape ^= layout;
   return header;
 }
 
@@ -150,7 +151,12 @@ std::string CollectiveHeader::Differences(const CollectiveHeader& other) const {
   }
   note("root", root, other.root);
   note("count", count, other.count);
-  if (shape != other.shape) diffs.push_back("per-rank counts differ");
+  if (shape != other.shape) {
+    diffs.push_back(algorithm == AlgorithmId::kHierarchical
+                        ? "per-rank counts or host layouts differ (check CommunicatorOptions::"
+                          "host_of_rank on both ranks)"
+                        : "per-rank counts differ");
+  }
   return absl::StrJoin(diffs, ", ");
 }
 

@@ -10,7 +10,7 @@
 // for allgather, the total for allgatherv); `shape` is a digest of per-rank counts where all
 // ranks know them (allgatherv, reduce_scatterv). For gatherv, scatterv and alltoallv, whose
 // ranks each know only their own counts, both are zero and the length of every message is
-// checked instead.
+// checked instead. The hierarchical algorithm folds a digest of the host layout into `shape`.
 #ifndef CHORUS_COLLECTIVES_HEADER_H_
 #define CHORUS_COLLECTIVES_HEADER_H_
 
@@ -39,8 +39,11 @@ struct CollectiveHeader {
   static constexpr size_t kWireSize = 40;
   using Wire = std::array<uint8_t, kWireSize>;
 
+  // `layout`: a digest of the host layout where the algorithm depends on it (hierarchical),
+  // else 0; it is folded into `shape`, so ranks that disagree about the hosts fail with a
+  // MismatchError instead of exchanging data in different patterns.
   static CollectiveHeader For(const CollectiveArgs& args, AlgorithmId algorithm, uint32_t sequence,
-                              int ranks);
+                              int ranks, uint64_t layout = 0);
 
   Wire Encode() const;
   // InvalidArgument when the bytes are not a header (wrong length, version or enum values).

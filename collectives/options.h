@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/time/time.h"
 
@@ -14,10 +15,10 @@ namespace chorus {
 // Per-call options.
 struct CollectiveOptions {
   // Forces an algorithm by name ("ring", "recursive_doubling", "rabenseifner", "binomial",
-  // "double_binary_tree", "pairwise", "linear", "dissemination"); empty: the CHORUS_ALGO rules,
-  // then CommunicatorOptions::algorithm_rules, then the cost model. Naming an algorithm that
-  // does not implement the collective is an InvalidArgument error. Every rank must make the same
-  // choice (checked by the header).
+  // "double_binary_tree", "pairwise", "linear", "dissemination", "hierarchical"); empty: the
+  // CHORUS_ALGO rules, then CommunicatorOptions::algorithm_rules, then the cost model. Naming an
+  // algorithm that does not implement the collective is an InvalidArgument error. Every rank
+  // must make the same choice (checked by the header).
   std::string algorithm;
 
   // How long the whole collective may take on this rank; unset: the communicator's default.
@@ -62,6 +63,14 @@ struct CommunicatorOptions {
   // Algorithm rules in the CHORUS_ALGO grammar (see selector.h). Rules from CHORUS_ALGO are
   // consulted first, then these, then the cost model.
   std::string algorithm_rules;
+
+  // Which ranks share a host: one label per rank, equal labels = one host (any non-negative
+  // numbers; they are renumbered in the order of each host's lowest rank). Every rank must pass
+  // the same. Empty (the default): the transport's answer (Mesh::HostOfRanks; the hybrid
+  // transport knows it), else all ranks on one host. The selector considers the hierarchical
+  // algorithm only when this gives two hosts or more and some host holds two ranks or more;
+  // tests use it to simulate hosts over any transport.
+  std::vector<int> host_of_rank;
 
   // Collectives the flight recorder keeps (flight_recorder.h); 0 turns it off.
   // CHORUS_FLIGHT_RECORDER overrides it.

@@ -84,8 +84,8 @@ absl::StatusOr<CostParams> ParseCostParams(absl::string_view text) {
     const absl::string_view key = absl::StripAsciiWhitespace(kv.first);
     double value = 0;
     if (!absl::SimpleAtod(absl::StripAsciiWhitespace(kv.second), &value) || value <= 0) {
-      return InvalidArgumentError(absl::StrCat("cost parameter '", item,
-                                               "' needs a positive number, e.g. alpha_us=25"));
+      return InvalidArgumentError(
+          absl::StrCat("cost parameter '", item, "' needs a positive number, e.g. alpha_us=25"));
     }
     if (key == "alpha_us") {
       params.alpha_us = value;
@@ -94,8 +94,8 @@ absl::StatusOr<CostParams> ParseCostParams(absl::string_view text) {
     } else if (key == "gamma_ns") {
       params.gamma_ns_per_byte = value;
     } else {
-      return InvalidArgumentError(absl::StrCat("unknown cost parameter '", key,
-                                               "'; known: alpha_us, beta_ns, gamma_ns"));
+      return InvalidArgumentError(
+          absl::StrCat("unknown cost parameter '", key, "'; known: alpha_us, beta_ns, gamma_ns"));
     }
   }
   return params;
@@ -108,18 +108,37 @@ CostParams DefaultCostParams(absl::string_view device_kind) {
   return {25.0, 1.3, 0.1};  // loopback TCP
 }
 
-Selector::Selector(std::vector<AlgorithmRule> rules, CostParams cost, size_t segment_bytes)
-    : rules_(std::move(rules)), cost_(cost), segment_bytes_(segment_bytes) {}
+namespace {
+
+CostParams Completed(CostParams params, const CostParams& defaults) {
+  if (params.alpha_us <= 0) params.alpha_us = defaults.alpha_us;
+  if (params.beta_ns_per_byte <= 0) params.beta_ns_per_byte = defaults.beta_ns_per_byte;
+  if (params.gamma_ns_per_byte <= 0) params.gamma_ns_per_byte = defaults.gamma_ns_per_byte;
+  return params;
+}
+
+}  // namespace
+
+Selector::Selector(std::vector<AlgorithmRule> rules, CostParams cost, size_t segment_bytes,
+                   Topology topology, CostParams local_cost)
+    : rules_(std::move(rules)),
+      cost_(cost),
+      local_cost_(Completed(local_cost, cost)),
+      segment_bytes_(segment_bytes),
+      topology_(std::move(topology)) {}
+
+CostInputs Selector::Inputs(int ranks, size_t bytes) const {
+  CostInputs in = MakeCostInputs(cost_, ranks, bytes, segment_bytes_);
+  const CostInputs local = MakeCostInputs(local_cost_, ranks, bytes, segment_bytes_);
+  in.local_alpha = local.alpha;
+  in.local_beta = local.beta;
+  in.local_gamma = local.gamma;
+  if (topology_.size() == ranks) in.topology = &topology_;
+  return in;
+}
 
 double Selector::EstimateMicros(const AlgorithmEntry& entry, int ranks, size_t bytes) const {
-  CostInputs in;
-  in.ranks = ranks;
-  in.bytes = static_cast<double>(bytes);
-  in.alpha = cost_.alpha_us;
-  in.beta = cost_.beta_ns_per_byte / 1000.0;
-  in.gamma = cost_.gamma_ns_per_byte / 1000.0;
-  in.segment_bytes = static_cast<double>(segment_bytes_);
-  return entry.cost(in);
+  return entry.cost(Inputs(ranks, bytes));
 }
 
 absl::StatusOr<const AlgorithmEntry*> Selector::Choose(const CollectiveArgs& args, int ranks,
@@ -143,14 +162,12 @@ absl::StatusOr<const AlgorithmEntry*> Selector::Choose(const CollectiveArgs& arg
       return FindAlgorithm(rule.kind, rule.algorithm);
     }
   }
-  const AlgorithmEntry* best = nullptr;
-  double best_cost = 0;
-  for (const AlgorithmEntry& entry : AlgorithmTable()) {
-    if (entry.kind != args.kind) continue;
-    const double cost = EstimateMicros(entry, ranks, bytes);
-    if (best == nullptr || cost < best_cost) {
-      best = &entry;
-      best_cost = cost;
+  const CostInputs in = Inputs(ranks, bytes);
+  const AlgorithmEntry* best = CheapestFlat(args.kind, in);
+  if (topology_.size() == ranks && topology_.IsHierarchical()) {
+    const AlgorithmEntry* hierarchical = FindAlgorithm(args.kind, AlgorithmId::kHierarchical);
+    if (hierarchical != nullptr && (best == nullptr || hierarchical->cost(in) < best->cost(in))) {
+      best = hierarchical;
     }
   }
   if (best == nullptr) {

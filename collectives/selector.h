@@ -22,6 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "chorus/collectives/algorithm_table.h"
 #include "chorus/collectives/options.h"
+#include "chorus/collectives/topology.h"
 
 namespace chorus {
 
@@ -47,19 +48,30 @@ CostParams DefaultCostParams(absl::string_view device_kind);
 // Immutable after construction; thread-safe.
 class Selector {
  public:
-  Selector(std::vector<AlgorithmRule> rules, CostParams cost, size_t segment_bytes);
+  // `cost`: link costs between hosts (every field set; all links when there is one host).
+  // `topology`: which ranks share a host (empty: unknown, one host); the model considers the
+  // hierarchical algorithm only when topology.IsHierarchical(), pricing its phases within a
+  // host with `local_cost` (zero fields: `cost`'s) and between hosts with `cost`.
+  Selector(std::vector<AlgorithmRule> rules, CostParams cost, size_t segment_bytes,
+           Topology topology = {}, CostParams local_cost = {});
 
   // The entry to run. `forced` is a per-call algorithm name (may be empty).
   absl::StatusOr<const AlgorithmEntry*> Choose(const CollectiveArgs& args, int ranks,
                                                absl::string_view forced) const;
 
-  // The model's estimate for one entry, in microseconds.
+  // The model's estimate for one entry, in microseconds. Flat algorithms are priced with the
+  // link costs between hosts; the hierarchical one by its phases, on the topology when it has
+  // `ranks` ranks, else as one host.
   double EstimateMicros(const AlgorithmEntry& entry, int ranks, size_t bytes) const;
 
  private:
+  CostInputs Inputs(int ranks, size_t bytes) const;
+
   const std::vector<AlgorithmRule> rules_;
   const CostParams cost_;
+  const CostParams local_cost_;
   const size_t segment_bytes_;
+  const Topology topology_;
 };
 
 }  // namespace chorus

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -94,6 +95,11 @@ class Mesh {
   // Fails every pending and future request on this mesh with kAborted and closes its
   // connections. Returns promptly; safe to call from any thread, also while others wait.
   virtual void Abort(absl::string_view reason) = 0;
+
+  // Which ranks share a host, when the transport knows: one host number per rank, equal numbers
+  // for ranks on one host, identical on every rank. Empty (the default) when unknown. The
+  // collectives layer reads it once, when a communicator is created.
+  virtual std::vector<int> HostOfRanks() const { return {}; }
 };
 
 struct MeshOptions {

@@ -6,6 +6,7 @@
 #define CHORUS_COLLECTIVES_ALGORITHMS_ALGORITHMS_H_
 
 #include "absl/status/status.h"
+#include "chorus/collectives/algorithm_table.h"
 #include "chorus/collectives/collective_args.h"
 #include "chorus/collectives/context.h"
 #include "chorus/core/status.h"
@@ -38,6 +39,17 @@ absl::Status PairwiseAllToAll(CollectiveContext& ctx, const CollectiveArgs& args
 absl::Status LinearGather(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status LinearScatter(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status DisseminationBarrier(CollectiveContext& ctx, const CollectiveArgs& args);
+
+// hierarchical.cc: phases within hosts and between hosts (ctx.topology()), each run by a flat
+// algorithm above on a group of ranks (GroupView). Any layout, also one host.
+absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status HierarchicalBroadcast(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status HierarchicalReduce(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status HierarchicalAllGather(CollectiveContext& ctx, const CollectiveArgs& args);  // and v
+absl::Status HierarchicalReduceScatter(CollectiveContext& ctx,
+                                       const CollectiveArgs& args);  // and v
+// The sum of the phases' cheapest flat costs for `kind` (one of the collectives above).
+double HierarchicalCost(CollectiveKind kind, const CostInputs& in);
 
 }  // namespace chorus
 

@@ -277,6 +277,7 @@ std::vector<Case> BuildCases(const Matrix& matrix, int ranks) {
   for (CollectiveKind kind : kinds) {
     std::vector<std::string> algorithms = {""};
     if (matrix.every_algorithm) algorithms = Communicator::Algorithms(kind);
+    if (!matrix.algorithms.empty()) algorithms = matrix.algorithms;
     const bool barrier = kind == CollectiveKind::kBarrier;
     for (const std::string& algorithm : algorithms) {
       for (DataType type : barrier ? std::vector<DataType>{DataType::kUint8} : types) {

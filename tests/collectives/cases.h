@@ -35,8 +35,9 @@ struct Matrix {
   std::vector<DataType> types;
   std::vector<ReduceOp> ops;
   std::vector<size_t> counts = {0, 1, 7, 1000};
-  bool every_algorithm = true;  // else only the selector's choice
-  bool both_placements = true;  // in-place and out-of-place
+  bool every_algorithm = true;          // else only the selector's choice
+  std::vector<std::string> algorithms;  // when not empty: only these (overrides the above)
+  bool both_placements = true;          // in-place and out-of-place
   // Counts are of the whole array: collectives whose count is per rank block get count/ranks
   // (so "4 MiB" means the same traffic for every collective).
   bool counts_are_totals = false;

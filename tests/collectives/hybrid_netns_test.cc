@@ -1,7 +1,9 @@
 // Simulated hosts on this machine (network namespaces joined by a bridge, NetnsHosts), rank
 // processes in each (two per host, and an uneven layout), over the hybrid transport with detected
 // host identities: shared memory within a namespace, TCP between the namespaces' addresses.
-// Allreduce, allgather and broadcast with every algorithm are checked exactly. Skipped, with a
+// Allreduce, allgather and broadcast with every algorithm are checked exactly; so is every
+// collective of the hierarchical algorithm, which must also be the selector's choice there and
+// be seen (debug log) running phases within and between the namespaces. Skipped, with a
 // warning, where network namespaces cannot be created (not root, no iproute2).
 #include <catch2/catch.hpp>
 #include <memory>
@@ -9,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "chorus/collectives/communicator.h"
 #include "chorus/core/status.h"
@@ -21,6 +24,7 @@
 #include "tests/collectives/cases.h"
 #include "tests/harness/multirank.h"
 #include "tests/harness/netns_hosts.h"
+#include "tests/transport/captured_log.h"
 
 namespace chorus::testing {
 namespace {
@@ -107,12 +111,97 @@ void RunAcrossNamespaces(const std::vector<int>& ranks_per_host) {
   }
 }
 
+// The hierarchical algorithm on ranks spread over namespaces as `ranks_per_host` says: every
+// collective it implements, forced, checked exactly; the selector's own choice where hosts hold
+// several ranks; and, from the debug log, that its phases really ran within and between hosts.
+void RunHierarchicalAcrossNamespaces(const std::vector<int>& ranks_per_host) {
+  std::vector<int> host_of;
+  for (int host = 0; host < static_cast<int>(ranks_per_host.size()); ++host) {
+    host_of.insert(host_of.end(), ranks_per_host[host], host);
+  }
+  const int size = static_cast<int>(host_of.size());
+  absl::StatusOr<std::unique_ptr<NetnsHosts>> hosts =
+      NetnsHosts::Create(static_cast<int>(ranks_per_host.size()));
+  if (!hosts.ok()) {
+    WARN("SKIPPED: cannot create network namespaces (needs root and iproute2): "
+         << hosts.status().ToString());
+    return;
+  }
+  const std::vector<CollectiveKind> kinds = {
+      CollectiveKind::kAllReduce,     CollectiveKind::kBroadcast,  CollectiveKind::kReduce,
+      CollectiveKind::kAllGather,     CollectiveKind::kAllGatherV, CollectiveKind::kReduceScatter,
+      CollectiveKind::kReduceScatterV};
+  Matrix matrix;
+  matrix.kinds = kinds;
+  matrix.algorithms = {"hierarchical"};
+  matrix.types = {DataType::kInt32, DataType::kBFloat16};
+  matrix.ops = {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kAvg};
+  matrix.counts = {0, 7, 1001, (1 << 18) + 3};
+  const std::vector<Case> cases = BuildCases(matrix, size);
+  // Before any device exists; the forked ranks inherit it and write a file each.
+  CapturedLog log("debug");
+  TempDir directory;
+  RankProcesses processes(size, [&](int rank) -> absl::Status {
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device,
+                            EnterHostAndCreateDevice(**hosts, host_of[rank]));
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(directory.path()));
+    CommunicatorOptions options;
+    options.connect_timeout = kSetupTimeout;
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> comm,
+                            Communicator::Create(*store, "netns", *device, rank, size, options));
+    for (CollectiveKind kind : kinds) {
+      CHORUS_ASSIGN_OR_RETURN(const std::string chosen, comm->ChooseAlgorithm(kind, 1 << 20));
+      if (chosen != "hierarchical") {
+        return InternalError(absl::StrCat(CollectiveKindName(kind), " of 1 MiB across ",
+                                          ranks_per_host.size(), " namespaces chose ", chosen));
+      }
+    }
+    CHORUS_RETURN_IF_ERROR(RunCases(*comm, cases));
+    std::vector<int32_t> data(1000, rank + 1);
+    WorkPtr work = comm->AllReduceAsync(data.data(), data.data(), data.size(), DataType::kInt32,
+                                        ReduceOp::kSum);
+    CHORUS_RETURN_IF_ERROR(work->Wait());
+    if (work->algorithm() != "hierarchical" || data[999] != size * (size + 1) / 2) {
+      return InternalError(absl::StrCat("the selector's allreduce ran ", work->algorithm(),
+                                        " and gave ", data[999]));
+    }
+    return absl::OkStatus();
+  });
+  INFO(cases.size() << " cases");
+  for (const ProcessOutcome& outcome : processes.Wait(kRunTimeout)) {
+    INFO(outcome.Describe());
+    CHECK(outcome.ok());
+  }
+  const std::string text = log.Read();
+  for (CollectiveKind kind : kinds) {
+    const std::string name(CollectiveKindName(kind));
+    INFO(name);
+    CHECK(absl::StrContains(text, absl::StrCat(name, " #")));
+    CHECK(absl::StrContains(text, "(hierarchical, "));
+  }
+  // Every kind has a phase between hosts and one within a host of two ranks.
+  CHECK(absl::StrContains(text, "between hosts, allreduce by"));
+  CHECK(absl::StrContains(text, "between hosts, broadcast by"));
+  CHECK(absl::StrContains(text, "between hosts, reduce by"));
+  CHECK(absl::StrContains(text, "between hosts, allgather"));
+  CHECK(absl::StrContains(text, "between hosts, reduce_scatter"));
+  CHECK(absl::StrContains(text, "within host 0, "));
+}
+
 TEST_CASE("collectives across 2 namespaces of 2 ranks: shm within, tcp between", "[netns]") {
   RunAcrossNamespaces({2, 2});
 }
 
 TEST_CASE("collectives across 3 namespaces of 2, 1 and 2 ranks", "[netns]") {
   RunAcrossNamespaces({2, 1, 2});
+}
+
+TEST_CASE("hierarchical collectives across 2 namespaces of 2 ranks", "[netns]") {
+  RunHierarchicalAcrossNamespaces({2, 2});
+}
+
+TEST_CASE("hierarchical collectives across 3 namespaces of 2, 1 and 2 ranks", "[netns]") {
+  RunHierarchicalAcrossNamespaces({2, 1, 2});
 }
 
 }  // namespace

@@ -3,8 +3,11 @@
 // quotes its output, so the "when is each picked" table is the model's, not a hand summary.
 //
 //   bazel run //tests/collectives:selection_table -- tcp
+//   bazel run //tests/collectives:selection_table -- hybrid   (hosts of several ranks: TCP
+//                                                              between hosts, shm within)
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -37,28 +40,57 @@ std::string Pick(const Selector& selector, CollectiveKind kind, int ranks, int l
   return entry.ok() ? std::string(AlgorithmName((*entry)->id)) : entry.status().ToString();
 }
 
+// The ranges of sizes over which `selector` picks each algorithm, "ring 4B-1M, ...".
+std::string Ranges(const Selector& selector, CollectiveKind kind, int ranks) {
+  std::string ranges;
+  int start = kMinLog2;
+  std::string current = Pick(selector, kind, ranks, start);
+  for (int log2 = kMinLog2 + 1; log2 <= kMaxLog2 + 1; ++log2) {
+    const std::string next = log2 <= kMaxLog2 ? Pick(selector, kind, ranks, log2) : "";
+    if (next == current) continue;
+    absl::StrAppend(&ranges, ranges.empty() ? "" : ", ", current, " ", SizeName(start),
+                    log2 <= kMaxLog2 ? absl::StrCat("-", SizeName(log2 - 1)) : "+");
+    start = log2;
+    current = next;
+  }
+  return ranges;
+}
+
+constexpr CollectiveKind kKinds[] = {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast,
+                                     CollectiveKind::kReduce, CollectiveKind::kAllGather,
+                                     CollectiveKind::kReduceScatter};
+
+// Hosts of equal rank counts, TCP between them and shared memory within (the communicator's
+// costs over the hybrid transport).
+int RunHybrid() {
+  std::printf(
+      "hybrid: tcp between hosts, shm within; the cost model's pick by size (4 B - 1 GiB)\n\n");
+  std::printf("| collective | hosts x ranks | picks |\n|---|---|---|\n");
+  for (CollectiveKind kind : kKinds) {
+    for (auto [hosts, per_host] :
+         {std::pair{2, 2}, std::pair{2, 4}, std::pair{4, 2}, std::pair{4, 4}, std::pair{8, 8}}) {
+      const int ranks = hosts * per_host;
+      std::vector<int> labels;
+      for (int r = 0; r < ranks; ++r) labels.push_back(r / per_host);
+      const Selector selector({}, DefaultCostParams("tcp"), CommunicatorOptions{}.segment_bytes,
+                              *Topology::FromLabels(labels, ranks), DefaultCostParams("shm"));
+      std::printf("| %s | %d x %d | %s |\n", std::string(CollectiveKindName(kind)).c_str(), hosts,
+                  per_host, Ranges(selector, kind, ranks).c_str());
+    }
+  }
+  return 0;
+}
+
 int Run(const std::string& device_kind) {
+  if (device_kind == "hybrid") return RunHybrid();
   const Selector selector({}, DefaultCostParams(device_kind), CommunicatorOptions{}.segment_bytes);
   std::printf("device %s: the cost model's pick by size (4 B - 1 GiB, powers of two)\n\n",
               device_kind.c_str());
   std::printf("| collective | ranks | picks |\n|---|---|---|\n");
-  for (CollectiveKind kind :
-       {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast, CollectiveKind::kReduce,
-        CollectiveKind::kAllGather, CollectiveKind::kReduceScatter}) {
+  for (CollectiveKind kind : kKinds) {
     for (int ranks : {2, 3, 4, 8, 16, 64}) {
-      std::string ranges;
-      int start = kMinLog2;
-      std::string current = Pick(selector, kind, ranks, start);
-      for (int log2 = kMinLog2 + 1; log2 <= kMaxLog2 + 1; ++log2) {
-        const std::string next = log2 <= kMaxLog2 ? Pick(selector, kind, ranks, log2) : "";
-        if (next == current) continue;
-        absl::StrAppend(&ranges, ranges.empty() ? "" : ", ", current, " ", SizeName(start),
-                        log2 <= kMaxLog2 ? absl::StrCat("-", SizeName(log2 - 1)) : "+");
-        start = log2;
-        current = next;
-      }
       std::printf("| %s | %d | %s |\n", std::string(CollectiveKindName(kind)).c_str(), ranks,
-                  ranges.c_str());
+                  Ranges(selector, kind, ranks).c_str());
     }
   }
   return 0;

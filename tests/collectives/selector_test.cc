@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "chorus/core/status.h"
 #include "tests/collectives/world.h"
 #include "tests/transport/captured_log.h"
@@ -152,6 +153,96 @@ TEST_CASE("the chosen algorithm is named in the debug log", "[selector]") {
   INFO(text);
   CHECK(absl::StrContains(text, "algorithm recursive_doubling"));
   CHECK(absl::StrContains(text, "allreduce #"));
+}
+
+TEST_CASE("the model considers hierarchical only on a layout of several hosts", "[selector]") {
+  auto layout = [](std::vector<int> labels) {
+    const int size = static_cast<int>(labels.size());
+    return *Topology::FromLabels(labels, size);
+  };
+  const CostParams tcp = DefaultCostParams("tcp");
+  const CostParams shm = DefaultCostParams("shm");
+  const Selector two_hosts({}, tcp, 1 << 20, layout({0, 0, 1, 1}), shm);
+  const Selector flat({}, tcp, 1 << 20, layout({0, 0, 0, 0}), shm);
+  const Selector one_per_host({}, tcp, 1 << 20, layout({0, 1, 2, 3}), shm);
+  const Selector unknown({}, tcp, 1 << 20);
+  for (CollectiveKind kind :
+       {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast, CollectiveKind::kReduce,
+        CollectiveKind::kAllGather, CollectiveKind::kReduceScatter}) {
+    // 1 MiB: from a few tens of MiB the flat trees' broadcast and reduce win over two hosts
+    // (selection_table -- hybrid).
+    CollectiveArgs args = AllReduceArgs(1 << 20);
+    args.kind = kind;
+    args.root = 3;
+    if (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter) {
+      args.count /= 4;
+    }
+    INFO(CollectiveKindName(kind));
+    CHECK(Chosen(two_hosts, args, 4) == "hierarchical");
+    CHECK(Chosen(flat, args, 4) != "hierarchical");
+    CHECK(Chosen(one_per_host, args, 4) != "hierarchical");
+    CHECK(Chosen(unknown, args, 4) != "hierarchical");
+    // Forcing it is always allowed: on a flat layout it runs the flat phases.
+    CHECK(Chosen(flat, args, 4, "hierarchical") == "hierarchical");
+  }
+  // Rules may name it.
+  const Selector ruled(*ParseAlgorithmRules("allreduce:0-inf=hierarchical"), tcp, 1 << 20);
+  CHECK(Chosen(ruled, AllReduceArgs(100), 4) == "hierarchical");
+  // Its estimate is the sum of its phases': on two hosts below the flat ring's, which pays the
+  // network for every byte; on one host, with equal links, never below the cheapest flat one.
+  const AlgorithmEntry* hierarchical =
+      FindAlgorithm(CollectiveKind::kAllReduce, AlgorithmId::kHierarchical);
+  const AlgorithmEntry* ring = FindAlgorithm(CollectiveKind::kAllReduce, AlgorithmId::kRing);
+  CHECK(two_hosts.EstimateMicros(*hierarchical, 4, 64 << 20) <
+        two_hosts.EstimateMicros(*ring, 4, 64 << 20));
+  const Selector same_links({}, tcp, 1 << 20, layout({0, 0, 0, 0}), tcp);
+  CHECK(same_links.EstimateMicros(*hierarchical, 4, 1 << 20) >=
+        same_links.EstimateMicros(
+            *CheapestFlat(CollectiveKind::kAllReduce, MakeCostInputs(tcp, 4, 1 << 20, 1 << 20)), 4,
+            1 << 20));
+}
+
+TEST_CASE("over the hybrid transport the communicator learns the hosts and takes hierarchical",
+          "[selector]") {
+  // kHybrid puts ranks 2h and 2h+1 on host h: the mesh tells the communicator.
+  const absl::Status status = RunOnThreads(
+      TransportKind::kHybrid, 4,
+      [](Communicator& comm) -> absl::Status {
+        CHORUS_ASSIGN_OR_RETURN(const std::string would,
+                                comm.ChooseAlgorithm(CollectiveKind::kAllReduce, 64 << 20));
+        CHORUS_RETURN_IF_ERROR(Expect(would == "hierarchical", would));
+        std::vector<int32_t> data(1 << 16, comm.rank() + 1);
+        WorkPtr work = comm.AllReduceAsync(data.data(), data.data(), data.size(), DataType::kInt32,
+                                           ReduceOp::kSum);
+        CHORUS_RETURN_IF_ERROR(work->Wait());
+        CHORUS_RETURN_IF_ERROR(Expect(work->algorithm() == "hierarchical", work->algorithm()));
+        for (int32_t v : data) CHORUS_RETURN_IF_ERROR(Expect(v == 10, absl::StrCat(v)));
+        const std::string dump = comm.FlightRecorderDump();
+        return Expect(absl::StrContains(dump, "hierarchical"), dump);
+      },
+      absl::Minutes(1));
+  INFO(status.ToString());
+  CHECK(status.ok());
+
+  // Options override the transport: one host, or one rank per host, is flat.
+  for (const std::vector<int>& labels :
+       {std::vector<int>{0, 0, 0, 0}, std::vector<int>{0, 1, 2, 3}}) {
+    CommunicatorOptions options;
+    options.host_of_rank = labels;
+    const absl::Status flat = RunOnThreads(
+        TransportKind::kHybrid, 4,
+        [](Communicator& comm) -> absl::Status {
+          for (size_t bytes : {size_t{64}, size_t{1} << 20, size_t{64} << 20}) {
+            CHORUS_ASSIGN_OR_RETURN(const std::string chosen,
+                                    comm.ChooseAlgorithm(CollectiveKind::kAllReduce, bytes));
+            CHORUS_RETURN_IF_ERROR(Expect(chosen != "hierarchical", chosen));
+          }
+          return absl::OkStatus();
+        },
+        absl::Minutes(1), options);
+    INFO(absl::StrCat(labels[1]) << ": " << flat.ToString());
+    CHECK(flat.ok());
+  }
 }
 
 }  // namespace
