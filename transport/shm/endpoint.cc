@@ -207,10 +207,14 @@ Endpoint::~Endpoint() {
 
 std::shared_ptr<ShmRequest> Endpoint::NewRequest(RequestKind kind, int peer, Tag tag, void* data,
                                                  size_t size) {
-  auto request = std::make_shared<ShmRequest>(shared_from_this(), kind, peer, tag,
-                                              static_cast<char*>(data), size);
-  pending_.emplace(request.get(), request);
-  return request;
+  return std::make_shared<ShmRequest>(shared_from_this(), kind, peer, tag, static_cast<char*>(data),
+                                      size);
+}
+
+void Endpoint::TrackIfPending(const std::shared_ptr<ShmRequest>& request) {
+  // Most small sends and many receives complete while they are posted; only the others need
+  // an owner here (and the hash map insert and erase that costs).
+  if (request->stage_ != ShmRequest::Stage::kDone) pending_.emplace(request.get(), request);
 }
 
 namespace {
@@ -255,6 +259,7 @@ RequestPtr Endpoint::Send(int peer_rank, Tag tag, ConstMemoryRef buffer) {
       peer.send_queue.push_back(request);
       Flush(peer);
     }
+    TrackIfPending(request);
   }
   WakeWaitersIfCompleted();
   return request;
@@ -279,6 +284,7 @@ RequestPtr Endpoint::Recv(int peer_rank, Tag tag, MemoryRef buffer) {
         peer.posted[tag].push_back(request);
       }
     }
+    TrackIfPending(request);
   }
   WakeWaitersIfCompleted();
   return request;
@@ -334,6 +340,7 @@ RequestPtr Endpoint::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef
         }
       }
     }
+    TrackIfPending(request);
   }
   WakeWaitersIfCompleted();
   return request;

@@ -169,6 +169,10 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
   // --- completion and failure (mu_ held) ---
   std::shared_ptr<ShmRequest> NewRequest(RequestKind kind, int peer, Tag tag, void* data,
                                          size_t size) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Gives a request that is still in flight after its post an owner in pending_, so that a
+  // failure or shutdown completes it even if the caller has dropped it.
+  void TrackIfPending(const std::shared_ptr<ShmRequest>& request)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Complete(ShmRequest& request, absl::Status status, size_t bytes = 0, int from = -1)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails everything pending with `peer` and every later request to it. `departed`: the peer
