@@ -69,21 +69,33 @@ absl::Status CheckRoutes(Device& device, Store& store, int rank, const std::vect
   return absl::OkStatus();
 }
 
-// Allreduce, allgather and broadcast, every algorithm, on ranks spread over namespaces as
-// `ranks_per_host` says (ranks numbered host by host).
-void RunAcrossNamespaces(const std::vector<int>& ranks_per_host) {
+// Host numbers by rank for `ranks_per_host`, ranks numbered host by host.
+std::vector<int> HostOfRanks(const std::vector<int>& ranks_per_host) {
   std::vector<int> host_of;
   for (int host = 0; host < static_cast<int>(ranks_per_host.size()); ++host) {
     host_of.insert(host_of.end(), ranks_per_host[host], host);
   }
-  const int size = static_cast<int>(host_of.size());
-  absl::StatusOr<std::unique_ptr<NetnsHosts>> hosts =
-      NetnsHosts::Create(static_cast<int>(ranks_per_host.size()));
-  if (!hosts.ok()) {
+  return host_of;
+}
+
+// One namespace per host, or null after a warning saying why the test is skipped.
+std::unique_ptr<NetnsHosts> CreateHostsOrWarn(size_t hosts) {
+  absl::StatusOr<std::unique_ptr<NetnsHosts>> created = NetnsHosts::Create(static_cast<int>(hosts));
+  if (!created.ok()) {
     WARN("SKIPPED: cannot create network namespaces (needs root and iproute2): "
-         << hosts.status().ToString());
-    return;
+         << created.status().ToString());
+    return nullptr;
   }
+  return *std::move(created);
+}
+
+// Allreduce, allgather and broadcast, every algorithm, on ranks spread over namespaces as
+// `ranks_per_host` says (ranks numbered host by host).
+void RunAcrossNamespaces(const std::vector<int>& ranks_per_host) {
+  const std::vector<int> host_of = HostOfRanks(ranks_per_host);
+  const int size = static_cast<int>(host_of.size());
+  const std::unique_ptr<NetnsHosts> hosts = CreateHostsOrWarn(ranks_per_host.size());
+  if (hosts == nullptr) return;
   Matrix matrix;
   matrix.kinds = {CollectiveKind::kAllReduce, CollectiveKind::kAllGather,
                   CollectiveKind::kBroadcast};
@@ -95,7 +107,7 @@ void RunAcrossNamespaces(const std::vector<int>& ranks_per_host) {
   TempDir directory;
   RankProcesses processes(size, [&](int rank) -> absl::Status {
     CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device,
-                            EnterHostAndCreateDevice(**hosts, host_of[rank]));
+                            EnterHostAndCreateDevice(*hosts, host_of[rank]));
     CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(directory.path()));
     CHORUS_RETURN_IF_ERROR(CheckRoutes(*device, *store, rank, host_of));
     CommunicatorOptions options;
@@ -115,18 +127,10 @@ void RunAcrossNamespaces(const std::vector<int>& ranks_per_host) {
 // collective it implements, forced, checked exactly; the selector's own choice where hosts hold
 // several ranks; and, from the debug log, that its phases really ran within and between hosts.
 void RunHierarchicalAcrossNamespaces(const std::vector<int>& ranks_per_host) {
-  std::vector<int> host_of;
-  for (int host = 0; host < static_cast<int>(ranks_per_host.size()); ++host) {
-    host_of.insert(host_of.end(), ranks_per_host[host], host);
-  }
+  const std::vector<int> host_of = HostOfRanks(ranks_per_host);
   const int size = static_cast<int>(host_of.size());
-  absl::StatusOr<std::unique_ptr<NetnsHosts>> hosts =
-      NetnsHosts::Create(static_cast<int>(ranks_per_host.size()));
-  if (!hosts.ok()) {
-    WARN("SKIPPED: cannot create network namespaces (needs root and iproute2): "
-         << hosts.status().ToString());
-    return;
-  }
+  const std::unique_ptr<NetnsHosts> hosts = CreateHostsOrWarn(ranks_per_host.size());
+  if (hosts == nullptr) return;
   const std::vector<CollectiveKind> kinds = {
       CollectiveKind::kAllReduce,     CollectiveKind::kBroadcast,  CollectiveKind::kReduce,
       CollectiveKind::kAllGather,     CollectiveKind::kAllGatherV, CollectiveKind::kReduceScatter,
@@ -143,7 +147,7 @@ void RunHierarchicalAcrossNamespaces(const std::vector<int>& ranks_per_host) {
   TempDir directory;
   RankProcesses processes(size, [&](int rank) -> absl::Status {
     CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device,
-                            EnterHostAndCreateDevice(**hosts, host_of[rank]));
+                            EnterHostAndCreateDevice(*hosts, host_of[rank]));
     CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(directory.path()));
     CommunicatorOptions options;
     options.connect_timeout = kSetupTimeout;
