@@ -30,7 +30,8 @@ struct ShmOptions {
   // (CHORUS_SHM_EAGER_BYTES; capped at a quarter of the receiver's ring).
   uint64_t eager_bytes = uint64_t{32} << 10;
   // Bytes of each directed staging area, used only where cross-memory attach is unavailable
-  // (CHORUS_SHM_STAGING_BYTES; a multiple of 32 KiB, cut into 8 chunks).
+  // or slow (CopyRates in single_copy.h) or forced off (CHORUS_SHM_STAGING_BYTES; a multiple
+  // of 32 KiB, cut into 8 chunks).
   uint64_t staging_bytes = uint64_t{4} << 20;
   // How long a waiting thread polls before it sleeps on the doorbell (CHORUS_SHM_SPIN_US).
   absl::Duration spin = absl::Microseconds(50);

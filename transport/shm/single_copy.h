@@ -1,7 +1,8 @@
 // The single-copy path for large messages: the receiver reads straight from the sender's buffer
 // with cross-memory attach (process_vm_readv), or with memcpy when the sender is a thread of the
 // same process. Where the kernel refuses cross-memory attach (Yama ptrace_scope >= 1 between
-// non-descendants, different users, seccomp), messages go through the staging area instead.
+// non-descendants, different users, seccomp), or where it copies at under half memcpy's rate
+// (CopyRates), messages go through the staging area instead.
 #ifndef CHORUS_TRANSPORT_SHM_SINGLE_COPY_H_
 #define CHORUS_TRANSPORT_SHM_SINGLE_COPY_H_
 
