@@ -195,6 +195,22 @@ Transfer CollectiveContext::Recv(int peer, uint64_t step, void* data, size_t byt
               [&](Connection& connection, Tag tag) { return connection.Recv(tag, data, bytes); });
 }
 
+Transfer CollectiveContext::RecvReduce(int peer, uint64_t step, void* buffer, size_t bytes,
+                                       const void* own, void* out) {
+  if (!group_.empty()) {
+    peer = group_[peer];
+    step += step_base_;
+  }
+  ExpectHeaderFrom(peer);
+  ReduceSink& sink = reduce_sinks_.emplace_back(args_.type, args_.op, own, out, buffer, bytes);
+  Transfer transfer =
+      Post(peer, step, bytes, /*is_recv=*/true, [&](Connection& connection, Tag tag) {
+        return connection.RecvWithSink(tag, MemoryRef{buffer, bytes}, &sink);
+      });
+  transfer.reduce = &sink;
+  return transfer;
+}
+
 Transfer CollectiveContext::Post(int peer, uint64_t step, size_t bytes, bool is_recv,
                                  absl::FunctionRef<RequestPtr(Connection&, Tag)> post) {
   Transfer transfer{nullptr, peer, bytes, step, is_recv};
@@ -263,7 +279,13 @@ absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
         wait = PackWait(transfer.peer, kHeaderStep, /*is_recv=*/true);
       }
     }
-    if (pending == nullptr) return absl::OkStatus();
+    if (pending == nullptr) {
+      // Every transfer is done and its sender's header checked: the data may be used.
+      for (const Transfer& transfer : transfers) {
+        if (transfer.reduce != nullptr) transfer.reduce->Finish();
+      }
+      return absl::OkStatus();
+    }
     last_wait_.store(wait, std::memory_order_relaxed);
     if (traced.trace != nullptr && traced.wait == 0) {
       traced.wait = wait;

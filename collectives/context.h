@@ -16,6 +16,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -29,6 +30,7 @@
 #include "chorus/collectives/collective_args.h"
 #include "chorus/collectives/comm_state.h"
 #include "chorus/collectives/header.h"
+#include "chorus/collectives/reduce_sink.h"
 #include "chorus/collectives/topology.h"
 #include "chorus/core/deadline.h"
 #include "chorus/transport/request.h"
@@ -42,6 +44,7 @@ struct Transfer {
   size_t bytes = 0;  // the length sent, or the exact length a receive expects
   uint64_t step = 0;
   bool is_recv = false;
+  ReduceSink* reduce = nullptr;  // RecvReduce: the reduction to complete once received
 };
 
 // Used by the one thread that runs the collective; Cancel() may be called from any thread.
@@ -71,6 +74,12 @@ class CollectiveContext {
   // the returned Transfer, errors and the flight recorder name the communicator rank.
   Transfer Send(int peer, uint64_t step, const void* data, size_t bytes);
   Transfer Recv(int peer, uint64_t step, void* data, size_t bytes);
+  // A receive of `bytes` whose data is combined into `out` as (received op own), elementwise
+  // in the collective's type and op (`out` may be `own`). Transports that hand data over as it
+  // arrives are reduced from directly; others store it in `buffer` (`bytes` long, scratch)
+  // first. Wait() returns once the reduction is done; Ready() says nothing about it.
+  Transfer RecvReduce(int peer, uint64_t step, void* buffer, size_t bytes, const void* own,
+                      void* out);
 
   // Waits until every transfer is done and, for receives, the sender's header is checked.
   absl::Status Wait(const Transfer& transfer) { return WaitAll({&transfer, 1}); }
@@ -137,6 +146,9 @@ class CollectiveContext {
     size_t capacity;
   };
   std::vector<ScratchBuffer> scratch_;
+  // RecvReduce's sinks; a deque so they stay put while transports may still call them (until
+  // the destructor's Cancel).
+  std::deque<ReduceSink> reduce_sinks_;
   std::vector<bool> header_sent_;
   std::map<int, PeerHeader> headers_in_;  // node-based: receive buffers stay put
   int unchecked_headers_ = 0;

@@ -49,6 +49,23 @@ struct ConstMemoryRef {
   void* stream = nullptr;
 };
 
+// Takes a received message's bytes as they arrive, so a consumer (a reduction, say) reads
+// them straight from the transport's own memory instead of from a copy in a receive buffer.
+// A transport calls Consume from whichever thread makes its progress, never for one message
+// from two threads at once, and never after the request is done or cancelled; every call
+// happens before the request is seen as done.
+class RecvSink {
+ public:
+  // Every piece but a message's last starts and ends at a multiple of this many bytes from
+  // the message's start (so a piece never splits an element).
+  static constexpr size_t kAlignment = 64;
+
+  virtual ~RecvSink() = default;
+  // `bytes` bytes of the message, at `offset` from its start. Pieces never overlap; when the
+  // request completes successfully they have covered the message exactly once.
+  virtual void Consume(size_t offset, const void* data, size_t bytes) = 0;
+};
+
 // A connection to one peer. Thread-safe: many threads may post at once.
 class Connection {
  public:
@@ -64,6 +81,14 @@ class Connection {
   // longer than buffer.size fails the request with kInvalidArgument and is discarded, never
   // written past the buffer; a shorter one completes with request->bytes() set.
   virtual RequestPtr Recv(Tag tag, MemoryRef buffer) = 0;
+
+  // Like Recv, but the transport may hand the message to `sink` piece by piece instead of
+  // writing it into `buffer`: either every byte goes to the sink or the whole message lands
+  // in the buffer, the transport's choice per message. Transports that gain nothing by it
+  // (the default) always use the buffer.
+  virtual RequestPtr RecvWithSink(Tag tag, MemoryRef buffer, RecvSink* sink) {
+    return Recv(tag, buffer);
+  }
 
   // Convenience overloads for host memory.
   RequestPtr Send(Tag tag, const void* data, size_t size) {

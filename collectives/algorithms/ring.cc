@@ -17,7 +17,6 @@
 
 #include "chorus/collectives/algorithms/algorithms.h"
 #include "chorus/collectives/algorithms/blocks.h"
-#include "chorus/collectives/reduce_kernels.h"
 
 namespace chorus {
 namespace {
@@ -54,7 +53,8 @@ absl::Status RunRing(CollectiveContext& ctx, const CollectiveArgs& args, const R
   const int left = Mod(r - 1, p);
   const int right = Mod(r + 1, p);
 
-  // Received partials wait here for their reduction, one slot per receive in flight.
+  // Received partials are reduced as they arrive (RecvReduce); transports that store them
+  // first use one of these slots per receive in flight.
   const size_t slot_bytes = PieceOf(largest, segments, 0).count * elem;
   uint8_t* slots = spec.reduce_scatter ? ctx.Scratch(slot_bytes * window) : nullptr;
 
@@ -89,7 +89,9 @@ absl::Status RunRing(CollectiveContext& ctx, const CollectiveArgs& args, const R
     const int block = recv_block(step);
     const Piece seg = piece(block, chunk);
     if (is_rs(step)) {
-      recvs[chunk] = ctx.Recv(left, chunk, slots + (chunk % window) * slot_bytes, seg.count * elem);
+      recvs[chunk] = ctx.RecvReduce(
+          left, chunk, slots + (chunk % window) * slot_bytes, seg.count * elem,
+          spec.input + (offsets[block] + seg.start) * elem, spec.partial(block) + seg.start * elem);
       return absl::OkStatus();
     }
     // Allgather step s overwrites the region that reduce-scatter step s sent from; that send
@@ -105,14 +107,6 @@ absl::Status RunRing(CollectiveContext& ctx, const CollectiveArgs& args, const R
   for (size_t chunk = 0; chunk < window; ++chunk) CHORUS_RETURN_IF_ERROR(post_recv(chunk));
   for (size_t chunk = 0; chunk < chunks; ++chunk) {
     CHORUS_RETURN_IF_ERROR(ctx.Wait(recvs[chunk]));
-    const int step = step_of(chunk);
-    if (is_rs(step)) {
-      const int block = recv_block(step);
-      const Piece seg = piece(block, chunk);
-      ReduceBuffers(args.type, args.op, slots + (chunk % window) * slot_bytes,
-                    spec.input + (offsets[block] + seg.start) * elem,
-                    spec.partial(block) + seg.start * elem, seg.count);
-    }
     if (chunk + segments < chunks) post_send(chunk + segments);
     if (chunk + window < chunks) CHORUS_RETURN_IF_ERROR(post_recv(chunk + window));
   }

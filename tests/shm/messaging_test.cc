@@ -2,6 +2,7 @@
 // memcpy (auto within a process), process_vm_readv on itself (cma) and the staging area.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
@@ -10,6 +11,7 @@
 
 #include "chorus/core/status.h"
 #include "tests/shm/shm_test_util.h"
+#include "tests/transport/recording_sink.h"
 
 namespace chorus::shm_testing {
 namespace {
@@ -130,6 +132,60 @@ TEST_CASE("zero-length and 64 MiB messages, receive posted before and after the 
     SHM_OK(late_big->Wait(Generous()));
     SHM_EXPECT(late_empty->bytes() == 0 && late_big->bytes() == kHuge);
     SHM_OK(ExpectPattern(into.data(), kHuge, 64));
+    return absl::OkStatus();
+  });
+  REQUIRE(Failures(statuses) == "");
+}
+
+TEST_CASE("a receive with a sink is handed eager and staged messages straight from the inbox") {
+  // Eager records and staging chunks go to the sink (the copy into a buffer is what the sink
+  // saves); cross-memory reads land in the buffer. Posted before the message and after it.
+  const SingleCopyMode mode = AnyMode();
+  INFO("single copy " << shm::SingleCopyModeName(mode));
+  const std::vector<size_t> sizes = {8, 40000, 3 * kLarge + 8};
+  const auto statuses = RunMeshThreads(2, OptionsFor(mode), [&](Mesh& mesh) -> absl::Status {
+    auto connection = mesh.GetConnection(1 - mesh.rank());
+    SHM_OK(connection.status());
+    Connection& peer = **connection;
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const std::vector<char> data = Pattern(sizes[i], i);
+      const Tag early = 10 + 2 * i;
+      const Tag late = 11 + 2 * i;
+      if (mesh.rank() == 0) {
+        char posted = 0;
+        SHM_OK(peer.Recv(1, &posted, 1)->Wait(Generous()));
+        SHM_OK(WaitAll(
+            {peer.Send(early, data.data(), data.size()), peer.Send(late, data.data(), data.size())},
+            Generous()));
+        continue;
+      }
+      for (const Tag tag : {early, late}) {
+        std::vector<char> buffer(sizes[i], 'E');
+        testing::RecordingSink sink(sizes[i]);
+        RequestPtr recv = peer.RecvWithSink(tag, MemoryRef{buffer.data(), buffer.size()}, &sink);
+        if (tag == early) SHM_OK(peer.Send(1, "p", 1)->Wait(Generous()));
+        SHM_OK(recv->Wait(Generous()));
+        SHM_EXPECT(recv->bytes() == sizes[i]);
+        const bool eager = sizes[i] <= OptionsFor(mode).eager_bytes;
+        const bool staged = mode == SingleCopyMode::kStaging;
+        if (eager || staged) {
+          SHM_EXPECT(sink.pieces() > 0, "message ", i, " tag ", tag);
+          SHM_OK(sink.Check(sizes[i]));
+          SHM_OK(ExpectPattern(reinterpret_cast<const char*>(sink.data().data()), sizes[i], i));
+          SHM_EXPECT(
+              std::count(buffer.begin(), buffer.end(), 'E') == static_cast<long>(buffer.size()),
+              "the buffer was written, message ", i);
+        } else if (mode == SingleCopyMode::kCma) {
+          SHM_EXPECT(sink.pieces() == 0, "message ", i, " tag ", tag);
+          SHM_OK(ExpectPattern(buffer.data(), sizes[i], i));
+        } else {  // auto: this VM's measurement picks cross-memory reads or staging
+          SHM_OK(sink.Check(sink.pieces() > 0 ? sizes[i] : 0));
+          SHM_OK(ExpectPattern(
+              sink.pieces() > 0 ? reinterpret_cast<const char*>(sink.data().data()) : buffer.data(),
+              sizes[i], i));
+        }
+      }
+    }
     return absl::OkStatus();
   });
   REQUIRE(Failures(statuses) == "");

@@ -15,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "chorus/core/status.h"
+#include "tests/transport/recording_sink.h"
 #include "tests/transport/scenario.h"
 
 namespace chorus::testing {
@@ -178,6 +179,90 @@ TEST_CASE("receives posted before and after the message arrives, small to 64 MiB
       SCENARIO_EXPECT(request->bytes() == sizes[i], "");
       diff = CheckPattern(buffer.data(), buffer.size(), i);
       SCENARIO_EXPECT(diff.empty(), "posted after, ", sizes[i], " bytes: ", diff);
+    }
+    return absl::OkStatus();
+  });
+}
+
+TEST_CASE("a receive with a sink gets every byte once, through the sink or into its buffer",
+          "[conformance]") {
+  RunEverywhere(2, [](RankEnv& env) -> absl::Status {
+    const std::vector<size_t> sizes = {0, 8, 200 * 1024, kLargeMessageBytes};
+    CHORUS_ASSIGN_OR_RETURN(Connection * connection, env.To(1 - env.rank));
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const Tag early = 50 + 2 * i;  // receive posted before the send
+      const Tag late = 51 + 2 * i;   // send complete before the receive is posted
+      if (env.rank == 0) {
+        const std::vector<uint8_t> data = Pattern(i, sizes[i]);
+        CHORUS_RETURN_IF_ERROR(Barrier(env, absl::StrCat("posted", i)));
+        CHORUS_RETURN_IF_ERROR(WaitAll({connection->Send(early, data.data(), data.size()),
+                                        connection->Send(late, data.data(), data.size())},
+                                       WaitDeadline()));
+        CHORUS_RETURN_IF_ERROR(Barrier(env, absl::StrCat("sent", i)));
+        continue;
+      }
+      auto check = [&](const char* when, const RequestPtr& request,
+                       const std::vector<uint8_t>& buffer,
+                       const RecordingSink& sink) -> absl::Status {
+        CHORUS_RETURN_IF_ERROR(request->Wait(WaitDeadline()));
+        SCENARIO_EXPECT(request->bytes() == sizes[i], when, " ", sizes[i], " bytes");
+        if (sink.pieces() > 0) {
+          CHORUS_RETURN_IF_ERROR(sink.Check(sizes[i]));
+          const std::string diff = CheckPattern(sink.data().data(), sizes[i], i);
+          SCENARIO_EXPECT(diff.empty(), when, ", ", sizes[i], " bytes through the sink: ", diff);
+          SCENARIO_EXPECT(
+              std::all_of(buffer.begin(), buffer.end(), [](uint8_t b) { return b == 0xEE; }), when,
+              ", ", sizes[i], " bytes: the sink took the message but the buffer was written");
+          return absl::OkStatus();
+        }
+        const std::string diff = CheckPattern(buffer.data(), sizes[i], i);
+        SCENARIO_EXPECT(diff.empty(), when, ", ", sizes[i], " bytes into the buffer: ", diff);
+        return absl::OkStatus();
+      };
+      std::vector<uint8_t> early_buffer(sizes[i], 0xEE);
+      RecordingSink early_sink(sizes[i]);
+      RequestPtr request = connection->RecvWithSink(
+          early, MemoryRef{early_buffer.data(), early_buffer.size()}, &early_sink);
+      CHORUS_RETURN_IF_ERROR(Barrier(env, absl::StrCat("posted", i)));
+      CHORUS_RETURN_IF_ERROR(check("posted before", request, early_buffer, early_sink));
+      CHORUS_RETURN_IF_ERROR(Barrier(env, absl::StrCat("sent", i)));
+      std::vector<uint8_t> late_buffer(sizes[i], 0xEE);
+      RecordingSink late_sink(sizes[i]);
+      request = connection->RecvWithSink(late, MemoryRef{late_buffer.data(), late_buffer.size()},
+                                         &late_sink);
+      CHORUS_RETURN_IF_ERROR(check("posted after", request, late_buffer, late_sink));
+    }
+    return absl::OkStatus();
+  });
+}
+
+TEST_CASE("a receive with a sink refuses a longer message without handing over a byte",
+          "[conformance]") {
+  RunEverywhere(2, [](RankEnv& env) -> absl::Status {
+    constexpr size_t kCapacity = 4096;
+    const std::vector<size_t> sizes = {kCapacity + 64, 2 << 20};
+    CHORUS_ASSIGN_OR_RETURN(Connection * connection, env.To(1 - env.rank));
+    for (size_t i = 0; i < sizes.size(); ++i) {
+      const Tag tag = 60 + i;
+      if (env.rank == 0) {
+        const std::vector<uint8_t> data = Pattern(i, sizes[i]);
+        CHORUS_RETURN_IF_ERROR(Barrier(env, absl::StrCat("posted", i)));
+        CHORUS_RETURN_IF_ERROR(
+            connection->Send(tag, data.data(), data.size())->Wait(WaitDeadline()));
+        CHORUS_RETURN_IF_ERROR(Barrier(env, absl::StrCat("checked", i)));
+        continue;
+      }
+      std::vector<uint8_t> buffer(kCapacity, 0xEE);
+      RecordingSink sink(kCapacity);
+      RequestPtr request =
+          connection->RecvWithSink(tag, MemoryRef{buffer.data(), buffer.size()}, &sink);
+      CHORUS_RETURN_IF_ERROR(Barrier(env, absl::StrCat("posted", i)));
+      const absl::Status status = request->Wait(WaitDeadline());
+      SCENARIO_EXPECT(GetErrorKind(status) == ErrorKind::kInvalidArgument, status.ToString());
+      SCENARIO_EXPECT(sink.pieces() == 0, sink.pieces(), " pieces of a ", sizes[i],
+                      "-byte message went to the sink");
+      // The sender's send completes once the transport has disposed of the message.
+      CHORUS_RETURN_IF_ERROR(Barrier(env, absl::StrCat("checked", i)));
     }
     return absl::OkStatus();
   });

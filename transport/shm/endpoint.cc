@@ -61,6 +61,11 @@ class ShmConnection final : public Connection {
     return endpoint_.Send(peer_, tag, buffer);
   }
   RequestPtr Recv(Tag tag, MemoryRef buffer) override { return endpoint_.Recv(peer_, tag, buffer); }
+  // Eager messages and staging chunks go to the sink straight from shared memory, saving the
+  // receiver a copy; a message read by cross-memory attach lands in the buffer.
+  RequestPtr RecvWithSink(Tag tag, MemoryRef buffer, RecvSink* sink) override {
+    return endpoint_.Recv(peer_, tag, buffer, sink);
+  }
 
  private:
   Endpoint& endpoint_;
@@ -101,7 +106,7 @@ struct Endpoint::Unexpected {
 // A large message coming through the staging area.
 struct Endpoint::InboundStream {
   enum class Into {
-    kRequest,  // the matched receive's buffer
+    kRequest,  // the matched receive (its buffer, or its sink)
     kHeld,     // `held`: pulled before any receive was posted
     kDiscard,  // the receive was cancelled or too small: drain and drop the rest
   };
@@ -112,12 +117,6 @@ struct Endpoint::InboundStream {
   uint32_t slot_ref = 0;
   uint64_t length = 0;
   uint64_t received = 0;
-
-  char* destination() const {
-    if (into == Into::kRequest) return request->data_;
-    if (into == Into::kHeld) return held.data.get();
-    return nullptr;
-  }
 };
 
 // An unmatched announcement, to be pulled once its hold time is over.
@@ -265,11 +264,12 @@ RequestPtr Endpoint::Send(int peer_rank, Tag tag, ConstMemoryRef buffer) {
   return request;
 }
 
-RequestPtr Endpoint::Recv(int peer_rank, Tag tag, MemoryRef buffer) {
+RequestPtr Endpoint::Recv(int peer_rank, Tag tag, MemoryRef buffer, RecvSink* sink) {
   std::shared_ptr<ShmRequest> request;
   {
     std::lock_guard<std::mutex> lock(mu_);
     request = NewRequest(RequestKind::kRecv, peer_rank, tag, buffer.data, buffer.size);
+    request->sink_ = sink;
     Peer& peer = peers_[peer_rank];
     absl::Status check = CheckBuffer(buffer.type, buffer.data, buffer.size);
     if (check.ok()) check = closed_;
@@ -570,8 +570,16 @@ void Endpoint::FinishEagerReceive(ShmRequest& request, int from, const char* dat
              0, from);
     return;
   }
-  if (length != 0) std::memcpy(request.data_, data, length);
+  if (length != 0) Store(request, 0, data, length);
   Complete(request, absl::OkStatus(), length, from);
+}
+
+void Endpoint::Store(ShmRequest& request, uint64_t offset, const char* data, uint64_t length) {
+  if (request.sink_ != nullptr) {
+    request.sink_->Consume(offset, data, length);
+  } else {
+    std::memcpy(request.data_ + offset, data, length);
+  }
 }
 
 void Endpoint::DeliverAnnouncement(Peer& peer, const Record& record) {
@@ -748,7 +756,7 @@ void Endpoint::TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& reque
     return;
   }
   // What has arrived so far moves over; the rest streams straight into the receive.
-  if (stream.received != 0) std::memcpy(request->data_, stream.held.data.get(), stream.received);
+  if (stream.received != 0) Store(*request, 0, stream.held.data.get(), stream.received);
   stream.held = {};
   stream.into = InboundStream::Into::kRequest;
   stream.request = request;
@@ -790,8 +798,11 @@ void Endpoint::OnChunk(Peer& peer, const Record& record) {
     return;
   }
   InboundStream& stream = it->second;
-  if (char* into = stream.destination()) {
-    std::memcpy(into + record.arg, peer.in.chunk(peer.chunks_consumed), record.length);
+  const char* chunk = peer.in.chunk(peer.chunks_consumed);
+  if (stream.into == InboundStream::Into::kRequest) {
+    Store(*stream.request, record.arg, chunk, record.length);
+  } else if (stream.into == InboundStream::Into::kHeld) {
+    std::memcpy(stream.held.data.get() + record.arg, chunk, record.length);
   }
   ++peer.chunks_consumed;
   peer.in.control->staging_released.store(peer.chunks_consumed, std::memory_order_release);

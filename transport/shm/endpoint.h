@@ -61,6 +61,7 @@ class ShmRequest final : public Request {
   char* data_;  // the caller's buffer, or private_copy_ once a streaming send is cancelled
   const size_t size_;
   std::unique_ptr<char[]> private_copy_;
+  RecvSink* sink_ = nullptr;  // receive: takes eager and staged bytes in place of data_
   Stage stage_ = Stage::kNew;
   std::vector<int> any_peers_;  // Mesh::RecvFromAny: every peer it is posted on
   int slot_ = -1;               // send: rendezvous slot while announced or streaming
@@ -93,7 +94,7 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
   // cannot be attached gets a connection whose requests fail with the reason.
   Connection* GetConnection(int peer);
   RequestPtr Send(int peer, Tag tag, ConstMemoryRef buffer);
-  RequestPtr Recv(int peer, Tag tag, MemoryRef buffer);
+  RequestPtr Recv(int peer, Tag tag, MemoryRef buffer, RecvSink* sink = nullptr);
   RequestPtr RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer);
   void Abort(absl::string_view reason);
   // Fails what is pending (kAborted), tells the peers, stops the background thread and closes
@@ -146,6 +147,9 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReceiveAnnounced(Peer& peer, const std::shared_ptr<ShmRequest>& request, Claim claim,
                         uint32_t slot_ref, uint64_t length, uint64_t address)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Puts received bytes where the receive wants them: its sink, else its buffer.
+  void Store(ShmRequest& request, uint64_t offset, const char* data, uint64_t length)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishEagerReceive(ShmRequest& request, int from, const char* data, uint64_t length)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
