@@ -5,7 +5,10 @@
 //
 // Header protocol: before its first message to a peer the context sends that peer its
 // header, and before data received from a peer is used the context has checked that peer's
-// header (so a rank never completes with data from a rank that disagrees with it). Each rank
+// header (so a rank never completes with data from a rank that disagrees with it). The one
+// exception is RecvReduce, which combines data into its output as it arrives: a peer that
+// disagrees can leave that output (at most the posted length) with meaningless values, but the
+// collective still fails before it completes, as the header rule requires. Each rank
 // also sends its header to its right-hand ring neighbour and checks the one from its left
 // before it completes, so that any disagreement is seen by at least one rank even when the
 // two sides' communication patterns do not meet. A disagreement breaks the communicator
