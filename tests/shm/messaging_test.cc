@@ -1,9 +1,8 @@
 // Message semantics of the shm transport with ranks as threads, in every single-copy mode:
 // memcpy (auto within a process), process_vm_readv on itself (cma) and the staging area.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -139,7 +138,8 @@ TEST_CASE("zero-length and 64 MiB messages, receive posted before and after the 
 
 TEST_CASE("a receive with a sink is handed eager and staged messages straight from the inbox") {
   // Eager records and staging chunks go to the sink (the copy into a buffer is what the sink
-  // saves); cross-memory reads land in the buffer. Posted before the message and after it.
+  // saves); a cross-memory read into a posted receive lands in its buffer. Receives posted
+  // before the message and after it.
   const SingleCopyMode mode = AnyMode();
   INFO("single copy " << shm::SingleCopyModeName(mode));
   const std::vector<size_t> sizes = {8, 40000, 3 * kLarge + 8};
@@ -175,10 +175,13 @@ TEST_CASE("a receive with a sink is handed eager and staged messages straight fr
           SHM_EXPECT(
               std::count(buffer.begin(), buffer.end(), 'E') == static_cast<long>(buffer.size()),
               "the buffer was written, message ", i);
-        } else if (mode == SingleCopyMode::kCma) {
+        } else if (mode == SingleCopyMode::kCma && tag == early) {
           SHM_EXPECT(sink.pieces() == 0, "message ", i, " tag ", tag);
           SHM_OK(ExpectPattern(buffer.data(), sizes[i], i));
-        } else {  // auto: this VM's measurement picks cross-memory reads or staging
+        } else {
+          // auto (this VM's measurement picks cross-memory reads or staging), or a late message
+          // that was pulled into a buffer of the transport's before its receive was posted and
+          // is handed over from there.
           SHM_OK(sink.Check(sink.pieces() > 0 ? sizes[i] : 0));
           SHM_OK(ExpectPattern(
               sink.pieces() > 0 ? reinterpret_cast<const char*>(sink.data().data()) : buffer.data(),
