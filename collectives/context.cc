@@ -1,5 +1,6 @@
 #include "chorus/collectives/context.h"
 
+#include <cstring>
 #include <map>
 #include <optional>
 #include <utility>
@@ -85,7 +86,13 @@ std::string CollectiveContext::DescribeProgress() const {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Transfer& transfer : posted_) {
       Peer& peer = peers[transfer.peer];
-      const bool done = transfer.request->IsDone();
+      bool done;
+      if (transfer.deferred >= 0) {
+        const DeferredRecv& deferred = deferred_[transfer.deferred];
+        done = deferred.taken || (deferred.request != nullptr && deferred.request->IsDone());
+      } else {
+        done = transfer.request->IsDone();
+      }
       if (transfer.step == kHeaderStep) {
         if (transfer.is_recv && !done) peer.header_missing = true;
         continue;
@@ -143,8 +150,14 @@ void CollectiveContext::Register(const Transfer& transfer) {
 void CollectiveContext::Start() {
   const int size = comm_.size();
   if (size == 1) return;
-  SendHeaderTo((comm_.rank() + 1) % size);
+  owed_header_ = (comm_.rank() + 1) % size;
   ExpectHeaderFrom((comm_.rank() + size - 1) % size);
+}
+
+void CollectiveContext::FlushOwedHeader() {
+  if (owed_header_ < 0) return;
+  SendHeaderTo(owed_header_);
+  owed_header_ = -1;
 }
 
 void CollectiveContext::SendHeaderTo(int peer) {
@@ -160,16 +173,38 @@ void CollectiveContext::SendHeaderTo(int peer) {
   sends_.push_back(std::move(transfer));
 }
 
-void CollectiveContext::ExpectHeaderFrom(int peer) {
-  if (headers_in_.count(peer) != 0) return;
+Transfer CollectiveContext::SendHeaderWith(int peer, Connection& connection, uint64_t step,
+                                           const void* data, size_t bytes) {
+  const size_t length = CollectiveHeader::kWireSize + kStepBytes + bytes;
+  outgoing_.push_back(std::unique_ptr<uint8_t[]>(new uint8_t[length]));
+  uint8_t* message = outgoing_.back().get();
+  std::memcpy(message, header_wire_.data(), CollectiveHeader::kWireSize);
+  std::memcpy(message + CollectiveHeader::kWireSize, &step, kStepBytes);  // little-endian
+  if (bytes != 0) std::memcpy(message + CollectiveHeader::kWireSize + kStepBytes, data, bytes);
+  // Progress and errors speak of the data message it carries.
+  Transfer transfer{nullptr, peer, bytes, step, false};
+  transfer.request = connection.Send(CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep),
+                                     message, length);
+  Register(transfer);
+  sends_.push_back(transfer);
+  return transfer;
+}
+
+CollectiveContext::PeerHeader* CollectiveContext::ExpectHeaderFrom(int peer) {
+  auto it = headers_in_.find(peer);
+  if (it != headers_in_.end()) return &it->second;
   absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
-  if (!connection.ok()) return;
+  if (!connection.ok()) return nullptr;
   PeerHeader& header = headers_in_[peer];
   header.request = (*connection)
                        ->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep),
-                              header.wire.data(), header.wire.size());
-  Register(Transfer{header.request, peer, header.wire.size(), kHeaderStep, /*is_recv=*/true});
-  ++unchecked_headers_;
+                              header.message, kHeaderMessageCapacity);
+  const Transfer transfer{header.request, peer, CollectiveHeader::kWireSize, kHeaderStep,
+                          /*is_recv=*/true};
+  Register(transfer);
+  header_recvs_.push_back(transfer);
+  ++unresolved_headers_;
+  return &header;
 }
 
 Transfer CollectiveContext::Send(int peer, uint64_t step, const void* data, size_t bytes) {
@@ -177,7 +212,16 @@ Transfer CollectiveContext::Send(int peer, uint64_t step, const void* data, size
     peer = group_[peer];
     step += step_base_;
   }
+  if (!header_sent_[peer] && bytes <= kPiggybackBytes) {
+    absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
+    if (connection.ok()) {
+      header_sent_[peer] = true;
+      if (owed_header_ == peer) owed_header_ = -1;
+      return SendHeaderWith(peer, **connection, step, data, bytes);
+    }
+  }
   SendHeaderTo(peer);
+  if (owed_header_ == peer) owed_header_ = -1;
   Transfer transfer =
       Post(peer, step, bytes, /*is_recv=*/false,
            [&](Connection& connection, Tag tag) { return connection.Send(tag, data, bytes); });
@@ -190,9 +234,85 @@ Transfer CollectiveContext::Recv(int peer, uint64_t step, void* data, size_t byt
     peer = group_[peer];
     step += step_base_;
   }
-  ExpectHeaderFrom(peer);
+  if (PeerHeader* header = ExpectHeaderFrom(peer)) {
+    if (!header->resolved) {
+      if (bytes <= kPiggybackBytes) {
+        Transfer transfer = Defer(peer, step, data, bytes);
+        header->early.push_back(EarlyRecv{step, bytes, transfer.deferred});
+        return transfer;
+      }
+      header->early.push_back(EarlyRecv{step, bytes, -1});
+    } else if (header->has_payload && !header->payload_taken && header->payload_step == step) {
+      // The first receive for the payload's step takes it, whatever its length.
+      header->payload_taken = true;
+      Transfer transfer = Defer(peer, step, data, bytes);
+      TakePayload(transfer.deferred, *header, bytes);
+      return transfer;
+    }
+  }
   return Post(peer, step, bytes, /*is_recv=*/true,
               [&](Connection& connection, Tag tag) { return connection.Recv(tag, data, bytes); });
+}
+
+Transfer CollectiveContext::Defer(int peer, uint64_t step, void* data, size_t bytes) {
+  Transfer transfer{nullptr, peer, bytes, step, /*is_recv=*/true};
+  std::lock_guard<std::mutex> lock(mu_);
+  transfer.deferred = static_cast<int>(deferred_.size());
+  deferred_.push_back(DeferredRecv{data, nullptr});
+  posted_.push_back(transfer);
+  return transfer;
+}
+
+void CollectiveContext::TakePayload(int index, const PeerHeader& header, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  DeferredRecv& deferred = deferred_[index];
+  if (cancelled_) {
+    // After Cancel nothing writes into the caller's buffers; Wait reports the abort.
+    deferred.request = MakeFailedRequest(RequestKind::kRecv, -1, 0, AbortedError("cancelled"));
+    return;
+  }
+  deferred.taken = true;
+  deferred.got = header.payload_bytes;
+  if (header.payload_bytes == bytes && bytes != 0) {
+    std::memcpy(deferred.data, header.message + CollectiveHeader::kWireSize + kStepBytes, bytes);
+  }
+}
+
+void CollectiveContext::PostDeferred(int index, int peer, uint64_t step, size_t bytes) {
+  void* data = deferred_[index].data;
+  RequestPtr request;
+  absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
+  if (connection.ok()) {
+    request = (*connection)
+                  ->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, step % kHeaderStep), data,
+                         bytes);
+  } else {
+    request = MakeFailedRequest(RequestKind::kRecv, peer, 0, connection.status());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  deferred_[index].request = request;
+  if (cancelled_) request->Cancel();
+}
+
+absl::Status CollectiveContext::Resolve(int peer, PeerHeader& header) {
+  header.resolved = true;
+  --unresolved_headers_;
+  for (const EarlyRecv& early : header.early) {
+    if (header.has_payload && !header.payload_taken && early.step == header.payload_step) {
+      header.payload_taken = true;
+      if (early.deferred < 0) {
+        // This rank posted a large transport receive for the step whose data the peer sent
+        // small, inside its header: the lengths disagree.
+        return WrongLength(Transfer{nullptr, peer, early.bytes, early.step, true},
+                           header.payload_bytes);
+      }
+      TakePayload(early.deferred, header, early.bytes);
+    } else if (early.deferred >= 0) {
+      PostDeferred(early.deferred, peer, early.step, early.bytes);
+    }
+  }
+  header.early.clear();
+  return absl::OkStatus();
 }
 
 Transfer CollectiveContext::Post(int peer, uint64_t step, size_t bytes, bool is_recv,
@@ -222,11 +342,21 @@ uint8_t* CollectiveContext::Scratch(size_t bytes) {
 void CollectiveContext::Cancel() {
   std::lock_guard<std::mutex> lock(mu_);
   cancelled_ = true;
-  for (const Transfer& transfer : posted_) transfer.request->Cancel();
+  // Requests that are done need no cancel (and cancelling one may take a transport lock).
+  for (const Transfer& transfer : posted_) {
+    const RequestPtr& request =
+        transfer.deferred >= 0 ? deferred_[transfer.deferred].request : transfer.request;
+    if (request != nullptr && !request->IsDone()) request->Cancel();
+  }
 }
 
 absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
-  Deadline store_check = Deadline::After(kStoreCheckInterval);
+  FlushOwedHeader();
+  return AwaitAll(transfers);
+}
+
+absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
+  std::optional<Deadline> store_check;
   // With tracing on, a wait that blocks becomes a "wait" event from its first block to its
   // return, named after the transfer it first blocked on.
   struct TracedWait {
@@ -243,19 +373,34 @@ absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
     Request* pending = nullptr;
     uint64_t wait = 0;
     for (const Transfer& transfer : transfers) {
-      if (!transfer.request->IsDone()) {
+      Request* request = transfer.request.get();
+      if (transfer.deferred >= 0) {
+        const DeferredRecv& deferred = deferred_[transfer.deferred];
+        if (deferred.taken) {  // from a checked header
+          if (deferred.got != transfer.bytes) return WrongLength(transfer, deferred.got);
+          continue;
+        }
+        request = deferred.request.get();
+        if (request == nullptr) {  // its peer's header has not arrived
+          if (pending == nullptr) {
+            pending = headers_in_.find(transfer.peer)->second.request.get();
+            wait = PackWait(transfer.peer, transfer.step, transfer.is_recv);
+          }
+          continue;
+        }
+      }
+      if (!request->IsDone()) {
         if (pending == nullptr) {
-          pending = transfer.request.get();
+          pending = request;
           wait = PackWait(transfer.peer, transfer.step, transfer.is_recv);
         }
         continue;
       }
-      const absl::Status status = transfer.request->status();
+      const absl::Status status = request->status();
       if (!status.ok()) return Failed(transfer, status);
-      if (!transfer.is_recv) continue;
-      if (transfer.request->bytes() != transfer.bytes) {
-        return WrongLength(transfer, transfer.request->bytes());
-      }
+      // Headers are checked by CheckHeader, which allows for a payload.
+      if (!transfer.is_recv || transfer.step == kHeaderStep) continue;
+      if (request->bytes() != transfer.bytes) return WrongLength(transfer, request->bytes());
       // Data from a peer counts only once that peer's header has been checked.
       auto it = headers_in_.find(transfer.peer);
       if (it != headers_in_.end() && !it->second.checked && pending == nullptr) {
@@ -269,7 +414,9 @@ absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
       traced.wait = wait;
       traced.since = absl::Now();
     }
-    if (store_check.Expired()) {
+    if (!store_check) {
+      store_check = Deadline::After(kStoreCheckInterval);
+    } else if (store_check->Expired()) {
       if (std::optional<absl::Status> published = comm_.PeekFailure()) {
         return Reported(*published, -1);
       }
@@ -281,7 +428,21 @@ absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
   }
 }
 
-bool CollectiveContext::Ready(const Transfer& transfer) const {
+bool CollectiveContext::IsDone(const Transfer& transfer) const {
+  if (transfer.deferred < 0) return transfer.request->IsDone();
+  const DeferredRecv& deferred = deferred_[transfer.deferred];
+  return deferred.taken || (deferred.request != nullptr && deferred.request->IsDone());
+}
+
+bool CollectiveContext::Ready(const Transfer& transfer) {
+  FlushOwedHeader();
+  if (transfer.deferred >= 0) {
+    auto it = headers_in_.find(transfer.peer);
+    if (!it->second.request->IsDone()) return false;
+    // Checks the header and hands out its payload; an error is reported again by Wait.
+    if (!CheckArrivedHeaders().ok()) return true;
+    return IsDone(transfer);
+  }
   if (!transfer.request->IsDone()) return false;
   if (!transfer.is_recv) return true;
   auto it = headers_in_.find(transfer.peer);
@@ -289,25 +450,23 @@ bool CollectiveContext::Ready(const Transfer& transfer) const {
 }
 
 absl::Status CollectiveContext::Finish() {
-  std::vector<Transfer> outstanding = sends_;
-  for (auto& [peer, header] : headers_in_) {
-    outstanding.push_back(
-        Transfer{header.request, peer, header.wire.size(), kHeaderStep, /*is_recv=*/true});
-  }
-  return WaitAll(outstanding);
+  FlushOwedHeader();
+  CHORUS_RETURN_IF_ERROR(AwaitAll(sends_));
+  return AwaitAll(header_recvs_);
 }
 
 absl::Status CollectiveContext::WaitSendsSince(size_t first) {
+  FlushOwedHeader();
   if (first >= sends_.size()) return absl::OkStatus();
-  const std::vector<Transfer> recent(sends_.begin() + first, sends_.end());
-  return WaitAll(recent);
+  return AwaitAll(absl::MakeConstSpan(sends_).subspan(first));
 }
 
 absl::Status CollectiveContext::CheckArrivedHeaders() {
-  if (unchecked_headers_ == 0) return absl::OkStatus();
+  if (unresolved_headers_ == 0) return absl::OkStatus();
   for (auto& [peer, header] : headers_in_) {
-    if (header.checked || !header.request->IsDone()) continue;
-    CHORUS_RETURN_IF_ERROR(CheckHeader(peer, header));
+    if (header.resolved || !header.request->IsDone()) continue;
+    if (!header.checked) CHORUS_RETURN_IF_ERROR(CheckHeader(peer, header));
+    CHORUS_RETURN_IF_ERROR(Resolve(peer, header));
   }
   return absl::OkStatus();
 }
@@ -315,10 +474,14 @@ absl::Status CollectiveContext::CheckArrivedHeaders() {
 absl::Status CollectiveContext::CheckHeader(int peer, PeerHeader& header) {
   const absl::Status status = header.request->status();
   if (!status.ok()) {
-    return Failed(Transfer{header.request, peer, header.wire.size(), kHeaderStep, true}, status);
+    return Failed(Transfer{header.request, peer, CollectiveHeader::kWireSize, kHeaderStep, true},
+                  status);
   }
+  // The header alone, or the header, a step and a payload (see the top of context.h).
+  const size_t length = header.request->bytes();
+  const bool with_payload = length >= CollectiveHeader::kWireSize + kStepBytes;
   absl::StatusOr<CollectiveHeader> theirs =
-      CollectiveHeader::Decode(header.wire.data(), header.request->bytes());
+      CollectiveHeader::Decode(header.message, with_payload ? CollectiveHeader::kWireSize : length);
   if (!theirs.ok()) {
     return Fatal(MismatchError(
         absl::StrCat(Describe(), ": rank ", peer, " sent a malformed collective header (",
@@ -333,7 +496,11 @@ absl::Status CollectiveContext::CheckHeader(int peer, PeerHeader& header) {
                       peer));
   }
   header.checked = true;
-  --unchecked_headers_;
+  if (with_payload) {
+    header.has_payload = true;
+    std::memcpy(&header.payload_step, header.message + CollectiveHeader::kWireSize, kStepBytes);
+    header.payload_bytes = length - CollectiveHeader::kWireSize - kStepBytes;
+  }
   return absl::OkStatus();
 }
 
@@ -409,7 +576,7 @@ absl::Status CollectiveContext::WrongLength(const Transfer& transfer, size_t got
 absl::Status CollectiveContext::TimedOut(absl::Span<const Transfer> transfers) {
   std::vector<std::string> waiting;
   for (const Transfer& transfer : transfers) {
-    if (transfer.request->IsDone()) continue;
+    if (IsDone(transfer)) continue;
     waiting.push_back(
         absl::StrCat(transfer.is_recv ? "a receive from rank " : "a send to rank ", transfer.peer,
                      transfer.step == kHeaderStep ? std::string(" (header)")
@@ -420,7 +587,7 @@ absl::Status CollectiveContext::TimedOut(absl::Span<const Transfer> transfers) {
   }
   int first_peer = -1;
   for (const Transfer& transfer : transfers) {
-    if (!transfer.request->IsDone()) {
+    if (!IsDone(transfer)) {
       first_peer = transfer.peer;
       break;
     }
