@@ -54,8 +54,7 @@ CollectiveContext::CollectiveContext(CommState& comm, const CollectiveArgs& args
       header_(header),
       header_wire_(header.Encode()),
       deadline_(deadline),
-      header_sent_(comm.size(), false) {}
-
+      peer_slots_(comm.size()) {}
 CollectiveContext::~CollectiveContext() {
   Cancel();
   for (ScratchBuffer& buffer : scratch_) {
@@ -161,8 +160,8 @@ void CollectiveContext::FlushOwedHeader() {
 }
 
 void CollectiveContext::SendHeaderTo(int peer) {
-  if (header_sent_[peer]) return;
-  header_sent_[peer] = true;
+  if (peer_slots_[peer].header_sent) return;
+  peer_slots_[peer].header_sent = true;
   const Tag tag = CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep);
   absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
   // Without a connection the data transfers to this peer report the same error.
@@ -176,8 +175,14 @@ void CollectiveContext::SendHeaderTo(int peer) {
 Transfer CollectiveContext::SendHeaderWith(int peer, Connection& connection, uint64_t step,
                                            const void* data, size_t bytes) {
   const size_t length = CollectiveHeader::kWireSize + kStepBytes + bytes;
-  outgoing_.push_back(std::unique_ptr<uint8_t[]>(new uint8_t[length]));
-  uint8_t* message = outgoing_.back().get();
+  uint8_t* message;
+  if (!first_outgoing_used_) {
+    first_outgoing_used_ = true;
+    message = first_outgoing_;
+  } else {
+    more_outgoing_.push_back(std::unique_ptr<uint8_t[]>(new uint8_t[length]));
+    message = more_outgoing_.back().get();
+  }
   std::memcpy(message, header_wire_.data(), CollectiveHeader::kWireSize);
   std::memcpy(message + CollectiveHeader::kWireSize, &step, kStepBytes);  // little-endian
   if (bytes != 0) std::memcpy(message + CollectiveHeader::kWireSize + kStepBytes, data, bytes);
@@ -191,11 +196,18 @@ Transfer CollectiveContext::SendHeaderWith(int peer, Connection& connection, uin
 }
 
 CollectiveContext::PeerHeader* CollectiveContext::ExpectHeaderFrom(int peer) {
-  auto it = headers_in_.find(peer);
-  if (it != headers_in_.end()) return &it->second;
+  if (PeerHeader* header = HeaderOf(peer)) return header;
   absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
   if (!connection.ok()) return nullptr;
-  PeerHeader& header = headers_in_[peer];
+  PeerHeader* slot = &first_header_;
+  if (!headers_.empty()) {
+    more_headers_.push_back(std::make_unique<PeerHeader>());
+    slot = more_headers_.back().get();
+  }
+  peer_slots_[peer].header = static_cast<int>(headers_.size());
+  headers_.push_back(slot);
+  PeerHeader& header = *slot;
+  header.peer = peer;
   header.request = (*connection)
                        ->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep),
                               header.message, kHeaderMessageCapacity);
@@ -212,10 +224,10 @@ Transfer CollectiveContext::Send(int peer, uint64_t step, const void* data, size
     peer = group_[peer];
     step += step_base_;
   }
-  if (!header_sent_[peer] && bytes <= kPiggybackBytes) {
+  if (!peer_slots_[peer].header_sent && bytes <= kPiggybackBytes) {
     absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
     if (connection.ok()) {
-      header_sent_[peer] = true;
+      peer_slots_[peer].header_sent = true;
       if (owed_header_ == peer) owed_header_ = -1;
       return SendHeaderWith(peer, **connection, step, data, bytes);
     }
@@ -333,6 +345,10 @@ Transfer CollectiveContext::Post(int peer, uint64_t step, size_t bytes, bool is_
 }
 
 uint8_t* CollectiveContext::Scratch(size_t bytes) {
+  if (bytes <= kInlineScratchBytes && !inline_scratch_used_) {
+    inline_scratch_used_ = true;
+    return inline_scratch_;
+  }
   ScratchBuffer buffer;
   buffer.data = comm_.AcquireScratch(bytes, &buffer.capacity);
   scratch_.push_back(std::move(buffer));
@@ -356,7 +372,8 @@ absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
 }
 
 absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
-  std::optional<Deadline> store_check;
+  // Read from the clock once per blocking round, never on the way through.
+  std::optional<Deadline::Clock::time_point> store_check;
   // With tracing on, a wait that blocks becomes a "wait" event from its first block to its
   // return, named after the transfer it first blocked on.
   struct TracedWait {
@@ -383,7 +400,7 @@ absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
         request = deferred.request.get();
         if (request == nullptr) {  // its peer's header has not arrived
           if (pending == nullptr) {
-            pending = headers_in_.find(transfer.peer)->second.request.get();
+            pending = HeaderOf(transfer.peer)->request.get();
             wait = PackWait(transfer.peer, transfer.step, transfer.is_recv);
           }
           continue;
@@ -402,9 +419,9 @@ absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
       if (!transfer.is_recv || transfer.step == kHeaderStep) continue;
       if (request->bytes() != transfer.bytes) return WrongLength(transfer, request->bytes());
       // Data from a peer counts only once that peer's header has been checked.
-      auto it = headers_in_.find(transfer.peer);
-      if (it != headers_in_.end() && !it->second.checked && pending == nullptr) {
-        pending = it->second.request.get();
+      const PeerHeader* header = HeaderOf(transfer.peer);
+      if (header != nullptr && !header->checked && pending == nullptr) {
+        pending = header->request.get();
         wait = PackWait(transfer.peer, kHeaderStep, /*is_recv=*/true);
       }
     }
@@ -414,17 +431,19 @@ absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
       traced.wait = wait;
       traced.since = absl::Now();
     }
+    const Deadline::Clock::time_point now = Deadline::Clock::now();
     if (!store_check) {
-      store_check = Deadline::After(kStoreCheckInterval);
-    } else if (store_check->Expired()) {
+      store_check = now + absl::ToChronoNanoseconds(kStoreCheckInterval);
+    } else if (now >= *store_check) {
       if (std::optional<absl::Status> published = comm_.PeekFailure()) {
         return Reported(*published, -1);
       }
-      store_check = Deadline::After(kStoreCheckInterval);
+      store_check = Deadline::Clock::now() + absl::ToChronoNanoseconds(kStoreCheckInterval);
     }
-    if (deadline_.Expired()) return TimedOut(transfers);
+    if (now >= deadline_.time_point()) return TimedOut(transfers);
     // The status is read from the requests above; a slice ending is not an error here.
-    pending->Wait(deadline_.Min(Deadline::After(kRescanInterval))).IgnoreError();
+    pending->Wait(deadline_.Min(Deadline::At(now + absl::ToChronoNanoseconds(kRescanInterval))))
+        .IgnoreError();
   }
 }
 
@@ -437,16 +456,15 @@ bool CollectiveContext::IsDone(const Transfer& transfer) const {
 bool CollectiveContext::Ready(const Transfer& transfer) {
   FlushOwedHeader();
   if (transfer.deferred >= 0) {
-    auto it = headers_in_.find(transfer.peer);
-    if (!it->second.request->IsDone()) return false;
+    if (!HeaderOf(transfer.peer)->request->IsDone()) return false;
     // Checks the header and hands out its payload; an error is reported again by Wait.
     if (!CheckArrivedHeaders().ok()) return true;
     return IsDone(transfer);
   }
   if (!transfer.request->IsDone()) return false;
   if (!transfer.is_recv) return true;
-  auto it = headers_in_.find(transfer.peer);
-  return it == headers_in_.end() || it->second.request->IsDone();
+  const PeerHeader* header = HeaderOf(transfer.peer);
+  return header == nullptr || header->request->IsDone();
 }
 
 absl::Status CollectiveContext::Finish() {
@@ -463,10 +481,10 @@ absl::Status CollectiveContext::WaitSendsSince(size_t first) {
 
 absl::Status CollectiveContext::CheckArrivedHeaders() {
   if (unresolved_headers_ == 0) return absl::OkStatus();
-  for (auto& [peer, header] : headers_in_) {
-    if (header.resolved || !header.request->IsDone()) continue;
-    if (!header.checked) CHORUS_RETURN_IF_ERROR(CheckHeader(peer, header));
-    CHORUS_RETURN_IF_ERROR(Resolve(peer, header));
+  for (PeerHeader* header : headers_) {
+    if (header->resolved || !header->request->IsDone()) continue;
+    if (!header->checked) CHORUS_RETURN_IF_ERROR(CheckHeader(header->peer, *header));
+    CHORUS_RETURN_IF_ERROR(Resolve(header->peer, *header));
   }
   return absl::OkStatus();
 }
@@ -533,10 +551,9 @@ absl::Status CollectiveContext::Failed(const Transfer& transfer, const absl::Sta
   const ErrorKind kind = GetErrorKind(status);
   if (kind == ErrorKind::kInvalidArgument && transfer.is_recv) {
     // A longer message than expected: most likely the peer runs a different collective.
-    auto it = headers_in_.find(peer);
-    if (it != headers_in_.end() && !it->second.checked &&
-        it->second.request->Wait(deadline_).ok()) {
-      CHORUS_RETURN_IF_ERROR(CheckHeader(peer, it->second));
+    PeerHeader* header = HeaderOf(peer);
+    if (header != nullptr && !header->checked && header->request->Wait(deadline_).ok()) {
+      CHORUS_RETURN_IF_ERROR(CheckHeader(peer, *header));
     }
     return Fatal(
         MismatchError(absl::StrCat(Describe(), ": rank ", peer, " sent a longer message than the ",
@@ -563,9 +580,9 @@ absl::Status CollectiveContext::Failed(const Transfer& transfer, const absl::Sta
 }
 
 absl::Status CollectiveContext::WrongLength(const Transfer& transfer, size_t got) {
-  auto it = headers_in_.find(transfer.peer);
-  if (it != headers_in_.end() && !it->second.checked && it->second.request->Wait(deadline_).ok()) {
-    CHORUS_RETURN_IF_ERROR(CheckHeader(transfer.peer, it->second));
+  PeerHeader* header = HeaderOf(transfer.peer);
+  if (header != nullptr && !header->checked && header->request->Wait(deadline_).ok()) {
+    CHORUS_RETURN_IF_ERROR(CheckHeader(transfer.peer, *header));
   }
   return Fatal(MismatchError(
       absl::StrCat(Describe(), ": rank ", transfer.peer, " sent ", got, " bytes at step ",
@@ -582,8 +599,10 @@ absl::Status CollectiveContext::TimedOut(absl::Span<const Transfer> transfers) {
                      transfer.step == kHeaderStep ? std::string(" (header)")
                                                   : absl::StrCat(" (step ", transfer.step, ")")));
   }
-  for (const auto& [peer, header] : headers_in_) {
-    if (!header.request->IsDone()) waiting.push_back(absl::StrCat("the header of rank ", peer));
+  for (const PeerHeader* header : headers_) {
+    if (!header->request->IsDone()) {
+      waiting.push_back(absl::StrCat("the header of rank ", header->peer));
+    }
   }
   int first_peer = -1;
   for (const Transfer& transfer : transfers) {

@@ -31,7 +31,6 @@
 
 #include <atomic>
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -149,6 +148,7 @@ class CollectiveContext {
 
   struct PeerHeader {
     PeerHeader() {}  // the message buffer is left uninitialised
+    int peer = -1;
     RequestPtr request;
     bool checked = false;   // arrived and agrees with ours
     bool resolved = false;  // checked, and the early receives got their data or were posted
@@ -177,6 +177,11 @@ class CollectiveContext {
                           size_t bytes);
   void FlushOwedHeader();
   PeerHeader* ExpectHeaderFrom(int peer);
+  // The header expected from `peer`, or null.
+  PeerHeader* HeaderOf(int peer) {
+    const int index = peer_slots_[peer].header;
+    return index < 0 ? nullptr : headers_[index];
+  }
   Transfer Defer(int peer, uint64_t step, void* data, size_t bytes);
   // Hands the payload of `header` to deferred receive `index` (copied only if it is `bytes`
   // long and the collective was not cancelled).
@@ -200,19 +205,37 @@ class CollectiveContext {
   const CollectiveHeader header_;
   const CollectiveHeader::Wire header_wire_;
   const Deadline deadline_;
+  // The containers below hold what a latency-bound collective needs without a heap
+  // allocation (a few transfers, one or two peers, one small scratch buffer); they grow on the
+  // heap beyond that.
   struct ScratchBuffer {
     std::unique_ptr<uint8_t[]> data;
     size_t capacity;
   };
-  std::vector<ScratchBuffer> scratch_;
-  std::vector<bool> header_sent_;
-  int owed_header_ = -1;                  // Start(): the right-hand neighbour, until sent
-  std::map<int, PeerHeader> headers_in_;  // node-based: receive buffers stay put
-  std::vector<Transfer> header_recvs_;    // one per entry of headers_in_, for Finish
+  absl::InlinedVector<ScratchBuffer, 1> scratch_;
+  // The first Scratch() of at most this many bytes is served from here.
+  static constexpr size_t kInlineScratchBytes = 256;
+  alignas(64) uint8_t inline_scratch_[kInlineScratchBytes];
+  bool inline_scratch_used_ = false;
+  struct PeerSlot {
+    int header = -1;  // index into headers_ of the header expected from this rank
+    bool header_sent = false;
+  };
+  absl::InlinedVector<PeerSlot, 16> peer_slots_;  // by communicator rank
+  int owed_header_ = -1;                          // Start(): the right-hand neighbour, until sent
+  // Headers expected, in the order first expected. Receive buffers stay put: the first lives
+  // in the context, the others on the heap.
+  absl::InlinedVector<PeerHeader*, 2> headers_;
+  PeerHeader first_header_;
+  std::vector<std::unique_ptr<PeerHeader>> more_headers_;
+  absl::InlinedVector<Transfer, 2> header_recvs_;  // one per entry of headers_, for Finish
   int unresolved_headers_ = 0;
-  std::vector<Transfer> sends_;
-  // Buffers of header messages that carry a payload, until the context ends.
-  absl::InlinedVector<std::unique_ptr<uint8_t[]>, 1> outgoing_;
+  absl::InlinedVector<Transfer, 4> sends_;
+  // Header messages that carry a payload, until the context ends: the first here, the others
+  // on the heap.
+  uint8_t first_outgoing_[kHeaderMessageCapacity];
+  bool first_outgoing_used_ = false;
+  std::vector<std::unique_ptr<uint8_t[]>> more_outgoing_;
   absl::InlinedVector<DeferredRecv, 2> deferred_;
 
   // The transfer WaitAll blocked on last (peer, step, direction) packed by NoteWait, so that
@@ -227,7 +250,7 @@ class CollectiveContext {
 
   mutable std::mutex mu_;
   // Everything posted, headers included: for Cancel and for DescribeProgress.
-  std::vector<Transfer> posted_ ABSL_GUARDED_BY(mu_);
+  absl::InlinedVector<Transfer, 6> posted_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
