@@ -506,7 +506,11 @@ absl::Status CollectiveContext::CheckHeader(int peer, PeerHeader& header) {
                      theirs.status().message(), "); is it running a different Chorus version?"),
         peer));
   }
-  const std::string differences = header_.Differences(*theirs);
+  // Equal wires agree; only a disagreement is worth describing.
+  const std::string differences =
+      std::memcmp(header.message, header_wire_.data(), CollectiveHeader::kWireSize) == 0
+          ? std::string()
+          : header_.Differences(*theirs);
   if (!differences.empty()) {
     return Fatal(
         MismatchError(absl::StrCat(Describe(), " but rank ", peer, " called ", theirs->Describe(),
