@@ -30,6 +30,7 @@ CommState::CommState(std::string name, int rank, int size, std::unique_ptr<Store
       trace_(std::move(trace)) {}
 
 absl::Status CommState::broken() const {
+  if (!is_broken_.load(std::memory_order_acquire)) return absl::OkStatus();
   std::lock_guard<std::mutex> lock(mu_);
   return broken_;
 }
@@ -39,6 +40,7 @@ void CommState::Break(const absl::Status& error) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!broken_.ok()) return;
     broken_ = error;
+    is_broken_.store(true, std::memory_order_release);
   }
   CHORUS_LOG(kWarn, "collectives") << "communicator " << name_ << " is broken: " << error.message();
   // One writer publishes; the record carries the error kind and the peer at fault (-1: none),

@@ -3,6 +3,7 @@
 #ifndef CHORUS_COLLECTIVES_COMM_STATE_H_
 #define CHORUS_COLLECTIVES_COMM_STATE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -83,6 +84,8 @@ class CommState {
   const std::unique_ptr<TraceLog> trace_;
   mutable std::mutex mu_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  // Set (under mu_) once broken_ is, so that broken() takes no lock while all is well.
+  std::atomic<bool> is_broken_{false};
   std::multimap<size_t, std::unique_ptr<uint8_t[]>> scratch_ ABSL_GUARDED_BY(mu_);  // by size
   size_t scratch_bytes_ ABSL_GUARDED_BY(mu_) = 0;
 };

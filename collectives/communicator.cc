@@ -433,10 +433,9 @@ absl::Status Communicator::Validate(const CollectiveArgs& args) const {
 
 absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEntry& algorithm,
                                    const CollectiveHeader& header, absl::Duration timeout,
-                                   Work* work, FlightRecord* record) {
+                                   Work* work, FlightRecord* record, absl::Time started) {
   // A blocking collective runs on the caller's thread, which has no log rank of its own.
   ScopedLogRank log_rank(rank());
-  const absl::Time started = absl::Now();
   const absl::Status broken = state_->broken();
   if (!broken.ok()) {
     const absl::Status status = MakeError(
@@ -454,7 +453,7 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
   } else {
     CHORUS_LOG(kDebug, "collectives") << ctx.Describe() << ": " << args.bytes(size())
                                       << " bytes, algorithm " << AlgorithmName(algorithm.id);
-    if (record != nullptr) record->Start(&ctx);
+    if (record != nullptr) record->Start(&ctx, started);
     ctx.Start();
     status = size() == 1 ? (CopyOwnBlock(args), absl::OkStatus()) : algorithm.run(ctx, args);
     if (status.ok()) status = ctx.Finish();
@@ -494,9 +493,10 @@ absl::Status Communicator::Run(CollectiveArgs args, const CollectiveOptions& opt
   CHORUS_ASSIGN_OR_RETURN(const AlgorithmEntry* algorithm,
                           selector_->Choose(args, size(), options.algorithm));
   const CollectiveHeader header = MakeHeader(args, algorithm->id, next_sequence_.fetch_add(1));
-  FlightRecordPtr record = recorder_->Add(header, FlightState::kRunning);
+  const absl::Time started = absl::Now();
+  FlightRecordPtr record = recorder_->Add(header, FlightState::kRunning, started);
   return Execute(args, *algorithm, header, options.timeout.value_or(timeout_), nullptr,
-                 record.get());
+                 record.get(), started);
 }
 
 WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& options) {
@@ -515,10 +515,11 @@ WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& optio
   auto work = std::make_shared<Work>(
       args.kind, sequence, std::string(AlgorithmName((*algorithm)->id)), header.Describe());
   const absl::Duration timeout = options.timeout.value_or(timeout_);
-  FlightRecordPtr record = recorder_->Add(header, FlightState::kQueued);
+  FlightRecordPtr record = recorder_->Add(header, FlightState::kQueued, absl::Now());
   unfinished_async_.fetch_add(1);
   pool_->Submit([this, args = std::move(args), entry = *algorithm, header, timeout, work, record] {
-    const absl::Status status = Execute(args, *entry, header, timeout, work.get(), record.get());
+    const absl::Status status =
+        Execute(args, *entry, header, timeout, work.get(), record.get(), absl::Now());
     unfinished_async_.fetch_sub(1);
     work->Complete(status);
   });

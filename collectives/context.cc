@@ -1,5 +1,6 @@
 #include "chorus/collectives/context.h"
 
+#include <cstring>
 #include <map>
 #include <optional>
 #include <utility>
@@ -53,8 +54,7 @@ CollectiveContext::CollectiveContext(CommState& comm, const CollectiveArgs& args
       header_(header),
       header_wire_(header.Encode()),
       deadline_(deadline),
-      header_sent_(comm.size(), false) {}
-
+      peer_slots_(comm.size()) {}
 CollectiveContext::~CollectiveContext() {
   Cancel();
   for (ScratchBuffer& buffer : scratch_) {
@@ -85,7 +85,13 @@ std::string CollectiveContext::DescribeProgress() const {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Transfer& transfer : posted_) {
       Peer& peer = peers[transfer.peer];
-      const bool done = transfer.request->IsDone();
+      bool done;
+      if (transfer.deferred >= 0) {
+        const DeferredRecv& deferred = deferred_[transfer.deferred];
+        done = deferred.taken || (deferred.request != nullptr && deferred.request->IsDone());
+      } else {
+        done = transfer.request->IsDone();
+      }
       if (transfer.step == kHeaderStep) {
         if (transfer.is_recv && !done) peer.header_missing = true;
         continue;
@@ -143,13 +149,19 @@ void CollectiveContext::Register(const Transfer& transfer) {
 void CollectiveContext::Start() {
   const int size = comm_.size();
   if (size == 1) return;
-  SendHeaderTo((comm_.rank() + 1) % size);
+  owed_header_ = (comm_.rank() + 1) % size;
   ExpectHeaderFrom((comm_.rank() + size - 1) % size);
 }
 
+void CollectiveContext::FlushOwedHeader() {
+  if (owed_header_ < 0) return;
+  SendHeaderTo(owed_header_);
+  owed_header_ = -1;
+}
+
 void CollectiveContext::SendHeaderTo(int peer) {
-  if (header_sent_[peer]) return;
-  header_sent_[peer] = true;
+  if (peer_slots_[peer].header_sent) return;
+  peer_slots_[peer].header_sent = true;
   const Tag tag = CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep);
   absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
   // Without a connection the data transfers to this peer report the same error.
@@ -160,16 +172,51 @@ void CollectiveContext::SendHeaderTo(int peer) {
   sends_.push_back(std::move(transfer));
 }
 
-void CollectiveContext::ExpectHeaderFrom(int peer) {
-  if (headers_in_.count(peer) != 0) return;
+Transfer CollectiveContext::SendHeaderWith(int peer, Connection& connection, uint64_t step,
+                                           const void* data, size_t bytes) {
+  const size_t length = CollectiveHeader::kWireSize + kStepBytes + bytes;
+  uint8_t* message;
+  if (!first_outgoing_used_) {
+    first_outgoing_used_ = true;
+    message = first_outgoing_;
+  } else {
+    more_outgoing_.push_back(std::unique_ptr<uint8_t[]>(new uint8_t[length]));
+    message = more_outgoing_.back().get();
+  }
+  std::memcpy(message, header_wire_.data(), CollectiveHeader::kWireSize);
+  std::memcpy(message + CollectiveHeader::kWireSize, &step, kStepBytes);  // little-endian
+  if (bytes != 0) std::memcpy(message + CollectiveHeader::kWireSize + kStepBytes, data, bytes);
+  // Progress and errors speak of the data message it carries.
+  Transfer transfer{nullptr, peer, bytes, step, false};
+  transfer.request = connection.Send(CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep),
+                                     message, length);
+  Register(transfer);
+  sends_.push_back(transfer);
+  return transfer;
+}
+
+CollectiveContext::PeerHeader* CollectiveContext::ExpectHeaderFrom(int peer) {
+  if (PeerHeader* header = HeaderOf(peer)) return header;
   absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
-  if (!connection.ok()) return;
-  PeerHeader& header = headers_in_[peer];
+  if (!connection.ok()) return nullptr;
+  PeerHeader* slot = &first_header_;
+  if (!headers_.empty()) {
+    more_headers_.push_back(std::make_unique<PeerHeader>());
+    slot = more_headers_.back().get();
+  }
+  peer_slots_[peer].header = static_cast<int>(headers_.size());
+  headers_.push_back(slot);
+  PeerHeader& header = *slot;
+  header.peer = peer;
   header.request = (*connection)
                        ->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep),
-                              header.wire.data(), header.wire.size());
-  Register(Transfer{header.request, peer, header.wire.size(), kHeaderStep, /*is_recv=*/true});
-  ++unchecked_headers_;
+                              header.message, kHeaderMessageCapacity);
+  const Transfer transfer{header.request, peer, CollectiveHeader::kWireSize, kHeaderStep,
+                          /*is_recv=*/true};
+  Register(transfer);
+  header_recvs_.push_back(transfer);
+  ++unresolved_headers_;
+  return &header;
 }
 
 Transfer CollectiveContext::Send(int peer, uint64_t step, const void* data, size_t bytes) {
@@ -177,7 +224,16 @@ Transfer CollectiveContext::Send(int peer, uint64_t step, const void* data, size
     peer = group_[peer];
     step += step_base_;
   }
+  if (!peer_slots_[peer].header_sent && bytes <= kPiggybackBytes) {
+    absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
+    if (connection.ok()) {
+      peer_slots_[peer].header_sent = true;
+      if (owed_header_ == peer) owed_header_ = -1;
+      return SendHeaderWith(peer, **connection, step, data, bytes);
+    }
+  }
   SendHeaderTo(peer);
+  if (owed_header_ == peer) owed_header_ = -1;
   Transfer transfer =
       Post(peer, step, bytes, /*is_recv=*/false,
            [&](Connection& connection, Tag tag) { return connection.Send(tag, data, bytes); });
@@ -186,29 +242,106 @@ Transfer CollectiveContext::Send(int peer, uint64_t step, const void* data, size
 }
 
 Transfer CollectiveContext::Recv(int peer, uint64_t step, void* data, size_t bytes) {
+  return RecvInto(peer, step, data, bytes, /*sink=*/nullptr);
+}
+
+Transfer CollectiveContext::RecvInto(int peer, uint64_t step, void* data, size_t bytes,
+                                     RecvSink* sink) {
   if (!group_.empty()) {
     peer = group_[peer];
     step += step_base_;
   }
-  ExpectHeaderFrom(peer);
-  return Post(peer, step, bytes, /*is_recv=*/true,
-              [&](Connection& connection, Tag tag) { return connection.Recv(tag, data, bytes); });
+  if (PeerHeader* header = ExpectHeaderFrom(peer)) {
+    if (!header->resolved) {
+      if (bytes <= kPiggybackBytes) {
+        Transfer transfer = Defer(peer, step, data, bytes);
+        header->early.push_back(EarlyRecv{step, bytes, transfer.deferred});
+        return transfer;
+      }
+      header->early.push_back(EarlyRecv{step, bytes, -1});
+    } else if (header->has_payload && !header->payload_taken && header->payload_step == step) {
+      // The first receive for the payload's step takes it, whatever its length.
+      header->payload_taken = true;
+      Transfer transfer = Defer(peer, step, data, bytes);
+      TakePayload(transfer.deferred, *header, bytes);
+      return transfer;
+    }
+  }
+  return Post(peer, step, bytes, /*is_recv=*/true, [&](Connection& connection, Tag tag) {
+    return sink == nullptr ? connection.Recv(tag, data, bytes)
+                           : connection.RecvWithSink(tag, MemoryRef{data, bytes}, sink);
+  });
 }
 
 Transfer CollectiveContext::RecvReduce(int peer, uint64_t step, void* buffer, size_t bytes,
                                        const void* own, void* out) {
-  if (!group_.empty()) {
-    peer = group_[peer];
-    step += step_base_;
-  }
-  ExpectHeaderFrom(peer);
-  ReduceSink& sink = reduce_sinks_.emplace_back(args_.type, args_.op, own, out, buffer, bytes);
-  Transfer transfer =
-      Post(peer, step, bytes, /*is_recv=*/true, [&](Connection& connection, Tag tag) {
-        return connection.RecvWithSink(tag, MemoryRef{buffer, bytes}, &sink);
-      });
-  transfer.reduce = &sink;
+  reduce_sinks_.push_back(
+      std::make_unique<ReduceSink>(args_.type, args_.op, own, out, buffer, bytes));
+  ReduceSink* sink = reduce_sinks_.back().get();
+  Transfer transfer = RecvInto(peer, step, buffer, bytes, sink);
+  transfer.reduce = sink;
   return transfer;
+}
+
+Transfer CollectiveContext::Defer(int peer, uint64_t step, void* data, size_t bytes) {
+  Transfer transfer{nullptr, peer, bytes, step, /*is_recv=*/true};
+  std::lock_guard<std::mutex> lock(mu_);
+  transfer.deferred = static_cast<int>(deferred_.size());
+  deferred_.push_back(DeferredRecv{data, nullptr});
+  posted_.push_back(transfer);
+  return transfer;
+}
+
+void CollectiveContext::TakePayload(int index, const PeerHeader& header, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  DeferredRecv& deferred = deferred_[index];
+  if (cancelled_) {
+    // After Cancel nothing writes into the caller's buffers; Wait reports the abort.
+    deferred.request = MakeFailedRequest(RequestKind::kRecv, -1, 0, AbortedError("cancelled"));
+    return;
+  }
+  deferred.taken = true;
+  deferred.got = header.payload_bytes;
+  if (header.payload_bytes == bytes && bytes != 0) {
+    std::memcpy(deferred.data, header.message + CollectiveHeader::kWireSize + kStepBytes, bytes);
+  }
+}
+
+void CollectiveContext::PostDeferred(int index, int peer, uint64_t step, size_t bytes) {
+  void* data = deferred_[index].data;
+  RequestPtr request;
+  absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
+  if (connection.ok()) {
+    request = (*connection)
+                  ->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, step % kHeaderStep), data,
+                         bytes);
+  } else {
+    request = MakeFailedRequest(RequestKind::kRecv, peer, 0, connection.status());
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  deferred_[index].request = request;
+  if (cancelled_) request->Cancel();
+}
+
+absl::Status CollectiveContext::Resolve(int peer, PeerHeader& header) {
+  header.resolved = true;
+  --unresolved_headers_;
+  for (const EarlyRecv& early : header.early) {
+    if (header.has_payload && !header.payload_taken && early.step == header.payload_step) {
+      header.payload_taken = true;
+      if (early.deferred < 0) {
+        // This rank posted a large transport receive for the step whose data the peer sent
+        // small, inside its header: the lengths disagree.
+        return WrongLength(Transfer{nullptr, peer, early.bytes, early.step, true},
+                           header.payload_bytes);
+      }
+      TakePayload(early.deferred, header, early.bytes);
+    } else if (early.deferred >= 0) {
+      PostDeferred(early.deferred, peer, early.step, early.bytes);
+    }
+  }
+  header.early.clear();
+  return absl::OkStatus();
 }
 
 Transfer CollectiveContext::Post(int peer, uint64_t step, size_t bytes, bool is_recv,
@@ -229,6 +362,10 @@ Transfer CollectiveContext::Post(int peer, uint64_t step, size_t bytes, bool is_
 }
 
 uint8_t* CollectiveContext::Scratch(size_t bytes) {
+  if (bytes <= kInlineScratchBytes && !inline_scratch_used_) {
+    inline_scratch_used_ = true;
+    return inline_scratch_;
+  }
   ScratchBuffer buffer;
   buffer.data = comm_.AcquireScratch(bytes, &buffer.capacity);
   scratch_.push_back(std::move(buffer));
@@ -238,11 +375,22 @@ uint8_t* CollectiveContext::Scratch(size_t bytes) {
 void CollectiveContext::Cancel() {
   std::lock_guard<std::mutex> lock(mu_);
   cancelled_ = true;
-  for (const Transfer& transfer : posted_) transfer.request->Cancel();
+  // Requests that are done need no cancel (and cancelling one may take a transport lock).
+  for (const Transfer& transfer : posted_) {
+    const RequestPtr& request =
+        transfer.deferred >= 0 ? deferred_[transfer.deferred].request : transfer.request;
+    if (request != nullptr && !request->IsDone()) request->Cancel();
+  }
 }
 
 absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
-  Deadline store_check = Deadline::After(kStoreCheckInterval);
+  FlushOwedHeader();
+  return AwaitAll(transfers);
+}
+
+absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
+  // Read from the clock once per blocking round, never on the way through.
+  std::optional<Deadline::Clock::time_point> store_check;
   // With tracing on, a wait that blocks becomes a "wait" event from its first block to its
   // return, named after the transfer it first blocked on.
   struct TracedWait {
@@ -259,23 +407,38 @@ absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
     Request* pending = nullptr;
     uint64_t wait = 0;
     for (const Transfer& transfer : transfers) {
-      if (!transfer.request->IsDone()) {
+      Request* request = transfer.request.get();
+      if (transfer.deferred >= 0) {
+        const DeferredRecv& deferred = deferred_[transfer.deferred];
+        if (deferred.taken) {  // from a checked header
+          if (deferred.got != transfer.bytes) return WrongLength(transfer, deferred.got);
+          continue;
+        }
+        request = deferred.request.get();
+        if (request == nullptr) {  // its peer's header has not arrived
+          if (pending == nullptr) {
+            pending = HeaderOf(transfer.peer)->request.get();
+            wait = PackWait(transfer.peer, transfer.step, transfer.is_recv);
+          }
+          continue;
+        }
+      }
+      if (!request->IsDone()) {
         if (pending == nullptr) {
-          pending = transfer.request.get();
+          pending = request;
           wait = PackWait(transfer.peer, transfer.step, transfer.is_recv);
         }
         continue;
       }
-      const absl::Status status = transfer.request->status();
+      const absl::Status status = request->status();
       if (!status.ok()) return Failed(transfer, status);
-      if (!transfer.is_recv) continue;
-      if (transfer.request->bytes() != transfer.bytes) {
-        return WrongLength(transfer, transfer.request->bytes());
-      }
+      // Headers are checked by CheckHeader, which allows for a payload.
+      if (!transfer.is_recv || transfer.step == kHeaderStep) continue;
+      if (request->bytes() != transfer.bytes) return WrongLength(transfer, request->bytes());
       // Data from a peer counts only once that peer's header has been checked.
-      auto it = headers_in_.find(transfer.peer);
-      if (it != headers_in_.end() && !it->second.checked && pending == nullptr) {
-        pending = it->second.request.get();
+      const PeerHeader* header = HeaderOf(transfer.peer);
+      if (header != nullptr && !header->checked && pending == nullptr) {
+        pending = header->request.get();
         wait = PackWait(transfer.peer, kHeaderStep, /*is_recv=*/true);
       }
     }
@@ -291,45 +454,60 @@ absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
       traced.wait = wait;
       traced.since = absl::Now();
     }
-    if (store_check.Expired()) {
+    const Deadline::Clock::time_point now = Deadline::Clock::now();
+    if (!store_check) {
+      store_check = now + absl::ToChronoNanoseconds(kStoreCheckInterval);
+    } else if (now >= *store_check) {
       if (std::optional<absl::Status> published = comm_.PeekFailure()) {
         return Reported(*published, -1);
       }
-      store_check = Deadline::After(kStoreCheckInterval);
+      store_check = Deadline::Clock::now() + absl::ToChronoNanoseconds(kStoreCheckInterval);
     }
-    if (deadline_.Expired()) return TimedOut(transfers);
+    if (now >= deadline_.time_point()) return TimedOut(transfers);
     // The status is read from the requests above; a slice ending is not an error here.
-    pending->Wait(deadline_.Min(Deadline::After(kRescanInterval))).IgnoreError();
+    pending->Wait(deadline_.Min(Deadline::At(now + absl::ToChronoNanoseconds(kRescanInterval))))
+        .IgnoreError();
   }
 }
 
-bool CollectiveContext::Ready(const Transfer& transfer) const {
+bool CollectiveContext::IsDone(const Transfer& transfer) const {
+  if (transfer.deferred < 0) return transfer.request->IsDone();
+  const DeferredRecv& deferred = deferred_[transfer.deferred];
+  return deferred.taken || (deferred.request != nullptr && deferred.request->IsDone());
+}
+
+bool CollectiveContext::Ready(const Transfer& transfer) {
+  FlushOwedHeader();
+  if (transfer.deferred >= 0) {
+    if (!HeaderOf(transfer.peer)->request->IsDone()) return false;
+    // Checks the header and hands out its payload; an error is reported again by Wait.
+    if (!CheckArrivedHeaders().ok()) return true;
+    return IsDone(transfer);
+  }
   if (!transfer.request->IsDone()) return false;
   if (!transfer.is_recv) return true;
-  auto it = headers_in_.find(transfer.peer);
-  return it == headers_in_.end() || it->second.request->IsDone();
+  const PeerHeader* header = HeaderOf(transfer.peer);
+  return header == nullptr || header->request->IsDone();
 }
 
 absl::Status CollectiveContext::Finish() {
-  std::vector<Transfer> outstanding = sends_;
-  for (auto& [peer, header] : headers_in_) {
-    outstanding.push_back(
-        Transfer{header.request, peer, header.wire.size(), kHeaderStep, /*is_recv=*/true});
-  }
-  return WaitAll(outstanding);
+  FlushOwedHeader();
+  CHORUS_RETURN_IF_ERROR(AwaitAll(sends_));
+  return AwaitAll(header_recvs_);
 }
 
 absl::Status CollectiveContext::WaitSendsSince(size_t first) {
+  FlushOwedHeader();
   if (first >= sends_.size()) return absl::OkStatus();
-  const std::vector<Transfer> recent(sends_.begin() + first, sends_.end());
-  return WaitAll(recent);
+  return AwaitAll(absl::MakeConstSpan(sends_).subspan(first));
 }
 
 absl::Status CollectiveContext::CheckArrivedHeaders() {
-  if (unchecked_headers_ == 0) return absl::OkStatus();
-  for (auto& [peer, header] : headers_in_) {
-    if (header.checked || !header.request->IsDone()) continue;
-    CHORUS_RETURN_IF_ERROR(CheckHeader(peer, header));
+  if (unresolved_headers_ == 0) return absl::OkStatus();
+  for (PeerHeader* header : headers_) {
+    if (header->resolved || !header->request->IsDone()) continue;
+    if (!header->checked) CHORUS_RETURN_IF_ERROR(CheckHeader(header->peer, *header));
+    CHORUS_RETURN_IF_ERROR(Resolve(header->peer, *header));
   }
   return absl::OkStatus();
 }
@@ -337,17 +515,25 @@ absl::Status CollectiveContext::CheckArrivedHeaders() {
 absl::Status CollectiveContext::CheckHeader(int peer, PeerHeader& header) {
   const absl::Status status = header.request->status();
   if (!status.ok()) {
-    return Failed(Transfer{header.request, peer, header.wire.size(), kHeaderStep, true}, status);
+    return Failed(Transfer{header.request, peer, CollectiveHeader::kWireSize, kHeaderStep, true},
+                  status);
   }
+  // The header alone, or the header, a step and a payload (see the top of context.h).
+  const size_t length = header.request->bytes();
+  const bool with_payload = length >= CollectiveHeader::kWireSize + kStepBytes;
   absl::StatusOr<CollectiveHeader> theirs =
-      CollectiveHeader::Decode(header.wire.data(), header.request->bytes());
+      CollectiveHeader::Decode(header.message, with_payload ? CollectiveHeader::kWireSize : length);
   if (!theirs.ok()) {
     return Fatal(MismatchError(
         absl::StrCat(Describe(), ": rank ", peer, " sent a malformed collective header (",
                      theirs.status().message(), "); is it running a different Chorus version?"),
         peer));
   }
-  const std::string differences = header_.Differences(*theirs);
+  // Equal wires agree; only a disagreement is worth describing.
+  const std::string differences =
+      std::memcmp(header.message, header_wire_.data(), CollectiveHeader::kWireSize) == 0
+          ? std::string()
+          : header_.Differences(*theirs);
   if (!differences.empty()) {
     return Fatal(
         MismatchError(absl::StrCat(Describe(), " but rank ", peer, " called ", theirs->Describe(),
@@ -355,7 +541,11 @@ absl::Status CollectiveContext::CheckHeader(int peer, PeerHeader& header) {
                       peer));
   }
   header.checked = true;
-  --unchecked_headers_;
+  if (with_payload) {
+    header.has_payload = true;
+    std::memcpy(&header.payload_step, header.message + CollectiveHeader::kWireSize, kStepBytes);
+    header.payload_bytes = length - CollectiveHeader::kWireSize - kStepBytes;
+  }
   return absl::OkStatus();
 }
 
@@ -388,10 +578,9 @@ absl::Status CollectiveContext::Failed(const Transfer& transfer, const absl::Sta
   const ErrorKind kind = GetErrorKind(status);
   if (kind == ErrorKind::kInvalidArgument && transfer.is_recv) {
     // A longer message than expected: most likely the peer runs a different collective.
-    auto it = headers_in_.find(peer);
-    if (it != headers_in_.end() && !it->second.checked &&
-        it->second.request->Wait(deadline_).ok()) {
-      CHORUS_RETURN_IF_ERROR(CheckHeader(peer, it->second));
+    PeerHeader* header = HeaderOf(peer);
+    if (header != nullptr && !header->checked && header->request->Wait(deadline_).ok()) {
+      CHORUS_RETURN_IF_ERROR(CheckHeader(peer, *header));
     }
     return Fatal(
         MismatchError(absl::StrCat(Describe(), ": rank ", peer, " sent a longer message than the ",
@@ -418,9 +607,9 @@ absl::Status CollectiveContext::Failed(const Transfer& transfer, const absl::Sta
 }
 
 absl::Status CollectiveContext::WrongLength(const Transfer& transfer, size_t got) {
-  auto it = headers_in_.find(transfer.peer);
-  if (it != headers_in_.end() && !it->second.checked && it->second.request->Wait(deadline_).ok()) {
-    CHORUS_RETURN_IF_ERROR(CheckHeader(transfer.peer, it->second));
+  PeerHeader* header = HeaderOf(transfer.peer);
+  if (header != nullptr && !header->checked && header->request->Wait(deadline_).ok()) {
+    CHORUS_RETURN_IF_ERROR(CheckHeader(transfer.peer, *header));
   }
   return Fatal(MismatchError(
       absl::StrCat(Describe(), ": rank ", transfer.peer, " sent ", got, " bytes at step ",
@@ -431,18 +620,20 @@ absl::Status CollectiveContext::WrongLength(const Transfer& transfer, size_t got
 absl::Status CollectiveContext::TimedOut(absl::Span<const Transfer> transfers) {
   std::vector<std::string> waiting;
   for (const Transfer& transfer : transfers) {
-    if (transfer.request->IsDone()) continue;
+    if (IsDone(transfer)) continue;
     waiting.push_back(
         absl::StrCat(transfer.is_recv ? "a receive from rank " : "a send to rank ", transfer.peer,
                      transfer.step == kHeaderStep ? std::string(" (header)")
                                                   : absl::StrCat(" (step ", transfer.step, ")")));
   }
-  for (const auto& [peer, header] : headers_in_) {
-    if (!header.request->IsDone()) waiting.push_back(absl::StrCat("the header of rank ", peer));
+  for (const PeerHeader* header : headers_) {
+    if (!header->request->IsDone()) {
+      waiting.push_back(absl::StrCat("the header of rank ", header->peer));
+    }
   }
   int first_peer = -1;
   for (const Transfer& transfer : transfers) {
-    if (!transfer.request->IsDone()) {
+    if (!IsDone(transfer)) {
       first_peer = transfer.peer;
       break;
     }

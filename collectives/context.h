@@ -14,19 +14,33 @@
 // two sides' communication patterns do not meet. A disagreement breaks the communicator
 // (CommState::Break): the record in the store and the aborted mesh make every other rank that
 // is still inside the collective fail promptly with the same message.
+//
+// Piggybacking: when a rank's first message to a peer is small (at most kPiggybackBytes), it
+// travels inside the header message, on the header step, as one transport message:
+//   [40-byte header][u64 step][payload]     (a header alone is the 40 bytes)
+// The payload is copied into a context-owned buffer when the send is posted. Every header
+// receive is posted with room for a header and kPiggybackBytes. A small receive from a peer
+// whose header has not been checked yet is deferred: it posts nothing on the transport until
+// the header arrives and is checked. Then, in posting order, the first receive from that peer
+// for the header's step takes the payload (copied out of the context's buffer, and only if its
+// length is the one expected: otherwise, as for any message, a MismatchError), and every other
+// deferred receive is posted on the transport. Large receives are posted at once, as before.
+// Start() owes the right-hand neighbour its header rather than sending it, so that it can ride
+// on the first data message to that neighbour; an owed header goes out on its own before this
+// rank blocks in any wait (and so before Finish), so no rank waits while its neighbour lacks
+// its header. Transports see ordinary tagged messages: none of this is theirs to know.
 #ifndef CHORUS_COLLECTIVES_CONTEXT_H_
 #define CHORUS_COLLECTIVES_CONTEXT_H_
 
 #include <atomic>
 #include <cstdint>
-#include <deque>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
@@ -40,13 +54,23 @@
 
 namespace chorus {
 
+// The largest message that rides in the header message when it is a rank's first message to a
+// peer (see the comment at the top). 1 KiB: latency-bound messages (an 8-byte allreduce, a
+// barrier, a small broadcast) fit, which halves their transport messages, while the two extra
+// copies (into and out of the context's buffers) stay well under the ~1 us one message costs
+// on shared memory, and the header receive posted for each peer stays small.
+inline constexpr size_t kPiggybackBytes = 1024;
+
 // A posted send or receive.
 struct Transfer {
-  RequestPtr request;
+  RequestPtr request;  // null for a deferred receive (below) until its data is known
   int peer = -1;
   size_t bytes = 0;  // the length sent, or the exact length a receive expects
   uint64_t step = 0;
   bool is_recv = false;
+  // A small receive waiting for its peer's header, which may carry its data: an index into
+  // the context's deferred receives; -1 otherwise.
+  int deferred = -1;
   ReduceSink* reduce = nullptr;  // RecvReduce: the reduction to complete once received
 };
 
@@ -69,7 +93,8 @@ class CollectiveContext {
   const Topology& topology() const { return comm_.topology(); }
   const CollectiveHeader& header() const { return header_; }
 
-  // Sends the header to the right-hand neighbour and expects one from the left.
+  // Expects a header from the left-hand neighbour and owes one to the right: it rides on the
+  // first small message to that neighbour, or goes out alone before this rank first waits.
   void Start();
 
   // Post a message of step `step` (numbered by the algorithm from 0). Errors surface in Wait.
@@ -89,8 +114,9 @@ class CollectiveContext {
   absl::Status WaitAll(absl::Span<const Transfer> transfers);
 
   // True when Wait(transfer) would return at once: done and, for a receive, the sender's
-  // header has arrived. Never blocks.
-  bool Ready(const Transfer& transfer) const;
+  // header has arrived (a deferred receive: checked, and its data taken or arrived). Never
+  // blocks; sends an owed header.
+  bool Ready(const Transfer& transfer);
 
   // Waits for every send posted so far and for all expected headers; called once the
   // algorithm has returned OK.
@@ -119,16 +145,65 @@ class CollectiveContext {
  private:
   friend class GroupView;
 
-  struct PeerHeader {
-    RequestPtr request;
-    CollectiveHeader::Wire wire{};
-    bool checked = false;
+  // A header message: the header, then optionally the step and payload of a small message.
+  static constexpr size_t kStepBytes = sizeof(uint64_t);
+  static constexpr size_t kHeaderMessageCapacity =
+      CollectiveHeader::kWireSize + kStepBytes + kPiggybackBytes;
+
+  // A receive posted from a peer before its header was resolved, in posting order.
+  struct EarlyRecv {
+    uint64_t step;
+    size_t bytes;
+    int deferred;  // index into deferred_, or -1 for a receive posted on the transport
   };
 
+  struct PeerHeader {
+    PeerHeader() {}  // the message buffer is left uninitialised
+    int peer = -1;
+    RequestPtr request;
+    bool checked = false;   // arrived and agrees with ours
+    bool resolved = false;  // checked, and the early receives got their data or were posted
+    bool has_payload = false;
+    bool payload_taken = false;
+    uint64_t payload_step = 0;
+    size_t payload_bytes = 0;
+    absl::InlinedVector<EarlyRecv, 2> early;
+    uint8_t message[kHeaderMessageCapacity];
+  };
+
+  // A small receive waiting for its peer's header. Changed only by the collective's thread,
+  // under mu_ (DescribeProgress and Cancel read it from other threads).
+  struct DeferredRecv {
+    void* data;
+    RequestPtr request;  // posted on the transport once the header said the data comes apart
+    size_t got = 0;      // the length of the header's payload, once taken
+    bool taken = false;  // took the header's payload (copied when `got` is the expected length)
+  };
+
+  // Recv, or RecvReduce's receive when `sink` is set (a small receive deferred for its peer's
+  // header never uses the sink: its data lands in `data`).
+  Transfer RecvInto(int peer, uint64_t step, void* data, size_t bytes, RecvSink* sink);
   Transfer Post(int peer, uint64_t step, size_t bytes, bool is_recv,
                 absl::FunctionRef<RequestPtr(Connection&, Tag)> post);
   void SendHeaderTo(int peer);
-  void ExpectHeaderFrom(int peer);
+  // Sends the header with a small message (`bytes` <= kPiggybackBytes) of step `step`.
+  Transfer SendHeaderWith(int peer, Connection& connection, uint64_t step, const void* data,
+                          size_t bytes);
+  void FlushOwedHeader();
+  PeerHeader* ExpectHeaderFrom(int peer);
+  // The header expected from `peer`, or null.
+  PeerHeader* HeaderOf(int peer) {
+    const int index = peer_slots_[peer].header;
+    return index < 0 ? nullptr : headers_[index];
+  }
+  Transfer Defer(int peer, uint64_t step, void* data, size_t bytes);
+  // Hands the payload of `header` to deferred receive `index` (copied only if it is `bytes`
+  // long and the collective was not cancelled).
+  void TakePayload(int index, const PeerHeader& header, size_t bytes);
+  void PostDeferred(int index, int peer, uint64_t step, size_t bytes);
+  absl::Status Resolve(int peer, PeerHeader& header);
+  absl::Status AwaitAll(absl::Span<const Transfer> transfers);
+  bool IsDone(const Transfer& transfer) const;
   void Register(const Transfer& transfer);
   void NoteWait(const Transfer& transfer);
   absl::Status CheckArrivedHeaders();
@@ -144,18 +219,41 @@ class CollectiveContext {
   const CollectiveHeader header_;
   const CollectiveHeader::Wire header_wire_;
   const Deadline deadline_;
+  // The containers below hold what a latency-bound collective needs without a heap
+  // allocation (a few transfers, one or two peers, one small scratch buffer); they grow on the
+  // heap beyond that.
   struct ScratchBuffer {
     std::unique_ptr<uint8_t[]> data;
     size_t capacity;
   };
-  std::vector<ScratchBuffer> scratch_;
-  // RecvReduce's sinks; a deque so they stay put while transports may still call them (until
-  // the destructor's Cancel).
-  std::deque<ReduceSink> reduce_sinks_;
-  std::vector<bool> header_sent_;
-  std::map<int, PeerHeader> headers_in_;  // node-based: receive buffers stay put
-  int unchecked_headers_ = 0;
-  std::vector<Transfer> sends_;
+  absl::InlinedVector<ScratchBuffer, 1> scratch_;
+  // The first Scratch() of at most this many bytes is served from here.
+  static constexpr size_t kInlineScratchBytes = 256;
+  alignas(64) uint8_t inline_scratch_[kInlineScratchBytes];
+  bool inline_scratch_used_ = false;
+  struct PeerSlot {
+    int header = -1;  // index into headers_ of the header expected from this rank
+    bool header_sent = false;
+  };
+  absl::InlinedVector<PeerSlot, 16> peer_slots_;  // by communicator rank
+  int owed_header_ = -1;                          // Start(): the right-hand neighbour, until sent
+  // Headers expected, in the order first expected. Receive buffers stay put: the first lives
+  // in the context, the others on the heap.
+  absl::InlinedVector<PeerHeader*, 2> headers_;
+  PeerHeader first_header_;
+  std::vector<std::unique_ptr<PeerHeader>> more_headers_;
+  absl::InlinedVector<Transfer, 2> header_recvs_;  // one per entry of headers_, for Finish
+  int unresolved_headers_ = 0;
+  absl::InlinedVector<Transfer, 4> sends_;
+  // Header messages that carry a payload, until the context ends: the first here, the others
+  // on the heap.
+  uint8_t first_outgoing_[kHeaderMessageCapacity];
+  bool first_outgoing_used_ = false;
+  std::vector<std::unique_ptr<uint8_t[]>> more_outgoing_;
+  absl::InlinedVector<DeferredRecv, 2> deferred_;
+  // RecvReduce's sinks, each on the heap so it stays put while a transport may still call it
+  // (until the destructor's Cancel); only large receives use them.
+  std::vector<std::unique_ptr<ReduceSink>> reduce_sinks_;
 
   // The transfer WaitAll blocked on last (peer, step, direction) packed by NoteWait, so that
   // a dump reads it without a lock; 0 before the first wait.
@@ -169,7 +267,7 @@ class CollectiveContext {
 
   mutable std::mutex mu_;
   // Everything posted, headers included: for Cancel and for DescribeProgress.
-  std::vector<Transfer> posted_ ABSL_GUARDED_BY(mu_);
+  absl::InlinedVector<Transfer, 6> posted_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 

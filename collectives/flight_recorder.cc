@@ -26,21 +26,21 @@ std::string FormatClock(absl::Time time) {
 
 }  // namespace
 
-void FlightRecord::Reset(const CollectiveHeader& header, FlightState state) {
+void FlightRecord::Reset(const CollectiveHeader& header, FlightState state, absl::Time now) {
   std::lock_guard<std::mutex> lock(mu_);
   header_ = header;
   state_ = state;
   outcome_.clear();
-  queued_ = started_ = absl::Now();
+  queued_ = started_ = now;
   ended_ = absl::InfinitePast();
   live_ = nullptr;
   frozen_progress_.clear();
 }
 
-void FlightRecord::Start(const CollectiveContext* live) {
+void FlightRecord::Start(const CollectiveContext* live, absl::Time now) {
   std::lock_guard<std::mutex> lock(mu_);
   state_ = FlightState::kRunning;
-  started_ = absl::Now();
+  started_ = now;
   live_ = live;
 }
 
@@ -84,14 +84,15 @@ std::string FlightRecord::Describe(absl::Time now) const {
 FlightRecorder::FlightRecorder(int rank, std::string name, size_t capacity, std::string file)
     : rank_(rank), name_(std::move(name)), file_(std::move(file)), ring_(capacity) {}
 
-FlightRecordPtr FlightRecorder::Add(const CollectiveHeader& header, FlightState state) {
+FlightRecordPtr FlightRecorder::Add(const CollectiveHeader& header, FlightState state,
+                                    absl::Time now) {
   std::lock_guard<std::mutex> lock(mu_);
   if (ring_.empty()) return nullptr;
   FlightRecordPtr& slot = ring_[added_++ % ring_.size()];
   // Reuse the evicted record unless someone still holds it (a collective still in flight, or
   // a dump in progress). Only this class hands records out, under mu_, so the count is exact.
   if (slot == nullptr || slot.use_count() > 1) slot = std::make_shared<FlightRecord>();
-  slot->Reset(header, state);
+  slot->Reset(header, state, now);
   return slot;
 }
 

@@ -40,9 +40,9 @@ enum class FlightState { kQueued, kRunning, kCompleted, kFailed };
 // One collective. Thread-safe.
 class FlightRecord {
  public:
-  // The collective begins on this rank; `live` describes its progress until Finish, which must
-  // be called before `live` is destroyed.
-  void Start(const CollectiveContext* live);
+  // The collective begins on this rank at `now`; `live` describes its progress until Finish,
+  // which must be called before `live` is destroyed.
+  void Start(const CollectiveContext* live, absl::Time now);
   // The outcome. A failure keeps the progress with each peer as it was at this moment.
   void Finish(const absl::Status& status);
 
@@ -51,7 +51,7 @@ class FlightRecord {
 
  private:
   friend class FlightRecorder;
-  void Reset(const CollectiveHeader& header, FlightState state);
+  void Reset(const CollectiveHeader& header, FlightState state, absl::Time now);
 
   mutable std::mutex mu_;
   CollectiveHeader header_ ABSL_GUARDED_BY(mu_);
@@ -75,8 +75,9 @@ class FlightRecorder {
 
   int rank() const { return rank_; }
 
-  // A new record in `state` (kQueued or kRunning) replacing the oldest; nullptr when disabled.
-  FlightRecordPtr Add(const CollectiveHeader& header, FlightState state);
+  // A new record in `state` (kQueued or kRunning) as of `now`, replacing the oldest; nullptr
+  // when disabled. (The caller reads the clock once for this and the collective's start.)
+  FlightRecordPtr Add(const CollectiveHeader& header, FlightState state, absl::Time now);
 
   // Every record kept, oldest first, with a heading line naming the rank and communicator.
   std::string Dump() const;

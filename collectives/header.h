@@ -11,6 +11,8 @@
 // ranks know them (allgatherv, reduce_scatterv). For gatherv, scatterv and alltoallv, whose
 // ranks each know only their own counts, both are zero and the length of every message is
 // checked instead. The hierarchical algorithm folds a digest of the host layout into `shape`.
+// The collective context may append a step and a small first message to it (context.h); the
+// header itself is always these 40 bytes.
 #ifndef CHORUS_COLLECTIVES_HEADER_H_
 #define CHORUS_COLLECTIVES_HEADER_H_
 

@@ -1,5 +1,6 @@
 #include "chorus/collectives/selector.h"
 
+#include <atomic>
 #include <limits>
 
 #include "absl/strings/ascii.h"
@@ -119,9 +120,30 @@ CostParams Completed(CostParams params, const CostParams& defaults) {
 
 }  // namespace
 
+namespace {
+
+// The model's choice is a pure function of (selector, collective, ranks, bytes), and programs
+// repeat their sizes (a training step's buckets), so each thread keeps the latest choices in a
+// small direct-mapped table instead of pricing every algorithm again (log2, exp2 and segment
+// arithmetic per candidate) on every call. Per thread, so that lookups take no lock; entries
+// name their selector by a unique id, never reused, so one that was destroyed cannot match.
+struct ModelMemo {
+  uint64_t selector = 0;  // 0: empty
+  CollectiveKind kind = CollectiveKind::kBarrier;
+  int ranks = 0;
+  size_t bytes = 0;
+  const AlgorithmEntry* entry = nullptr;
+};
+constexpr size_t kModelMemoSlots = 64;
+thread_local ModelMemo model_memo[kModelMemoSlots];
+std::atomic<uint64_t> next_selector_id{1};
+
+}  // namespace
+
 Selector::Selector(std::vector<AlgorithmRule> rules, CostParams cost, size_t segment_bytes,
                    Topology topology, CostParams local_cost)
-    : rules_(std::move(rules)),
+    : id_(next_selector_id.fetch_add(1, std::memory_order_relaxed)),
+      rules_(std::move(rules)),
       cost_(cost),
       local_cost_(Completed(local_cost, cost)),
       segment_bytes_(segment_bytes),
@@ -162,18 +184,30 @@ absl::StatusOr<const AlgorithmEntry*> Selector::Choose(const CollectiveArgs& arg
       return FindAlgorithm(rule.kind, rule.algorithm);
     }
   }
-  const CostInputs in = Inputs(ranks, bytes);
-  const AlgorithmEntry* best = CheapestFlat(args.kind, in);
-  if (topology_.size() == ranks && topology_.IsHierarchical()) {
-    const AlgorithmEntry* hierarchical = FindAlgorithm(args.kind, AlgorithmId::kHierarchical);
-    if (hierarchical != nullptr && (best == nullptr || hierarchical->cost(in) < best->cost(in))) {
-      best = hierarchical;
-    }
-  }
+  const AlgorithmEntry* best = ModelChoice(args.kind, ranks, bytes);
   if (best == nullptr) {
     return InvalidArgumentError(
         absl::StrCat("no algorithm implements ", CollectiveKindName(args.kind)));
   }
+  return best;
+}
+
+const AlgorithmEntry* Selector::ModelChoice(CollectiveKind kind, int ranks, size_t bytes) const {
+  const size_t slot =
+      (bytes * 0x9e3779b97f4a7c15ull ^ static_cast<size_t>(kind) * 31 ^ ranks) % kModelMemoSlots;
+  ModelMemo& memo = model_memo[slot];
+  if (memo.selector == id_ && memo.kind == kind && memo.ranks == ranks && memo.bytes == bytes) {
+    return memo.entry;
+  }
+  const CostInputs in = Inputs(ranks, bytes);
+  const AlgorithmEntry* best = CheapestFlat(kind, in);
+  if (topology_.size() == ranks && topology_.IsHierarchical()) {
+    const AlgorithmEntry* hierarchical = FindAlgorithm(kind, AlgorithmId::kHierarchical);
+    if (hierarchical != nullptr && (best == nullptr || hierarchical->cost(in) < best->cost(in))) {
+      best = hierarchical;
+    }
+  }
+  memo = ModelMemo{id_, kind, ranks, bytes, best};
   return best;
 }
 

@@ -66,7 +66,10 @@ class Selector {
 
  private:
   CostInputs Inputs(int ranks, size_t bytes) const;
+  // The cost model's choice (no rule matched); memoised per thread (see selector.cc).
+  const AlgorithmEntry* ModelChoice(CollectiveKind kind, int ranks, size_t bytes) const;
 
+  const uint64_t id_;  // tells this selector's memo entries from another's
   const std::vector<AlgorithmRule> rules_;
   const CostParams cost_;
   const CostParams local_cost_;

@@ -22,6 +22,8 @@ class Deadline {
     return Deadline(Clock::now() + absl::ToChronoNanoseconds(timeout));
   }
   static Deadline AfterMillis(int64_t ms) { return After(absl::Milliseconds(ms)); }
+  // A point already read from the clock (so one read can serve several deadlines).
+  static Deadline At(Clock::time_point when) { return Deadline(when); }
 
   bool IsInfinite() const { return when_ == Clock::time_point::max(); }
   bool Expired() const { return !IsInfinite() && Clock::now() >= when_; }

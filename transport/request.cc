@@ -24,6 +24,9 @@ absl::Duration SpinDuration() {
 }  // namespace
 
 absl::Status Request::status() const {
+  // Complete() writes status_ once, before it sets done_ (release): once done_ reads true
+  // (acquire), status_ no longer changes and needs no lock.
+  if (done_.load(std::memory_order_acquire)) return status_;
   std::lock_guard<std::mutex> lock(mu_);
   return status_;
 }
@@ -86,8 +89,8 @@ absl::Status WaitAll(absl::Span<const RequestPtr> requests, Deadline deadline) {
     if (pending == nullptr) return absl::OkStatus();
     const Deadline slice = deadline.Min(Deadline::After(kRescanInterval));
     absl::Status status = pending->Wait(slice);
-    if (!status.ok() && (GetErrorKind(status) != ErrorKind::kDeadlineExceeded ||
-                         deadline.Expired())) {
+    if (!status.ok() &&
+        (GetErrorKind(status) != ErrorKind::kDeadlineExceeded || deadline.Expired())) {
       return status;
     }
   }

@@ -78,7 +78,7 @@ class Request {
   // which then cannot see absl::Mutex's ordering and reports false races.
   mutable std::mutex mu_;
   std::condition_variable done_cv_;
-  absl::Status status_;   // guarded by mu_
+  absl::Status status_;   // guarded by mu_ until done_; immutable after
   bool claimed_ = false;  // guarded by mu_
 };
 

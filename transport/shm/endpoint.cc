@@ -50,6 +50,26 @@ SlotState StateOf(uint32_t word) { return static_cast<SlotState>(word & 7u); }
 
 int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
+// A spinning waiter reads the clock (for the end of its spin and its deadline) once per this
+// many polls: a clock read costs about as much as a poll of an idle ring.
+constexpr int kPollsPerClockRead = 16;
+
+// Polls between yields while spinning (Endpoint::yield_every_).
+constexpr int kYieldEveryOversubscribed = 8;
+constexpr int kYieldEveryDedicated = 256;
+
+// Whether the ranks on this host (of `addresses`) outnumber the cores this process may use.
+bool Oversubscribed(const std::vector<InboxAddress>& addresses) {
+  int local = 0;
+  for (const InboxAddress& address : addresses) {
+    if (address.host == LocalHostIdentity()) ++local;
+  }
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) return true;
+  return local > CPU_COUNT(&cpus);
+}
+
 }  // namespace
 
 // The Connection handed to users: a peer index over the endpoint.
@@ -169,6 +189,8 @@ void ShmRequest::Cancel() { endpoint_->Cancel(*this); }
 
 Endpoint::Endpoint(Config config)
     : options_(config.options),
+      yield_every_(Oversubscribed(config.addresses) ? kYieldEveryOversubscribed
+                                                    : kYieldEveryDedicated),
       rank_(config.rank),
       size_(config.size),
       job_hash_(config.job_hash),
@@ -1277,13 +1299,22 @@ absl::Status Endpoint::Wait(ShmRequest& request, Deadline deadline) {
   if (!request.IsDone()) {
     active_waiters_.fetch_add(1, std::memory_order_relaxed);
     // Poll the rings ourselves for a while: a message usually arrives within microseconds, and
-    // a futex wake-up costs tens. Yield now and then so oversubscribed ranks still run.
-    const auto spin_until =
-        std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(options_.spin);
-    for (int polls = 1; !request.IsDone() && !deadline.Expired(); ++polls) {
+    // a futex wake-up costs tens. Yield now and then so oversubscribed ranks still run. The
+    // spin is timed from the first clock read, kPollsPerClockRead polls in.
+    std::chrono::steady_clock::time_point spin_until{};
+    for (int polls = 1; !request.IsDone(); ++polls) {
       PollOnce();
-      if (request.IsDone() || std::chrono::steady_clock::now() >= spin_until) break;
-      if (polls % 8 == 0) sched_yield();
+      if (request.IsDone()) break;
+      if (polls % kPollsPerClockRead == 0) {
+        const auto now = std::chrono::steady_clock::now();
+        if (polls == kPollsPerClockRead) {
+          spin_until = now + absl::ToChronoNanoseconds(options_.spin);
+        } else if (now >= spin_until) {
+          break;
+        }
+        if (now >= deadline.time_point()) break;
+      }
+      if (polls % yield_every_ == 0) sched_yield();
     }
     // Then sleep on the doorbell: peers ring it when they publish, local threads when they
     // complete something.

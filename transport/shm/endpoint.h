@@ -201,6 +201,10 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
   void CheckLiveness(int timeout_ms) ABSL_LOCKS_EXCLUDED(mu_);
 
   const ShmOptions options_;
+  // A spinning waiter yields the core every this many polls: often (8) when this host's
+  // ranks outnumber the cores this process may run on, so the rank it waits for gets to run;
+  // rarely otherwise, where a yield only adds a system call to the reply's latency.
+  const int yield_every_;
   const int rank_;
   const int size_;
   const uint64_t job_hash_;

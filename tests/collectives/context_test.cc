@@ -1,0 +1,216 @@
+// The collective context's piggyback protocol (context.h), driven directly on two ranks of a
+// real mesh: receives posted in another order than the sends, a receive posted after the
+// header was handled, two messages with the same step, a rank that only receives (its owed
+// header must still go out), and cancellation of a receive whose data rides in the header.
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "chorus/collectives/comm_state.h"
+#include "chorus/collectives/context.h"
+#include "chorus/collectives/header.h"
+#include "chorus/core/status.h"
+#include "chorus/rendezvous/memory_store.h"
+#include "chorus/rendezvous/prefix_store.h"
+#include "tests/collectives/test_transport.h"
+#include "tests/harness/multirank.h"
+
+namespace chorus::testing {
+namespace {
+
+const TransportKind kTransport = kTestTransport;
+
+std::string FreshName() {
+  static std::atomic<int> counter{0};
+  return absl::StrCat("context", counter.fetch_add(1));
+}
+
+// One rank's communicator state over a fresh mesh of the test's transport.
+struct Rank {
+  std::unique_ptr<Device> device;
+  std::unique_ptr<CommState> state;
+};
+
+absl::StatusOr<Rank> MakeRank(Store& store, const std::string& name, int rank, int size) {
+  Rank made;
+  CHORUS_ASSIGN_OR_RETURN(made.device, MakeDevice(kTransport, rank));
+  auto scoped = std::make_unique<PrefixStore>(name, store);
+  PrefixStore mesh_store("mesh", *scoped);
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Mesh> mesh,
+                          made.device->CreateMesh(mesh_store, rank, size, MeshOptions{},
+                                                  Deadline::After(absl::Seconds(30))));
+  made.state = std::make_unique<CommState>(name, rank, size, std::move(scoped), std::move(mesh),
+                                           CommTuning{}, Topology::Flat(size), /*trace=*/nullptr);
+  return made;
+}
+
+using ContextBody = std::function<absl::Status(CollectiveContext& ctx, int rank)>;
+
+// Runs `body` on two ranks (threads), each inside one collective context with the same header,
+// then Finish(); returns the first error.
+absl::Status RunContexts(const ContextBody& body) {
+  MemoryStore store;
+  const std::string name = FreshName();
+  const std::vector<absl::Status> statuses = RunRanksAsThreads(
+      2,
+      [&](int rank) -> absl::Status {
+        CHORUS_ASSIGN_OR_RETURN(Rank made, MakeRank(store, name, rank, 2));
+        CollectiveArgs args;
+        args.kind = CollectiveKind::kAllToAllV;  // a header without counts: lengths are checked
+        args.type = DataType::kInt32;
+        const CollectiveHeader header =
+            CollectiveHeader::For(args, AlgorithmId::kPairwise, /*sequence=*/0, 2);
+        CollectiveContext ctx(*made.state, args, header, Deadline::After(absl::Seconds(20)));
+        ctx.Start();
+        CHORUS_RETURN_IF_ERROR(body(ctx, rank));
+        return ctx.Finish();
+      },
+      absl::Minutes(1));
+  for (size_t rank = 0; rank < statuses.size(); ++rank) {
+    if (!statuses[rank].ok()) return Annotate(statuses[rank], absl::StrCat("rank ", rank));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<int32_t> Pattern(int32_t base, size_t count) {
+  std::vector<int32_t> values(count);
+  for (size_t i = 0; i < count; ++i) values[i] = base + static_cast<int32_t>(i);
+  return values;
+}
+
+absl::Status ExpectEqual(const std::vector<int32_t>& got, const std::vector<int32_t>& want,
+                         const std::string& what) {
+  return Expect(got == want, absl::StrCat(what, ": the received values differ"));
+}
+
+TEST_CASE("receives posted in another order than the sends get the right data", "[context]") {
+  const absl::Status status = RunContexts([](CollectiveContext& ctx, int rank) -> absl::Status {
+    const std::vector<int32_t> three = Pattern(300, 5), five = Pattern(500, 7);
+    if (rank == 0) {
+      // Step 3 is the first message: it rides in the header; step 5 goes on its own.
+      const Transfer sends[] = {ctx.Send(1, 3, three.data(), three.size() * 4),
+                                ctx.Send(1, 5, five.data(), five.size() * 4)};
+      return ctx.WaitAll(sends);
+    }
+    std::vector<int32_t> got_five(7, -1), got_three(5, -1);
+    const Transfer five_recv = ctx.Recv(0, 5, got_five.data(), got_five.size() * 4);
+    const Transfer three_recv = ctx.Recv(0, 3, got_three.data(), got_three.size() * 4);
+    CHORUS_RETURN_IF_ERROR(ctx.Wait(five_recv));
+    CHORUS_RETURN_IF_ERROR(ctx.Wait(three_recv));
+    CHORUS_RETURN_IF_ERROR(ExpectEqual(got_five, five, "step 5"));
+    return ExpectEqual(got_three, three, "step 3");
+  });
+  INFO(status.ToString());
+  CHECK(status.ok());
+}
+
+TEST_CASE("a receive posted after the header arrived takes the data it carried", "[context]") {
+  const absl::Status status = RunContexts([](CollectiveContext& ctx, int rank) -> absl::Status {
+    const std::vector<int32_t> three = Pattern(300, 4), seven = Pattern(700, 4);
+    if (rank == 0) {
+      const Transfer sends[] = {ctx.Send(1, 3, three.data(), three.size() * 4),
+                                ctx.Send(1, 7, seven.data(), seven.size() * 4)};
+      return ctx.WaitAll(sends);
+    }
+    // Step 7 first: waiting for it handles the header (which carries step 3) and posts the
+    // transport receive for step 7; step 3's receive comes only afterwards.
+    std::vector<int32_t> got_seven(4, -1), got_three(4, -1);
+    CHORUS_RETURN_IF_ERROR(ctx.Wait(ctx.Recv(0, 7, got_seven.data(), got_seven.size() * 4)));
+    const Transfer late = ctx.Recv(0, 3, got_three.data(), got_three.size() * 4);
+    CHORUS_RETURN_IF_ERROR(Expect(ctx.Ready(late), "the late receive is satisfied at once"));
+    CHORUS_RETURN_IF_ERROR(ctx.Wait(late));
+    CHORUS_RETURN_IF_ERROR(ExpectEqual(got_seven, seven, "step 7"));
+    return ExpectEqual(got_three, three, "step 3");
+  });
+  INFO(status.ToString());
+  CHECK(status.ok());
+}
+
+TEST_CASE("two messages with the same step arrive in order", "[context]") {
+  const absl::Status status = RunContexts([](CollectiveContext& ctx, int rank) -> absl::Status {
+    const std::vector<int32_t> first = Pattern(100, 3), second = Pattern(200, 3);
+    if (rank == 0) {
+      const Transfer sends[] = {ctx.Send(1, 2, first.data(), first.size() * 4),
+                                ctx.Send(1, 2, second.data(), second.size() * 4)};
+      return ctx.WaitAll(sends);
+    }
+    std::vector<int32_t> got_first(3, -1), got_second(3, -1);
+    const Transfer recvs[] = {ctx.Recv(0, 2, got_first.data(), got_first.size() * 4),
+                              ctx.Recv(0, 2, got_second.data(), got_second.size() * 4)};
+    CHORUS_RETURN_IF_ERROR(ctx.WaitAll(recvs));
+    CHORUS_RETURN_IF_ERROR(ExpectEqual(got_first, first, "first"));
+    return ExpectEqual(got_second, second, "second");
+  });
+  INFO(status.ToString());
+  CHECK(status.ok());
+}
+
+TEST_CASE("a rank sends its owed header before it blocks", "[context]") {
+  // Rank 0 owes rank 1 (its right-hand neighbour) its header and sends it no data. Rank 1 sends
+  // its data only once that header has arrived, while rank 0 blocks waiting for that data: a
+  // rank that kept its owed header until Finish would leave both waiting until the deadline.
+  const absl::Status status = RunContexts([](CollectiveContext& ctx, int rank) -> absl::Status {
+    const std::vector<int32_t> data = Pattern(42, 2);
+    if (rank == 1) {
+      const auto until = absl::Now() + absl::Seconds(10);
+      while (absl::StrContains(ctx.DescribeProgress(), "SILENT") && absl::Now() < until) {
+        absl::SleepFor(absl::Milliseconds(1));
+      }
+      CHORUS_RETURN_IF_ERROR(Expect(!absl::StrContains(ctx.DescribeProgress(), "SILENT"),
+                                    "rank 0's header never arrived while it waited"));
+      return ctx.Wait(ctx.Send(0, 0, data.data(), data.size() * 4));
+    }
+    std::vector<int32_t> got(2, -1);
+    CHORUS_RETURN_IF_ERROR(ctx.Wait(ctx.Recv(1, 0, got.data(), got.size() * 4)));
+    return ExpectEqual(got, data, "step 0");
+  });
+  INFO(status.ToString());
+  CHECK(status.ok());
+}
+
+TEST_CASE("a cancelled receive never gets the data that rode in the header", "[context]") {
+  MemoryStore store;
+  const std::string name = FreshName();
+  constexpr int32_t kUntouched = -5;
+  const std::vector<absl::Status> statuses = RunRanksAsThreads(
+      2,
+      [&](int rank) -> absl::Status {
+        CHORUS_ASSIGN_OR_RETURN(Rank made, MakeRank(store, name, rank, 2));
+        CollectiveArgs args;
+        args.kind = CollectiveKind::kAllToAllV;
+        args.type = DataType::kInt32;
+        const CollectiveHeader header = CollectiveHeader::For(args, AlgorithmId::kPairwise, 0, 2);
+        CollectiveContext ctx(*made.state, args, header, Deadline::After(absl::Seconds(20)));
+        ctx.Start();
+        const std::vector<int32_t> data = Pattern(7, 4);
+        if (rank == 0) return ctx.Wait(ctx.Send(1, 0, data.data(), data.size() * 4));
+        std::vector<int32_t> got(4, kUntouched);
+        const Transfer recv = ctx.Recv(0, 0, got.data(), got.size() * 4);
+        // Let the header (with the data) arrive, then cancel before anything waits on it.
+        absl::SleepFor(absl::Milliseconds(200));
+        ctx.Cancel();
+        const absl::Status waited = ctx.Wait(recv);
+        CHORUS_RETURN_IF_ERROR(Expect(GetErrorKind(waited) == ErrorKind::kAborted,
+                                      absl::StrCat("wait after cancel: ", waited.ToString())));
+        for (int32_t value : got) {
+          CHORUS_RETURN_IF_ERROR(Expect(value == kUntouched, "the cancelled receive was written"));
+        }
+        return absl::OkStatus();
+      },
+      absl::Minutes(1));
+  for (size_t rank = 0; rank < statuses.size(); ++rank) {
+    INFO("rank " << rank << ": " << statuses[rank].ToString());
+    CHECK(statuses[rank].ok());
+  }
+}
+
+}  // namespace
+}  // namespace chorus::testing
