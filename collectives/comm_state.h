@@ -25,6 +25,7 @@ namespace chorus {
 struct CommTuning {
   size_t segment_bytes = 1024 * 1024;
   int pipeline_depth = 16;
+  size_t streaming_bytes = 32 << 20;  // CommunicatorOptions::streaming_bytes, 0 resolved
   // Link costs (every field set) within a host and between hosts, with which the hierarchical
   // algorithm picks each phase's algorithm.
   CostParams local_cost;

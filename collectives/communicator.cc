@@ -13,6 +13,7 @@
 #include "chorus/collectives/header.h"
 #include "chorus/collectives/reduce_kernels.h"
 #include "chorus/collectives/selector.h"
+#include "chorus/collectives/streaming_sink.h"
 #include "chorus/collectives/tag.h"
 #include "chorus/collectives/trace.h"
 #include "chorus/collectives/worker_pool.h"
@@ -39,6 +40,12 @@ absl::Status ApplyEnvironment(CommunicatorOptions& options) {
       GetEnvBytes("CHORUS_COLL_SEGMENT_BYTES", static_cast<int64_t>(options.segment_bytes)));
   if (segment < 1) return InvalidArgumentError("CHORUS_COLL_SEGMENT_BYTES must be at least 1");
   options.segment_bytes = static_cast<size_t>(segment);
+  CHORUS_ASSIGN_OR_RETURN(
+      const int64_t streaming,
+      GetEnvBytes("CHORUS_COLL_STREAMING_BYTES", static_cast<int64_t>(options.streaming_bytes)));
+  if (streaming < 0)
+    return InvalidArgumentError("CHORUS_COLL_STREAMING_BYTES must not be negative");
+  options.streaming_bytes = static_cast<size_t>(streaming);
   CHORUS_ASSIGN_OR_RETURN(const int64_t depth,
                           GetEnvInt("CHORUS_COLL_PIPELINE_DEPTH", options.pipeline_depth, 1, 1024));
   options.pipeline_depth = static_cast<int>(depth);
@@ -213,6 +220,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   CommTuning tuning;
   tuning.segment_bytes = options.segment_bytes;
   tuning.pipeline_depth = options.pipeline_depth;
+  tuning.streaming_bytes =
+      options.streaming_bytes != 0 ? options.streaming_bytes : LastLevelCacheBytes();
   tuning.local_cost = local_cost;
   tuning.network_cost = cost;
   std::unique_ptr<TraceLog> trace;

@@ -275,12 +275,16 @@ Transfer CollectiveContext::RecvInto(int peer, uint64_t step, void* data, size_t
 
 Transfer CollectiveContext::RecvReduce(int peer, uint64_t step, void* buffer, size_t bytes,
                                        const void* own, void* out) {
-  reduce_sinks_.push_back(
-      std::make_unique<ReduceSink>(args_.type, args_.op, own, out, buffer, bytes));
-  ReduceSink* sink = reduce_sinks_.back().get();
-  Transfer transfer = RecvInto(peer, step, buffer, bytes, sink);
-  transfer.reduce = sink;
+  auto sink = std::make_unique<ReduceSink>(args_.type, args_.op, own, out, buffer, bytes);
+  Transfer transfer = RecvInto(peer, step, buffer, bytes, sink.get());
+  transfer.reduce = sink.get();
+  sinks_.push_back(std::move(sink));
   return transfer;
+}
+
+Transfer CollectiveContext::RecvStreaming(int peer, uint64_t step, void* data, size_t bytes) {
+  sinks_.push_back(std::make_unique<StreamingSink>(data));
+  return RecvInto(peer, step, data, bytes, sinks_.back().get());
 }
 
 Transfer CollectiveContext::Defer(int peer, uint64_t step, void* data, size_t bytes) {

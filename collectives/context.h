@@ -48,6 +48,7 @@
 #include "chorus/collectives/comm_state.h"
 #include "chorus/collectives/header.h"
 #include "chorus/collectives/reduce_sink.h"
+#include "chorus/collectives/streaming_sink.h"
 #include "chorus/collectives/topology.h"
 #include "chorus/core/deadline.h"
 #include "chorus/transport/request.h"
@@ -108,6 +109,9 @@ class CollectiveContext {
   // first. Wait() returns once the reduction is done; Ready() says nothing about it.
   Transfer RecvReduce(int peer, uint64_t step, void* buffer, size_t bytes, const void* own,
                       void* out);
+  // A receive into `data` that nobody reads again soon (a final result too large for the
+  // cache): transports that hand data over have it copied past the cache (StreamingSink).
+  Transfer RecvStreaming(int peer, uint64_t step, void* data, size_t bytes);
 
   // Waits until every transfer is done and, for receives, the sender's header is checked.
   absl::Status Wait(const Transfer& transfer) { return WaitAll({&transfer, 1}); }
@@ -251,9 +255,9 @@ class CollectiveContext {
   bool first_outgoing_used_ = false;
   std::vector<std::unique_ptr<uint8_t[]>> more_outgoing_;
   absl::InlinedVector<DeferredRecv, 2> deferred_;
-  // RecvReduce's sinks, each on the heap so it stays put while a transport may still call it
-  // (until the destructor's Cancel); only large receives use them.
-  std::vector<std::unique_ptr<ReduceSink>> reduce_sinks_;
+  // RecvReduce's and RecvStreaming's sinks, each on the heap so it stays put while a transport
+  // may still call it (until the destructor's Cancel); only large receives use them.
+  std::vector<std::unique_ptr<RecvSink>> sinks_;
 
   // The transfer WaitAll blocked on last (peer, step, direction) packed by NoteWait, so that
   // a dump reads it without a lock; 0 before the first wait.

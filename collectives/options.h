@@ -56,6 +56,12 @@ struct CommunicatorOptions {
   size_t segment_bytes = 1024 * 1024;
   int pipeline_depth = 16;
 
+  // A collective whose output is larger than this writes its final blocks past the cache
+  // (non-temporal stores, where the transport hands data over): they would be evicted before
+  // the caller reads them, and streaming saves reading every destination line first. 0 (the
+  // default): the last-level cache's size. CHORUS_COLL_STREAMING_BYTES overrides it.
+  size_t streaming_bytes = 0;
+
   // Link costs for the selector; zero fields use the defaults for the device's kind.
   // CHORUS_COLL_COST ("alpha_us=25,beta_ns=1.3,gamma_ns=0.1") overrides the fields it names.
   CostParams cost;

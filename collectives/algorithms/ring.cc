@@ -50,6 +50,9 @@ absl::Status RunRing(CollectiveContext& ctx, const CollectiveArgs& args, const R
   if (spec.reduce_scatter && spec.allgather) {
     window = std::min(window, static_cast<size_t>(rs_steps + 1) * segments);
   }
+  // The last allgather step's blocks are final and not forwarded: when the output outgrows
+  // the cache they are written past it (RecvStreaming), saving the reads of their lines.
+  const bool final_outgrows_cache = offsets.back() * elem > ctx.tuning().streaming_bytes;
   const int left = Mod(r - 1, p);
   const int right = Mod(r + 1, p);
 
@@ -98,8 +101,10 @@ absl::Status RunRing(CollectiveContext& ctx, const CollectiveArgs& args, const R
     // must be finished first (it almost always is, p-1 steps later).
     const size_t aliased = chunk - static_cast<size_t>(rs_steps) * segments;
     if (spec.reduce_scatter) CHORUS_RETURN_IF_ERROR(ctx.Wait(sends[aliased]));
-    recvs[chunk] =
-        ctx.Recv(left, chunk, spec.output + (offsets[block] + seg.start) * elem, seg.count * elem);
+    uint8_t* into = spec.output + (offsets[block] + seg.start) * elem;
+    recvs[chunk] = step == steps - 1 && final_outgrows_cache
+                       ? ctx.RecvStreaming(left, chunk, into, seg.count * elem)
+                       : ctx.Recv(left, chunk, into, seg.count * elem);
     return absl::OkStatus();
   };
 

@@ -1,7 +1,8 @@
 // Messages of a few MiB, where the ring and tree pipelines run many segments: every
 // collective and algorithm, every type and every op (each op at one of two rank counts), as
 // threads, and again as processes for the transports that cross process boundaries. The
-// segment size is cut to 64 KiB so even these sizes run tens of segments with the window full.
+// segment size is cut to 64 KiB so even these sizes run tens of segments with the window full,
+// and the streaming threshold to 1 MiB so the ring's final blocks are streamed.
 #include <catch2/catch.hpp>
 
 #include "tests/collectives/cases.h"
@@ -21,6 +22,9 @@ void RunLarge(RankForm form, int ranks, std::vector<DataType> types, std::vector
   const std::vector<Case> cases = BuildCases(matrix, ranks);
   CommunicatorOptions options;
   options.segment_bytes = 64 * 1024;
+  // Outputs above 1 MiB count as larger than the cache, so the ring's final blocks take the
+  // streaming path (RecvStreaming) here too.
+  options.streaming_bytes = 1 << 20;
   const CommBody body = [&](Communicator& comm) { return RunCases(comm, cases); };
   const absl::Status status =
       form == RankForm::kThreads
