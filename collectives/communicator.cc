@@ -43,8 +43,7 @@ absl::Status ApplyEnvironment(CommunicatorOptions& options) {
   CHORUS_ASSIGN_OR_RETURN(
       const int64_t streaming,
       GetEnvBytes("CHORUS_COLL_STREAMING_BYTES", static_cast<int64_t>(options.streaming_bytes)));
-  if (streaming < 0)
-    return InvalidArgumentError("CHORUS_COLL_STREAMING_BYTES must not be negative");
+  if (streaming < 0) return InvalidArgumentError("CHORUS_COLL_STREAMING_BYTES is negative");
   options.streaming_bytes = static_cast<size_t>(streaming);
   CHORUS_ASSIGN_OR_RETURN(const int64_t depth,
                           GetEnvInt("CHORUS_COLL_PIPELINE_DEPTH", options.pipeline_depth, 1, 1024));

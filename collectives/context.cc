@@ -313,31 +313,33 @@ void CollectiveContext::TakePayload(int index, const PeerHeader& header, size_t 
 
 void CollectiveContext::PostDeferred(int index, int peer, uint64_t step, size_t bytes) {
   void* data = deferred_[index].data;
-  RequestPtr request;
   absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
-  if (connection.ok()) {
+  // Posted under the lock Cancel takes (see Post).
+  std::lock_guard<std::mutex> lock(mu_);
+  RequestPtr request;
+  if (cancelled_) {
+    request = MakeFailedRequest(RequestKind::kRecv, peer, 0, AbortedError("cancelled"));
+  } else if (connection.ok()) {
     request = (*connection)
                   ->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, step % kHeaderStep), data,
                          bytes);
   } else {
     request = MakeFailedRequest(RequestKind::kRecv, peer, 0, connection.status());
   }
-  std::lock_guard<std::mutex> lock(mu_);
   deferred_[index].request = request;
-  if (cancelled_) request->Cancel();
 }
 
 absl::Status CollectiveContext::Resolve(int peer, PeerHeader& header) {
-  header.resolved = true;
-  --unresolved_headers_;
   for (const EarlyRecv& early : header.early) {
     if (header.has_payload && !header.payload_taken && early.step == header.payload_step) {
       header.payload_taken = true;
       if (early.deferred < 0) {
         // This rank posted a large transport receive for the step whose data the peer sent
-        // small, inside its header: the lengths disagree.
-        return WrongLength(Transfer{nullptr, peer, early.bytes, early.step, true},
-                           header.payload_bytes);
+        // small, inside its header: the lengths disagree. Kept, so that every later wait (and
+        // not only the one that found it) reports it.
+        header.failure = WrongLength(Transfer{nullptr, peer, early.bytes, early.step, true},
+                                     header.payload_bytes);
+        return header.failure;
       }
       TakePayload(early.deferred, header, early.bytes);
     } else if (early.deferred >= 0) {
@@ -345,23 +347,31 @@ absl::Status CollectiveContext::Resolve(int peer, PeerHeader& header) {
     }
   }
   header.early.clear();
+  header.resolved = true;
+  --unresolved_headers_;
   return absl::OkStatus();
 }
 
 Transfer CollectiveContext::Post(int peer, uint64_t step, size_t bytes, bool is_recv,
                                  absl::FunctionRef<RequestPtr(Connection&, Tag)> post) {
   Transfer transfer{nullptr, peer, bytes, step, is_recv};
+  const RequestKind kind = is_recv ? RequestKind::kRecv : RequestKind::kSend;
   absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
-  if (connection.ok()) {
+  // Posted under the lock Cancel takes: a receive whose message has already arrived is
+  // delivered while it is posted, so posting after Cancel returned would write the caller's
+  // buffer (or run a sink) after all.
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cancelled_) {
+    transfer.request = MakeFailedRequest(kind, peer, 0, AbortedError("cancelled"));
+  } else if (connection.ok()) {
     // A data step never takes the header's tag, also where an algorithm's step count reaches
     // 0xffff: steps wrap modulo kHeaderStep (tag.h).
     transfer.request =
         post(**connection, CollectiveTag(comm_.tag_id(), header_.sequence, step % kHeaderStep));
   } else {
-    transfer.request = MakeFailedRequest(is_recv ? RequestKind::kRecv : RequestKind::kSend, peer, 0,
-                                         connection.status());
+    transfer.request = MakeFailedRequest(kind, peer, 0, connection.status());
   }
-  Register(transfer);
+  posted_.push_back(transfer);
   return transfer;
 }
 
@@ -509,6 +519,7 @@ absl::Status CollectiveContext::WaitSendsSince(size_t first) {
 absl::Status CollectiveContext::CheckArrivedHeaders() {
   if (unresolved_headers_ == 0) return absl::OkStatus();
   for (PeerHeader* header : headers_) {
+    if (!header->failure.ok()) return header->failure;
     if (header->resolved || !header->request->IsDone()) continue;
     if (!header->checked) CHORUS_RETURN_IF_ERROR(CheckHeader(header->peer, *header));
     CHORUS_RETURN_IF_ERROR(Resolve(header->peer, *header));

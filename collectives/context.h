@@ -24,7 +24,8 @@
 // the header arrives and is checked. Then, in posting order, the first receive from that peer
 // for the header's step takes the payload (copied out of the context's buffer, and only if its
 // length is the one expected: otherwise, as for any message, a MismatchError), and every other
-// deferred receive is posted on the transport. Large receives are posted at once, as before.
+// deferred receive is posted on the transport. Large receives are posted at once (a large
+// receive for the step a payload carries is a length disagreement, a MismatchError).
 // Start() owes the right-hand neighbour its header rather than sending it, so that it can ride
 // on the first data message to that neighbour; an owed header goes out on its own before this
 // rank blocks in any wait (and so before Finish), so no rank waits while its neighbour lacks
@@ -167,6 +168,7 @@ class CollectiveContext {
     RequestPtr request;
     bool checked = false;   // arrived and agrees with ours
     bool resolved = false;  // checked, and the early receives got their data or were posted
+    absl::Status failure;   // a disagreement Resolve found, reported by every later wait
     bool has_payload = false;
     bool payload_taken = false;
     uint64_t payload_step = 0;
@@ -184,8 +186,8 @@ class CollectiveContext {
     bool taken = false;  // took the header's payload (copied when `got` is the expected length)
   };
 
-  // Recv, or RecvReduce's receive when `sink` is set (a small receive deferred for its peer's
-  // header never uses the sink: its data lands in `data`).
+  // Recv, or RecvReduce's / RecvStreaming's receive when `sink` is set (a small receive
+  // deferred for its peer's header never uses the sink: its data lands in `data`).
   Transfer RecvInto(int peer, uint64_t step, void* data, size_t bytes, RecvSink* sink);
   Transfer Post(int peer, uint64_t step, size_t bytes, bool is_recv,
                 absl::FunctionRef<RequestPtr(Connection&, Tag)> post);
@@ -255,8 +257,9 @@ class CollectiveContext {
   bool first_outgoing_used_ = false;
   std::vector<std::unique_ptr<uint8_t[]>> more_outgoing_;
   absl::InlinedVector<DeferredRecv, 2> deferred_;
-  // RecvReduce's and RecvStreaming's sinks, each on the heap so it stays put while a transport
-  // may still call it (until the destructor's Cancel); only large receives use them.
+  // RecvReduce's and RecvStreaming's sinks (one per such receive; a deferred small receive
+  // leaves its sink unused), each on the heap so it stays put while a transport may still call
+  // it (until the destructor's Cancel).
   std::vector<std::unique_ptr<RecvSink>> sinks_;
 
   // The transfer WaitAll blocked on last (peer, step, direction) packed by NoteWait, so that

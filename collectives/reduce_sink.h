@@ -26,9 +26,6 @@ class ReduceSink final : public RecvSink {
   // of handing it over. Idempotent.
   void Finish();
 
-  void* buffer() const { return buffer_; }
-  size_t bytes() const { return bytes_; }
-
  private:
   const DataType type_;
   const ReduceOp op_;

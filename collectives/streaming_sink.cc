@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <string>
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
@@ -40,13 +41,28 @@ void StreamingCopy(void* dst, const void* src, size_t bytes) {
 size_t LastLevelCacheBytes() {
   static const size_t kCacheBytes = [] {
     // sysfs first: on virtual machines sysconf can report the host's whole cache (320 MiB
-    // where sysfs and lscpu say 32 here). 32 MiB where neither tells.
-    if (std::FILE* file = std::fopen("/sys/devices/system/cpu/cpu0/cache/index3/size", "r")) {
+    // where sysfs and lscpu say 32 here). The highest-level cache listed is the last one.
+    // 32 MiB where neither tells.
+    int best_level = 0;
+    size_t best_bytes = 0;
+    for (int index = 0; index < 8; ++index) {
+      const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" + std::to_string(index);
+      int level = 0;
       unsigned long kib = 0;
-      const bool read = std::fscanf(file, "%luK", &kib) == 1;
-      std::fclose(file);
-      if (read && kib > 0) return static_cast<size_t>(kib) << 10;
+      if (std::FILE* file = std::fopen((dir + "/level").c_str(), "r")) {
+        if (std::fscanf(file, "%d", &level) != 1) level = 0;
+        std::fclose(file);
+      }
+      if (std::FILE* file = std::fopen((dir + "/size").c_str(), "r")) {
+        if (std::fscanf(file, "%luK", &kib) != 1) kib = 0;
+        std::fclose(file);
+      }
+      if (level > best_level && kib > 0) {
+        best_level = level;
+        best_bytes = static_cast<size_t>(kib) << 10;
+      }
     }
+    if (best_bytes > 0) return best_bytes;
     const long reported = sysconf(_SC_LEVEL3_CACHE_SIZE);
     return reported > 0 ? static_cast<size_t>(reported) : size_t{32} << 20;
   }();

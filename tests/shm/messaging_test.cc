@@ -1,8 +1,9 @@
 // Message semantics of the shm transport with ranks as threads, in every single-copy mode:
 // memcpy (auto within a process), process_vm_readv on itself (cma) and the staging area.
+#include <catch2/catch.hpp>
+
 #include <algorithm>
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
 #include <thread>
