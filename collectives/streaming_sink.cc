@@ -14,6 +14,7 @@
 namespace chorus {
 
 void StreamingCopy(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;  // empty buffers may be null, which memcpy must never be given
 #if defined(__SSE2__)
   auto* to = static_cast<uint8_t*>(dst);
   const auto* from = static_cast<const uint8_t*>(src);
