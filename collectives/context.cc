@@ -85,13 +85,7 @@ std::string CollectiveContext::DescribeProgress() const {
     std::lock_guard<std::mutex> lock(mu_);
     for (const Transfer& transfer : posted_) {
       Peer& peer = peers[transfer.peer];
-      bool done;
-      if (transfer.deferred >= 0) {
-        const DeferredRecv& deferred = deferred_[transfer.deferred];
-        done = deferred.taken || (deferred.request != nullptr && deferred.request->IsDone());
-      } else {
-        done = transfer.request->IsDone();
-      }
+      const bool done = IsDone(transfer);
       if (transfer.step == kHeaderStep) {
         if (transfer.is_recv && !done) peer.header_missing = true;
         continue;
@@ -313,20 +307,11 @@ void CollectiveContext::TakePayload(int index, const PeerHeader& header, size_t 
 
 void CollectiveContext::PostDeferred(int index, int peer, uint64_t step, size_t bytes) {
   void* data = deferred_[index].data;
-  absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
-  // Posted under the lock Cancel takes (see Post).
+  const absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
   std::lock_guard<std::mutex> lock(mu_);
-  RequestPtr request;
-  if (cancelled_) {
-    request = MakeFailedRequest(RequestKind::kRecv, peer, 0, AbortedError("cancelled"));
-  } else if (connection.ok()) {
-    request = (*connection)
-                  ->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, step % kHeaderStep), data,
-                         bytes);
-  } else {
-    request = MakeFailedRequest(RequestKind::kRecv, peer, 0, connection.status());
-  }
-  deferred_[index].request = request;
+  deferred_[index].request =
+      PostLocked(peer, step, RequestKind::kRecv, connection,
+                 [&](Connection& to, Tag tag) { return to.Recv(tag, data, bytes); });
 }
 
 absl::Status CollectiveContext::Resolve(int peer, PeerHeader& header) {
@@ -355,24 +340,25 @@ absl::Status CollectiveContext::Resolve(int peer, PeerHeader& header) {
 Transfer CollectiveContext::Post(int peer, uint64_t step, size_t bytes, bool is_recv,
                                  absl::FunctionRef<RequestPtr(Connection&, Tag)> post) {
   Transfer transfer{nullptr, peer, bytes, step, is_recv};
-  const RequestKind kind = is_recv ? RequestKind::kRecv : RequestKind::kSend;
-  absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
+  const absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
+  std::lock_guard<std::mutex> lock(mu_);
+  transfer.request =
+      PostLocked(peer, step, is_recv ? RequestKind::kRecv : RequestKind::kSend, connection, post);
+  posted_.push_back(transfer);
+  return transfer;
+}
+
+RequestPtr CollectiveContext::PostLocked(int peer, uint64_t step, RequestKind kind,
+                                         const absl::StatusOr<Connection*>& connection,
+                                         absl::FunctionRef<RequestPtr(Connection&, Tag)> post) {
   // Posted under the lock Cancel takes: a receive whose message has already arrived is
   // delivered while it is posted, so posting after Cancel returned would write the caller's
   // buffer (or run a sink) after all.
-  std::lock_guard<std::mutex> lock(mu_);
-  if (cancelled_) {
-    transfer.request = MakeFailedRequest(kind, peer, 0, AbortedError("cancelled"));
-  } else if (connection.ok()) {
-    // A data step never takes the header's tag, also where an algorithm's step count reaches
-    // 0xffff: steps wrap modulo kHeaderStep (tag.h).
-    transfer.request =
-        post(**connection, CollectiveTag(comm_.tag_id(), header_.sequence, step % kHeaderStep));
-  } else {
-    transfer.request = MakeFailedRequest(kind, peer, 0, connection.status());
-  }
-  posted_.push_back(transfer);
-  return transfer;
+  if (cancelled_) return MakeFailedRequest(kind, peer, 0, AbortedError("cancelled"));
+  if (!connection.ok()) return MakeFailedRequest(kind, peer, 0, connection.status());
+  // A data step never takes the header's tag, also where an algorithm's step count reaches
+  // 0xffff: steps wrap modulo kHeaderStep (tag.h).
+  return post(**connection, CollectiveTag(comm_.tag_id(), header_.sequence, step % kHeaderStep));
 }
 
 uint8_t* CollectiveContext::Scratch(size_t bytes) {
@@ -475,7 +461,7 @@ absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
       if (std::optional<absl::Status> published = comm_.PeekFailure()) {
         return Reported(*published, -1);
       }
-      store_check = Deadline::Clock::now() + absl::ToChronoNanoseconds(kStoreCheckInterval);
+      store_check = now + absl::ToChronoNanoseconds(kStoreCheckInterval);
     }
     if (now >= deadline_.time_point()) return TimedOut(transfers);
     // The status is read from the requests above; a slice ending is not an error here.

@@ -191,6 +191,12 @@ class CollectiveContext {
   Transfer RecvInto(int peer, uint64_t step, void* data, size_t bytes, RecvSink* sink);
   Transfer Post(int peer, uint64_t step, size_t bytes, bool is_recv,
                 absl::FunctionRef<RequestPtr(Connection&, Tag)> post);
+  // Posts a data message's request with `post` on `connection` (a failed one once cancelled
+  // or without a connection); mu_ held.
+  RequestPtr PostLocked(int peer, uint64_t step, RequestKind kind,
+                        const absl::StatusOr<Connection*>& connection,
+                        absl::FunctionRef<RequestPtr(Connection&, Tag)> post)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendHeaderTo(int peer);
   // Sends the header with a small message (`bytes` <= kPiggybackBytes) of step `step`.
   Transfer SendHeaderWith(int peer, Connection& connection, uint64_t step, const void* data,
