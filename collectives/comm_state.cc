@@ -27,7 +27,17 @@ CommState::CommState(std::string name, int rank, int size, std::unique_ptr<Store
       mesh_(std::move(mesh)),
       tuning_(tuning),
       topology_(std::move(topology)),
-      trace_(std::move(trace)) {}
+      trace_(std::move(trace)),
+      connections_(new std::atomic<Connection*>[size]()) {}
+
+absl::StatusOr<Connection*> CommState::GetConnection(int peer) {
+  if (peer >= 0 && peer < size_) {
+    if (Connection* known = connections_[peer].load(std::memory_order_acquire)) return known;
+  }
+  absl::StatusOr<Connection*> connection = mesh_->GetConnection(peer);
+  if (connection.ok()) connections_[peer].store(*connection, std::memory_order_release);
+  return connection;
+}
 
 absl::Status CommState::broken() const {
   if (!is_broken_.load(std::memory_order_acquire)) return absl::OkStatus();

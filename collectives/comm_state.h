@@ -44,6 +44,9 @@ class CommState {
   int size() const { return size_; }
   uint16_t tag_id() const { return tag_id_; }
   Mesh& mesh() { return *mesh_; }
+  // mesh().GetConnection(peer), remembered once it succeeds (the mesh returns the same object
+  // for its whole life), so that a collective finds its peers without a transport's lock.
+  absl::StatusOr<Connection*> GetConnection(int peer);
   Store& store() { return *store_; }
   const CommTuning& tuning() const { return tuning_; }
   // Which ranks share a host (fixed at creation).
@@ -83,6 +86,7 @@ class CommState {
   const CommTuning tuning_;
   const Topology topology_;
   const std::unique_ptr<TraceLog> trace_;
+  const std::unique_ptr<std::atomic<Connection*>[]> connections_;  // by rank; null: not yet
   mutable std::mutex mu_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);
   // Set (under mu_) once broken_ is, so that broken() takes no lock while all is well.

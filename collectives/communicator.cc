@@ -17,6 +17,7 @@
 #include "chorus/collectives/tag.h"
 #include "chorus/collectives/trace.h"
 #include "chorus/collectives/worker_pool.h"
+#include "chorus/core/deadline.h"
 #include "chorus/core/env.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
@@ -441,7 +442,9 @@ absl::Status Communicator::Validate(const CollectiveArgs& args) const {
 
 absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEntry& algorithm,
                                    const CollectiveHeader& header, absl::Duration timeout,
-                                   Work* work, FlightRecord* record, absl::Time started) {
+                                   Work* work, FlightRecord* record,
+                                   Deadline::Clock::time_point start) {
+  const absl::Time started = WallTimeOf(start);
   // A blocking collective runs on the caller's thread, which has no log rank of its own.
   ScopedLogRank log_rank(rank());
   const absl::Status broken = state_->broken();
@@ -454,7 +457,7 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
     Conclude(header, started, status, record);
     return status;
   }
-  CollectiveContext ctx(*state_, args, header, Deadline::After(timeout));
+  CollectiveContext ctx(*state_, args, header, Deadline::AfterFrom(start, timeout), start);
   absl::Status status;
   if (work != nullptr && !work->Attach([&ctx] { ctx.Cancel(); })) {
     status = AbortedError(absl::StrCat(ctx.Describe(), ": aborted before it started"));
@@ -482,7 +485,7 @@ void Communicator::Conclude(const CollectiveHeader& header, absl::Time started,
     }
   }
   if (TraceLog* trace = state_->trace()) {
-    trace->Add(std::string(CollectiveKindName(header.kind)), "collective", started, absl::Now(),
+    trace->Add(std::string(CollectiveKindName(header.kind)), "collective", started, WallNow(),
                {{"sequence", absl::StrCat(header.sequence)},
                 {"algorithm", std::string(AlgorithmName(header.algorithm))},
                 {"collective", header.Describe()},
@@ -501,10 +504,11 @@ absl::Status Communicator::Run(CollectiveArgs args, const CollectiveOptions& opt
   CHORUS_ASSIGN_OR_RETURN(const AlgorithmEntry* algorithm,
                           selector_->Choose(args, size(), options.algorithm));
   const CollectiveHeader header = MakeHeader(args, algorithm->id, next_sequence_.fetch_add(1));
-  const absl::Time started = absl::Now();
-  FlightRecordPtr record = recorder_->Add(header, FlightState::kRunning, started);
+  // One clock read for the deadline and the record (WallTimeOf).
+  const Deadline::Clock::time_point start = Deadline::Clock::now();
+  FlightRecordPtr record = recorder_->Add(header, FlightState::kRunning, WallTimeOf(start));
   return Execute(args, *algorithm, header, options.timeout.value_or(timeout_), nullptr,
-                 record.get(), started);
+                 record.get(), start);
 }
 
 WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& options) {
@@ -523,11 +527,11 @@ WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& optio
   auto work = std::make_shared<Work>(
       args.kind, sequence, std::string(AlgorithmName((*algorithm)->id)), header.Describe());
   const absl::Duration timeout = options.timeout.value_or(timeout_);
-  FlightRecordPtr record = recorder_->Add(header, FlightState::kQueued, absl::Now());
+  FlightRecordPtr record = recorder_->Add(header, FlightState::kQueued, WallNow());
   unfinished_async_.fetch_add(1);
   pool_->Submit([this, args = std::move(args), entry = *algorithm, header, timeout, work, record] {
     const absl::Status status =
-        Execute(args, *entry, header, timeout, work.get(), record.get(), absl::Now());
+        Execute(args, *entry, header, timeout, work.get(), record.get(), Deadline::Clock::now());
     unfinished_async_.fetch_sub(1);
     work->Complete(status);
   });
@@ -564,7 +568,7 @@ WorkPtr Communicator::PostPointToPoint(CollectiveKind kind, void* data, size_t c
   if (peers.size() > 1) {
     request = state_->mesh().RecvFromAny(peers, wire_tag, MemoryRef{data, bytes});
   } else {
-    absl::StatusOr<Connection*> connection = state_->mesh().GetConnection(peers[0]);
+    absl::StatusOr<Connection*> connection = state_->GetConnection(peers[0]);
     if (!connection.ok()) {
       work->Complete(Annotate(connection.status(), description));
       return work;

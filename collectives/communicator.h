@@ -223,11 +223,12 @@ class Communicator {
   // The collective path: validate, choose, number, then run here or on a worker.
   absl::Status Run(CollectiveArgs args, const CollectiveOptions& options);
   WorkPtr Launch(CollectiveArgs args, const CollectiveOptions& options);
-  // `record` is the collective's flight record (null when the recorder is off); `started` is
-  // when it starts (read by the caller, which also stamps the record with it).
+  // `record` is the collective's flight record (null when the recorder is off); `start` is
+  // when it starts (read by the caller, which also stamps the record with it): the deadline
+  // counts from it.
   absl::Status Execute(const CollectiveArgs& args, const AlgorithmEntry& algorithm,
                        const CollectiveHeader& header, absl::Duration timeout, Work* work,
-                       FlightRecord* record, absl::Time started);
+                       FlightRecord* record, Deadline::Clock::time_point start);
   // Records the outcome (flight record, timeout dump, trace event); while `ctx` is alive.
   void Conclude(const CollectiveHeader& header, absl::Time started, const absl::Status& status,
                 FlightRecord* record);

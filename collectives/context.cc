@@ -48,12 +48,14 @@ const char kSameCallsAdvice[] =
 }  // namespace
 
 CollectiveContext::CollectiveContext(CommState& comm, const CollectiveArgs& args,
-                                     const CollectiveHeader& header, Deadline deadline)
+                                     const CollectiveHeader& header, Deadline deadline,
+                                     std::optional<Deadline::Clock::time_point> start)
     : comm_(comm),
       args_(args),
       header_(header),
       header_wire_(header.Encode()),
       deadline_(deadline),
+      unused_start_(start),
       peer_slots_(comm.size()) {}
 CollectiveContext::~CollectiveContext() {
   Cancel();
@@ -157,7 +159,7 @@ void CollectiveContext::SendHeaderTo(int peer) {
   if (peer_slots_[peer].header_sent) return;
   peer_slots_[peer].header_sent = true;
   const Tag tag = CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep);
-  absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
+  absl::StatusOr<Connection*> connection = comm_.GetConnection(peer);
   // Without a connection the data transfers to this peer report the same error.
   if (!connection.ok()) return;
   Transfer transfer{nullptr, peer, header_wire_.size(), kHeaderStep, false};
@@ -191,7 +193,7 @@ Transfer CollectiveContext::SendHeaderWith(int peer, Connection& connection, uin
 
 CollectiveContext::PeerHeader* CollectiveContext::ExpectHeaderFrom(int peer) {
   if (PeerHeader* header = HeaderOf(peer)) return header;
-  absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
+  absl::StatusOr<Connection*> connection = comm_.GetConnection(peer);
   if (!connection.ok()) return nullptr;
   PeerHeader* slot = &first_header_;
   if (!headers_.empty()) {
@@ -219,7 +221,7 @@ Transfer CollectiveContext::Send(int peer, uint64_t step, const void* data, size
     step += step_base_;
   }
   if (!peer_slots_[peer].header_sent && bytes <= kPiggybackBytes) {
-    absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
+    absl::StatusOr<Connection*> connection = comm_.GetConnection(peer);
     if (connection.ok()) {
       peer_slots_[peer].header_sent = true;
       if (owed_header_ == peer) owed_header_ = -1;
@@ -307,7 +309,7 @@ void CollectiveContext::TakePayload(int index, const PeerHeader& header, size_t 
 
 void CollectiveContext::PostDeferred(int index, int peer, uint64_t step, size_t bytes) {
   void* data = deferred_[index].data;
-  const absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
+  const absl::StatusOr<Connection*> connection = comm_.GetConnection(peer);
   std::lock_guard<std::mutex> lock(mu_);
   deferred_[index].request =
       PostLocked(peer, step, RequestKind::kRecv, connection,
@@ -340,7 +342,7 @@ absl::Status CollectiveContext::Resolve(int peer, PeerHeader& header) {
 Transfer CollectiveContext::Post(int peer, uint64_t step, size_t bytes, bool is_recv,
                                  absl::FunctionRef<RequestPtr(Connection&, Tag)> post) {
   Transfer transfer{nullptr, peer, bytes, step, is_recv};
-  const absl::StatusOr<Connection*> connection = comm_.mesh().GetConnection(peer);
+  const absl::StatusOr<Connection*> connection = comm_.GetConnection(peer);
   std::lock_guard<std::mutex> lock(mu_);
   transfer.request =
       PostLocked(peer, step, is_recv ? RequestKind::kRecv : RequestKind::kSend, connection, post);
@@ -399,7 +401,7 @@ absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
     absl::Time since = absl::InfinitePast();
     ~TracedWait() {
       if (wait == 0) return;
-      trace->Add(absl::StrCat("wait ", DescribeWait(wait)), "wait", since, absl::Now());
+      trace->Add(absl::StrCat("wait ", DescribeWait(wait)), "wait", since, WallNow());
     }
   } traced{comm_.trace()};
   while (true) {
@@ -452,9 +454,11 @@ absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
     last_wait_.store(wait, std::memory_order_relaxed);
     if (traced.trace != nullptr && traced.wait == 0) {
       traced.wait = wait;
-      traced.since = absl::Now();
+      traced.since = WallNow();
     }
-    const Deadline::Clock::time_point now = Deadline::Clock::now();
+    // The collective's first blocking round reuses the reading its deadline came from.
+    const Deadline::Clock::time_point now = unused_start_ ? *unused_start_ : Deadline::Clock::now();
+    unused_start_.reset();
     if (!store_check) {
       store_check = now + absl::ToChronoNanoseconds(kStoreCheckInterval);
     } else if (now >= *store_check) {

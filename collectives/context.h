@@ -37,6 +37,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -79,8 +80,10 @@ struct Transfer {
 // Used by the one thread that runs the collective; Cancel() may be called from any thread.
 class CollectiveContext {
  public:
+  // `start`, when known, is the clock reading `deadline` was computed from: the first wait
+  // that blocks uses it instead of reading the clock again.
   CollectiveContext(CommState& comm, const CollectiveArgs& args, const CollectiveHeader& header,
-                    Deadline deadline);
+                    Deadline deadline, std::optional<Deadline::Clock::time_point> start = {});
   // Cancels whatever is still pending, so no transport touches the buffers afterwards.
   ~CollectiveContext();
   CollectiveContext(const CollectiveContext&) = delete;
@@ -231,6 +234,7 @@ class CollectiveContext {
   const CollectiveHeader header_;
   const CollectiveHeader::Wire header_wire_;
   const Deadline deadline_;
+  std::optional<Deadline::Clock::time_point> unused_start_;  // the constructor's `start`, once
   // The containers below hold what a latency-bound collective needs without a heap
   // allocation (a few transfers, one or two peers, one small scratch buffer); they grow on the
   // heap beyond that.

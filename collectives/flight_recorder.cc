@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "chorus/collectives/context.h"
+#include "chorus/core/deadline.h"
 #include "chorus/core/env.h"
 #include "chorus/core/logging.h"
 
@@ -46,7 +47,7 @@ void FlightRecord::Start(const CollectiveContext* live, absl::Time now) {
 
 void FlightRecord::Finish(const absl::Status& status) {
   std::lock_guard<std::mutex> lock(mu_);
-  ended_ = absl::Now();
+  ended_ = WallNow();
   if (state_ == FlightState::kQueued) started_ = ended_;
   state_ = status.ok() ? FlightState::kCompleted : FlightState::kFailed;
   if (!status.ok()) {
@@ -110,7 +111,7 @@ std::string FlightRecorder::Dump() const {
       records.push_back(ring_[(added_ - kept + i) % ring_.size()]);
     }
   }
-  const absl::Time now = absl::Now();
+  const absl::Time now = WallNow();
   std::string dump = absl::StrCat("rank ", rank_, " communicator ", name_, ": flight recorder ");
   if (ring_size == 0) return absl::StrCat(dump, "off (CHORUS_FLIGHT_RECORDER=0)\n");
   absl::StrAppend(&dump, "at ", FormatClock(now), ", last ", records.size(), " of ", added,

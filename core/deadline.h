@@ -6,6 +6,7 @@
 #include <chrono>
 #include <string>
 
+#include "absl/time/clock.h"
 #include "absl/time/time.h"
 
 namespace chorus {
@@ -16,10 +17,12 @@ class Deadline {
   using Clock = std::chrono::steady_clock;
 
   static Deadline Infinite() { return Deadline(Clock::time_point::max()); }
-  static Deadline After(absl::Duration timeout) {
+  static Deadline After(absl::Duration timeout) { return AfterFrom(Clock::now(), timeout); }
+  // `timeout` after `now`, a point already read from the clock.
+  static Deadline AfterFrom(Clock::time_point now, absl::Duration timeout) {
     if (timeout == absl::InfiniteDuration()) return Infinite();
     if (timeout < absl::ZeroDuration()) timeout = absl::ZeroDuration();
-    return Deadline(Clock::now() + absl::ToChronoNanoseconds(timeout));
+    return Deadline(now + absl::ToChronoNanoseconds(timeout));
   }
   static Deadline AfterMillis(int64_t ms) { return After(absl::Milliseconds(ms)); }
   // A point already read from the clock (so one read can serve several deadlines).
@@ -52,6 +55,20 @@ class Deadline {
   explicit Deadline(Clock::time_point when) : when_(when) {}
   Clock::time_point when_;
 };
+
+// The wall-clock time of a steady-clock reading, where one is at hand: it saves a second clock
+// read (about 20 ns) on paths that need both. It uses the offset between the two clocks when
+// first called, so it drifts from absl::Now() only by what the wall clock is stepped or
+// slewed later: right for timestamps in logs and dumps, not for comparing hosts' clocks.
+inline absl::Time WallTimeOf(Deadline::Clock::time_point when) {
+  static const absl::Time wall_at_zero =
+      absl::Now() - absl::FromChrono(Deadline::Clock::now().time_since_epoch());
+  return wall_at_zero + absl::FromChrono(when.time_since_epoch());
+}
+
+// Now, on WallTimeOf's scale: timestamps compared or subtracted with WallTimeOf's (durations in
+// the flight recorder and the trace) come from here, never from absl::Now().
+inline absl::Time WallNow() { return WallTimeOf(Deadline::Clock::now()); }
 
 }  // namespace chorus
 

@@ -25,23 +25,24 @@ absl::Duration SpinDuration() {
 
 absl::Status Request::status() const {
   // Complete() writes status_ once, before it sets done_ (release): once done_ reads true
-  // (acquire), status_ no longer changes and needs no lock.
+  // (acquire), status_ no longer changes. Before that it is not read at all.
   if (done_.load(std::memory_order_acquire)) return status_;
-  std::lock_guard<std::mutex> lock(mu_);
-  return status_;
+  return absl::OkStatus();
 }
 
 bool Request::Complete(absl::Status status, size_t bytes, int peer) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (claimed_) return false;
-    claimed_ = true;
-    status_ = std::move(status);
-    if (peer >= 0) peer_.store(peer, std::memory_order_release);
-    bytes_.store(bytes, std::memory_order_release);
-    done_.store(true, std::memory_order_release);
+  if (claimed_.exchange(true, std::memory_order_acq_rel)) return false;
+  status_ = std::move(status);
+  if (peer >= 0) peer_.store(peer, std::memory_order_release);
+  bytes_.store(bytes, std::memory_order_release);
+  done_.store(true, std::memory_order_seq_cst);
+  // Most requests complete while nobody is blocked on them, and then cost no lock. A waiter
+  // counts itself in before it last reads done_ (both sequentially consistent), so of the two
+  // either it sees done_ or this sees it; the lock then orders the notify after its wait began.
+  if (blocked_waiters_.load(std::memory_order_seq_cst) > 0) {
+    { std::lock_guard<std::mutex> lock(mu_); }
+    done_cv_.notify_all();
   }
-  done_cv_.notify_all();
   return true;
 }
 
@@ -54,13 +55,20 @@ bool Request::AwaitDone(Deadline deadline) {
     if (IsDone()) return true;
     if (++polls % 64 == 0) sched_yield();
   }
-  std::unique_lock<std::mutex> lock(mu_);
-  auto done = [this] { return done_.load(std::memory_order_acquire); };
-  if (deadline.IsInfinite()) {
-    done_cv_.wait(lock, done);
-    return true;
+  blocked_waiters_.fetch_add(1, std::memory_order_seq_cst);
+  bool done;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    auto is_done = [this] { return done_.load(std::memory_order_seq_cst); };
+    if (deadline.IsInfinite()) {
+      done_cv_.wait(lock, is_done);
+      done = true;
+    } else {
+      done = done_cv_.wait_until(lock, deadline.time_point(), is_done);
+    }
   }
-  return done_cv_.wait_until(lock, deadline.time_point(), done);
+  blocked_waiters_.fetch_sub(1, std::memory_order_relaxed);
+  return done;
 }
 
 absl::Status Request::Wait(Deadline deadline) {

@@ -76,10 +76,11 @@ class Request {
   std::atomic<size_t> bytes_{0};
   // std::mutex rather than absl::Mutex: the system Abseil is not built with ThreadSanitizer,
   // which then cannot see absl::Mutex's ordering and reports false races.
-  mutable std::mutex mu_;
+  std::mutex mu_;  // only for done_cv_
   std::condition_variable done_cv_;
-  absl::Status status_;   // guarded by mu_ until done_; immutable after
-  bool claimed_ = false;  // guarded by mu_
+  std::atomic<int> blocked_waiters_{0};  // threads in AwaitDone's blocking part
+  std::atomic<bool> claimed_{false};     // the first Complete() wins
+  absl::Status status_;                  // written by the winner before done_; immutable after
 };
 
 using RequestPtr = std::shared_ptr<Request>;

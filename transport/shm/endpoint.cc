@@ -14,6 +14,7 @@
 #include <limits>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
@@ -173,8 +174,10 @@ struct Endpoint::Peer {
   AreaView in;
   RingReader reader;
   uint64_t chunks_consumed = 0;
-  absl::flat_hash_map<Tag, std::deque<std::shared_ptr<ShmRequest>>> posted;
-  absl::flat_hash_map<Tag, std::deque<Unexpected>> unexpected;
+  // Per tag, in order. A tag rarely has more than one entry (collectives use each once), so the
+  // queues keep it inline: posting and matching allocate nothing.
+  absl::flat_hash_map<Tag, absl::InlinedVector<std::shared_ptr<ShmRequest>, 1>> posted;
+  absl::flat_hash_map<Tag, absl::InlinedVector<Unexpected, 1>> unexpected;
   absl::flat_hash_map<int, InboundStream> inbound_streams;  // by slot index
   std::chrono::steady_clock::time_point last_pull_at;       // when the last held message is due
 };
@@ -974,7 +977,7 @@ std::shared_ptr<ShmRequest> Endpoint::TakePosted(Peer& peer, Tag tag) {
   auto it = peer.posted.find(tag);
   if (it == peer.posted.end()) return nullptr;
   std::shared_ptr<ShmRequest> request = std::move(it->second.front());
-  it->second.pop_front();
+  it->second.erase(it->second.begin());
   if (it->second.empty()) peer.posted.erase(it);
   if (!request->any_peers_.empty()) RemoveFromPosted(*request, peer.rank);
   return request;
@@ -1001,7 +1004,7 @@ bool Endpoint::MatchUnexpected(Peer& peer, const std::shared_ptr<ShmRequest>& re
   auto it = peer.unexpected.find(request->tag());
   while (it != peer.unexpected.end()) {
     Unexpected message = std::move(it->second.front());
-    it->second.pop_front();
+    it->second.erase(it->second.begin());
     if (it->second.empty()) {
       peer.unexpected.erase(it);
       it = peer.unexpected.end();
