@@ -9,6 +9,7 @@
 // rank_env.h; the store from --store (default $CHORUS_STORE).
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <set>
@@ -26,6 +27,7 @@
 #include "chorus/integrations/launcher/rank_env.h"
 #include "chorus/rendezvous/store_url.h"
 #include "chorus/transport/device_from_env.h"
+#include "chorus/transport/shm/shm_device.h"
 #include "chorus/transport/tcp/tcp_options.h"
 
 namespace chorus::bench {
@@ -39,6 +41,9 @@ const std::vector<ToolFlag>& ChorusFlags() {
        "transport between the ranks: tcp, shm (shared memory, one host) or auto (shared memory "
        "within a host, tcp between hosts)"},
       {"store", "", "rendezvous store URL (file:///dir or redis://...); default $CHORUS_STORE"},
+      {"buffers", "heap",
+       "where the buffers live: heap, or shared (AllocateSharedMemory: the shm transport reads "
+       "large messages from them in place, as registered buffers)"},
   };
   return *flags;
 }
@@ -90,9 +95,9 @@ absl::StatusOr<std::vector<std::string>> SelectedAlgorithms(const BenchmarkOptio
                std::find(known.begin(), known.end(), algorithm) != known.end()) {
       selected.push_back(algorithm);
     } else {
-      return InvalidArgumentError(absl::StrCat(
-          "Chorus has no ", CollectiveName(options.collective), " algorithm '", algorithm,
-          "'; choose from ", absl::StrJoin(known, ", "), ", auto or all"));
+      return InvalidArgumentError(absl::StrCat("Chorus has no ", CollectiveName(options.collective),
+                                               " algorithm '", algorithm, "'; choose from ",
+                                               absl::StrJoin(known, ", "), ", auto or all"));
     }
   }
   return selected;
@@ -151,8 +156,7 @@ class ChorusTarget : public CollectiveTarget {
   }
 
   absl::StatusOr<double> MaxOverRanks(double value) override {
-    CHORUS_RETURN_IF_ERROR(
-        comm_.AllReduce(&value, &value, 1, DataType::kFloat64, ReduceOp::kMax));
+    CHORUS_RETURN_IF_ERROR(comm_.AllReduce(&value, &value, 1, DataType::kFloat64, ReduceOp::kMax));
     return value;
   }
 
@@ -162,6 +166,16 @@ class ChorusTarget : public CollectiveTarget {
   }
 
   absl::Status Barrier() override { return comm_.Barrier(); }
+
+  absl::StatusOr<std::shared_ptr<std::byte>> AllocateBuffer(size_t bytes) override {
+    if (options_.tool_flags.at("buffers") != "shared") {
+      return CollectiveTarget::AllocateBuffer(bytes);
+    }
+    CHORUS_ASSIGN_OR_RETURN(void* data, AllocateSharedMemory(bytes));
+    std::memset(data, 0, bytes);  // touched once, like the heap buffers
+    return std::shared_ptr<std::byte>(static_cast<std::byte*>(data),
+                                      [](std::byte* p) { FreeSharedMemory(p).IgnoreError(); });
+  }
 
   // For `auto`: the algorithms the selector picked over the sweep, e.g. "auto (ring)".
   std::string Description() const {
@@ -185,14 +199,17 @@ absl::Status Main(int argc, char** argv) {
                           ParseBenchmarkFlags(argc, argv, ChorusFlags()));
   if (options.help) {
     std::fputs(BenchmarkUsage("chorus_bench", ChorusFlags()).c_str(), stdout);
-    std::fputs("Run it under chorusrun (or set CHORUS_RANK, CHORUS_SIZE, CHORUS_STORE).\n",
-               stdout);
+    std::fputs("Run it under chorusrun (or set CHORUS_RANK, CHORUS_SIZE, CHORUS_STORE).\n", stdout);
     return absl::OkStatus();
   }
   const std::string& transport = options.tool_flags.at("transport");
+  const std::string& buffers = options.tool_flags.at("buffers");
+  if (buffers != "heap" && buffers != "shared") {
+    return InvalidArgumentError(
+        absl::StrCat("chorus_bench --buffers: '", buffers, "' is neither heap nor shared"));
+  }
   CHORUS_RETURN_IF_ERROR(CheckTransport(transport));  // before the slow probe
-  CHORUS_ASSIGN_OR_RETURN(const std::vector<std::string> algorithms,
-                          SelectedAlgorithms(options));
+  CHORUS_ASSIGN_OR_RETURN(const std::vector<std::string> algorithms, SelectedAlgorithms(options));
   CHORUS_ASSIGN_OR_RETURN(const RankIdentity identity, ReadRankIdentity());
   std::string store_url = options.tool_flags.at("store");
   if (store_url.empty()) {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The shared-memory targets of issue 6 in one run, so every figure sees the same machine state:
-# 2 ranks over TCP and over shm up to 64 MiB (with the machine limits), 8 B over shm with many
+# 2 ranks over TCP and over shm up to 64 MiB (with the machine limits), 64 MiB over shm with the
+# buffers in shared memory (--buffers shared, with its own limits), 8 B over shm with many
 # iterations, and 8 ranks over shm (oversubscribed on small machines) up to 1 MiB; all
 # allreduce float32 sum with the selector's choice and a file store. Writes JSON to
 # benchmarks/results/ and prints shm_targets.py's verdicts.
@@ -27,6 +28,9 @@ echo "=== 2 ranks, tcp"
 bench 2 shm-run-tcp-2ranks.json -b 4 -e 64M "${SWEEP[@]}" --transport tcp --limits 0
 echo "=== 2 ranks, shm"
 bench 2 shm-run-shm-2ranks.json -b 4 -e 64M "${SWEEP[@]}" --transport shm
+echo "=== 2 ranks, shm, buffers in shared memory (read in place)"
+bench 2 shm-run-shm-shared-2ranks.json -b 64M -e 64M "${SWEEP[@]}" --transport shm \
+  --buffers shared
 echo "=== 8 B, 2 ranks, shm, 20000 iterations"
 bench 2 shm-run-8b.json -b 8 -e 8 -n 20000 -w 1000 --transport shm --limits 0
 echo "=== 8 ranks, shm"
@@ -34,4 +38,5 @@ bench 8 shm-run-shm-8ranks.json -b 4 -e 1M "${SWEEP[@]}" --transport shm --limit
 echo "=== targets"
 python3 benchmarks/shm_targets.py --tcp "$RESULTS/shm-run-tcp-2ranks.json" \
   --shm "$RESULTS/shm-run-shm-2ranks.json" --latency "$RESULTS/shm-run-8b.json" \
-  --oversubscribed "$RESULTS/shm-run-shm-8ranks.json"
+  --oversubscribed "$RESULTS/shm-run-shm-8ranks.json" \
+  --shm-shared "$RESULTS/shm-run-shm-shared-2ranks.json"

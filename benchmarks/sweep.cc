@@ -15,21 +15,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-using AlignedBuffer = std::unique_ptr<std::byte[], FreeDeleter>;
-
-// Page-aligned and touched once, so the first timed iteration does not take page faults.
-AlignedBuffer AllocateTouched(int64_t bytes) {
-  constexpr size_t kAlignment = 4096;
-  const size_t size = (static_cast<size_t>(std::max<int64_t>(bytes, 1)) + kAlignment - 1) /
-                      kAlignment * kAlignment;
-  AlignedBuffer buffer(static_cast<std::byte*>(std::aligned_alloc(kAlignment, size)));
-  if (buffer) std::memset(buffer.get(), 0, size);
-  return buffer;
-}
-
 enum class Mode { kOutOfPlace, kInPlace };
 
 absl::string_view ModeName(Mode mode) {
@@ -38,8 +23,8 @@ absl::string_view ModeName(Mode mode) {
 
 // Buffers for the largest size, reused by every row.
 struct Buffers {
-  AlignedBuffer input;
-  AlignedBuffer output;
+  std::shared_ptr<std::byte> input;
+  std::shared_ptr<std::byte> output;
 };
 
 // The input and output pointers of one mode, nccl-tests layout: in-place allgather reads its
@@ -85,8 +70,7 @@ absl::StatusOr<Measurement> MeasureMode(CollectiveTarget& target, const RunRepor
   CHORUS_RETURN_IF_ERROR(target.Barrier());
   const auto start = Clock::now();
   for (int i = 0; i < o.iterations; ++i) CHORUS_RETURN_IF_ERROR(target.Run());
-  const double seconds =
-      std::chrono::duration<double>(Clock::now() - start).count() / o.iterations;
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / o.iterations;
 
   CHORUS_ASSIGN_OR_RETURN(const double slowest, target.MaxOverRanks(seconds));
   int64_t total_wrong = -1;
@@ -98,6 +82,20 @@ absl::StatusOr<Measurement> MeasureMode(CollectiveTarget& target, const RunRepor
 
 }  // namespace
 
+// Page-aligned and touched once, so the first timed iteration does not take page faults.
+absl::StatusOr<std::shared_ptr<std::byte>> CollectiveTarget::AllocateBuffer(size_t bytes) {
+  constexpr size_t kAlignment = 4096;
+  const size_t size = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  std::shared_ptr<std::byte> buffer(static_cast<std::byte*>(std::aligned_alloc(kAlignment, size)),
+                                    [](std::byte* p) { std::free(p); });
+  if (buffer == nullptr) {
+    return InvalidArgumentError(
+        absl::StrCat("cannot allocate a buffer of ", bytes, " bytes; lower -e"));
+  }
+  std::memset(buffer.get(), 0, size);
+  return buffer;
+}
+
 absl::Status RunSweep(CollectiveTarget& target, RunReport& run, std::FILE* out) {
   const BenchmarkOptions& o = run.options;
   CHORUS_RETURN_IF_ERROR(ValidateForRanks(o, target.ranks()));
@@ -108,13 +106,13 @@ absl::Status RunSweep(CollectiveTarget& target, RunReport& run, std::FILE* out) 
   const size_t element_size = DataTypeSize(o.type);
   const int64_t max_count = sizes.back() / static_cast<int64_t>(element_size);
   const BufferElements largest = BufferElementsFor(o.collective, max_count, target.ranks());
-  Buffers buffers{AllocateTouched(largest.input * static_cast<int64_t>(element_size)),
-                  AllocateTouched(std::max(largest.input, largest.output) *
-                                  static_cast<int64_t>(element_size))};
-  if (!buffers.input || !buffers.output) {
-    return InvalidArgumentError(absl::StrCat("cannot allocate buffers for ", sizes.back(),
-                                             " bytes; lower -e"));
-  }
+  Buffers buffers;
+  CHORUS_ASSIGN_OR_RETURN(buffers.input,
+                          target.AllocateBuffer(static_cast<size_t>(largest.input) * element_size));
+  CHORUS_ASSIGN_OR_RETURN(
+      buffers.output,
+      target.AllocateBuffer(static_cast<size_t>(std::max(largest.input, largest.output)) *
+                            element_size));
 
   for (const int64_t bytes : sizes) {
     ResultRow row;
@@ -128,8 +126,8 @@ absl::Status RunSweep(CollectiveTarget& target, RunReport& run, std::FILE* out) 
       }
       auto measured = MeasureMode(target, run, buffers, mode, bytes, row.count);
       if (!measured.ok()) {
-        return Annotate(measured.status(), absl::StrCat(CollectiveName(o.collective), " of ",
-                                                        bytes, " bytes, ", ModeName(mode)));
+        return Annotate(measured.status(), absl::StrCat(CollectiveName(o.collective), " of ", bytes,
+                                                        " bytes, ", ModeName(mode)));
       }
       (mode == Mode::kOutOfPlace ? row.out_of_place : row.in_place) = *measured;
     }

@@ -5,8 +5,10 @@
 #ifndef CHORUS_BENCHMARKS_SWEEP_H_
 #define CHORUS_BENCHMARKS_SWEEP_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -35,6 +37,10 @@ class CollectiveTarget {
 
   // Runs the bound collective once.
   virtual absl::Status Run() = 0;
+
+  // Page-aligned, zero-filled memory for the sweep's buffers (once, for the largest size); the
+  // heap unless the library has memory of its own to offer (chorus_bench --buffers shared).
+  virtual absl::StatusOr<std::shared_ptr<std::byte>> AllocateBuffer(size_t bytes);
 
   // Cross-rank aggregates, used outside the timed loop only.
   virtual absl::StatusOr<double> MaxOverRanks(double value) = 0;

@@ -99,6 +99,17 @@ class ChorusBench(unittest.TestCase):
         result = run_bench(3, *QUICK, "--transport", "auto")
         self.assert_all_verified(result, 5)
 
+    def test_shared_memory_buffers_verify_over_shm(self):
+        # Up to 4 MiB: the large messages are read in place from the peer's arena.
+        result = run_bench(2, "-b", "64K", "-e", "4M", "-f", "8", "-n", "2", "-w", "1",
+                           "--limits", "0", "--transport", "shm", "--buffers", "shared",
+                           "--coll", "allreduce")
+        self.assert_all_verified(result, 3)
+        result = run_bench(2, "-b", "64K", "-e", "4M", "-f", "8", "-n", "2", "-w", "1",
+                           "--limits", "0", "--transport", "shm", "--buffers", "shared",
+                           "--coll", "allgather")
+        self.assert_all_verified(result, 3)
+
     def test_barrier_and_the_machine_limits(self):
         result = run_bench(2, "--coll", "barrier", "-n", "3", "-w", "1")
         self.assertEqual(result.returncode, 0, result.stderr)
@@ -112,6 +123,8 @@ class ChorusBench(unittest.TestCase):
         self.assertIn("no allreduce algorithm 'bcube'; choose from", result.stderr)
         result = run_bench(2, *QUICK, "--transport", "carrier-pigeon")
         self.assertIn("no transport 'carrier-pigeon'; choose from tcp", result.stderr)
+        result = run_bench(2, *QUICK, "--buffers", "pinned")
+        self.assertIn("--buffers: 'pinned' is neither heap nor shared", result.stderr)
 
 
 if __name__ == "__main__":

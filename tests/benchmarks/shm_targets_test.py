@@ -63,6 +63,25 @@ class ShmTargets(unittest.TestCase):
         self.assertIn("2.20 us", lines[2])
         self.assertIn("4->16 B: time x5.0", lines[3])
 
+    def test_shared_buffers_add_two_lines(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            names = ("tcp", "shm", "latency", "oversubscribed", "shm-shared")
+            contents = [report([(64 << 20, 1, 1.5)]), report([(8, 1, 0), (64 << 20, 1, 4.0)]),
+                        report([(8, 0.9, 0)]), report([(4, 10, 0), (16, 11, 0)]),
+                        report([(64 << 20, 1, 8.0)], memcpy=10.0)]
+            args = []
+            for name, content in zip(names, contents):
+                path = os.path.join(tmp, name + ".json")
+                with open(path, "w") as f:
+                    json.dump(content, f)
+                args += [f"--{name}", path]
+            lines = subprocess.run([sys.executable, SCRIPT] + args, check=True,
+                                   capture_output=True, text=True).stdout.splitlines()
+        self.assertEqual(len(lines), 6)
+        self.assertTrue(lines[1].endswith("40% -> MISSED"), lines[1])
+        self.assertIn("shared-memory buffers >= 3x tcp busbw: 8.00 vs 1.50 GB/s", lines[4])
+        self.assertTrue(lines[5].endswith("80% -> met"), lines[5])
+
     def test_missing_row_is_an_error(self):
         with self.assertRaises(subprocess.CalledProcessError):
             with tempfile.TemporaryDirectory() as tmp:

@@ -180,6 +180,11 @@ struct Endpoint::Peer {
   absl::flat_hash_map<Tag, absl::InlinedVector<Unexpected, 1>> unexpected;
   absl::flat_hash_map<int, InboundStream> inbound_streams;  // by slot index
   std::chrono::steady_clock::time_point last_pull_at;       // when the last held message is due
+  // The peer's arena, mapped (read-only) when the first message announced from it arrives;
+  // arena_failed once that failed (its messages then come through the staging area).
+  std::unique_ptr<Mapping> arena;
+  uint64_t arena_base = 0;  // its address in the peer's process
+  bool arena_failed = false;
 };
 
 ShmRequest::ShmRequest(std::shared_ptr<Endpoint> endpoint, RequestKind kind, int peer, Tag tag,
@@ -622,7 +627,8 @@ void Endpoint::DeliverAnnouncement(Peer& peer, const Record& record) {
     peer.unexpected[record.tag].push_back(std::move(message));
     return;
   }
-  const Claim claim = ClaimAnnouncement(peer, record.slot_ref, record.length, front->size_);
+  const Claim claim =
+      ClaimAnnouncement(peer, record.slot_ref, record.length, record.arg, front->size_);
   if (claim == Claim::kWithdrawn) return;  // cancelled by its sender: never a message
   ReceiveAnnounced(peer, TakePosted(peer, record.tag), claim, record.slot_ref, record.length,
                    record.arg);
@@ -647,14 +653,14 @@ void Endpoint::Hold(Peer& peer, Tag tag, uint64_t arrival, uint64_t length) {
 }
 
 Endpoint::Claim Endpoint::ClaimAnnouncement(Peer& peer, uint32_t slot_ref, uint64_t length,
-                                            size_t capacity) {
+                                            uint64_t address, size_t capacity) {
   const uint32_t generation = SlotGeneration(slot_ref);
   Claim claim = Claim::kRead;
   SlotState target = kSlotReading;
   if (length > capacity) {
     claim = Claim::kTooLong;
     target = kSlotDone;
-  } else if (peer.large_path == LargePath::kStaging) {
+  } else if (peer.large_path == LargePath::kStaging && InPlace(peer, address, length) == nullptr) {
     claim = Claim::kStage;
     target = kSlotStaging;
   }
@@ -689,17 +695,22 @@ void Endpoint::ReceiveAnnounced(Peer& peer, const std::shared_ptr<ShmRequest>& r
       return;
     }
     case Claim::kRead:
-      Complete(*request, ReadAnnounced(peer, request->data_, slot_ref, length, address), length,
-               peer.rank);
+      Complete(*request,
+               ReadAnnounced(peer, request->data_, request->sink_, slot_ref, length, address),
+               length, peer.rank);
       return;
   }
 }
 
-absl::Status Endpoint::ReadAnnounced(Peer& peer, char* into, uint32_t slot_ref, uint64_t length,
-                                     uint64_t address) {
+absl::Status Endpoint::ReadAnnounced(Peer& peer, char* into, RecvSink* sink, uint32_t slot_ref,
+                                     uint64_t length, uint64_t address) {
   absl::Status status;
-  if (peer.large_path == LargePath::kMemcpy) {
-    std::memcpy(into, reinterpret_cast<const void*>(address), length);
+  if (const char* source = InPlace(peer, address, length)) {
+    if (sink != nullptr) {
+      sink->Consume(0, source, length);
+    } else {
+      std::memcpy(into, source, length);
+    }
   } else {
     status = CrossMemoryRead(peer.address.pid, into, address, length);
   }
@@ -712,6 +723,46 @@ absl::Status Endpoint::ReadAnnounced(Peer& peer, char* into, uint32_t slot_ref, 
       GetErrorKind(status),
       absl::StrCat("shm: reading the message of rank ", peer.rank, " failed: ", status.message()),
       peer.rank);
+}
+
+const char* Endpoint::InPlace(Peer& peer, uint64_t address, uint64_t length) {
+  if (peer.large_path == LargePath::kMemcpy) return reinterpret_cast<const char*>(address);
+  if (peer.arena == nullptr) {
+    if (peer.arena_failed) return nullptr;
+    const InboxHeader& header = peer.outbox->header();
+    Arena::Identity identity;
+    identity.bytes = header.arena_bytes.load(std::memory_order_acquire);
+    if (identity.bytes == 0) return nullptr;  // the peer has no arena (yet)
+    identity.fd = header.arena_fd;
+    identity.base = header.arena_base;
+    identity.nonce = header.arena_nonce;
+    absl::StatusOr<std::unique_ptr<Mapping>> mapping =
+        MapPeerArena(peer.address.pid, identity, peer.rank);
+    if (!mapping.ok()) {
+      CHORUS_LOG(kWarn, "shm") << "rank " << rank_ << ": " << mapping.status().message()
+                               << "; its shared-memory buffers come through the staging area";
+      peer.arena_failed = true;
+      return nullptr;
+    }
+    CHORUS_LOG(kInfo, "shm") << "rank " << rank_ << ": reads rank " << peer.rank
+                             << "'s shared-memory buffers in place";
+    peer.arena = std::move(mapping).value();
+    peer.arena_base = identity.base;
+  }
+  const uint64_t bytes = peer.arena->bytes();
+  if (address < peer.arena_base || length > bytes || address - peer.arena_base > bytes - length) {
+    return nullptr;
+  }
+  return peer.arena->data() + (address - peer.arena_base);
+}
+
+void Endpoint::PublishArena(const Arena& arena) {
+  const Arena::Identity& identity = arena.identity();
+  header_.arena_fd = identity.fd;
+  header_.arena_base = identity.base;
+  header_.arena_nonce = identity.nonce;
+  header_.arena_bytes.store(identity.bytes, std::memory_order_release);
+  arena_published_ = true;
 }
 
 void Endpoint::PullExpiredAnnouncements() {
@@ -729,15 +780,17 @@ void Endpoint::PullExpiredAnnouncements() {
       continue;
     }
     bool keep = true;
-    switch (ClaimAnnouncement(peer, message->slot_ref, message->length, message->length)) {
+    switch (ClaimAnnouncement(peer, message->slot_ref, message->length, message->address,
+                              message->length)) {
       case Claim::kWithdrawn:
       case Claim::kTooLong:  // cannot happen: the capacity is the length
         keep = false;
         break;
       case Claim::kRead: {
         Bytes data = Bytes::Uninitialized(message->length);
-        const absl::Status status = ReadAnnounced(peer, data.data.get(), message->slot_ref,
-                                                  message->length, message->address);
+        const absl::Status status =
+            ReadAnnounced(peer, data.data.get(), /*sink=*/nullptr, message->slot_ref,
+                          message->length, message->address);
         if (status.ok()) {
           message->kind = Unexpected::Kind::kData;
           message->data = std::move(data);
@@ -921,6 +974,10 @@ bool Endpoint::FlushSends(Peer& peer, bool* wrote) {
     record.type = RecordType::kAnnounce;
     record.slot_ref = SlotRef(generation, slot);
     record.arg = reinterpret_cast<uint64_t>(request.data_);
+    if (!arena_published_) {
+      const Arena* arena = Arena::IfCreated();
+      if (arena != nullptr && arena->Contains(request.data_, request.size_)) PublishArena(*arena);
+    }
     if (!peer.writer.TryWrite(record)) return true;
     *wrote = true;
     peer.generation[slot] = generation;
@@ -1017,8 +1074,8 @@ bool Endpoint::MatchUnexpected(Peer& peer, const std::shared_ptr<ShmRequest>& re
         TakeOverPull(peer, request, message);
         return true;
       case Unexpected::Kind::kAnnounced: {
-        const Claim claim =
-            ClaimAnnouncement(peer, message.slot_ref, message.length, request->size_);
+        const Claim claim = ClaimAnnouncement(peer, message.slot_ref, message.length,
+                                              message.address, request->size_);
         if (claim != Claim::kWithdrawn) {
           ReceiveAnnounced(peer, request, claim, message.slot_ref, message.length, message.address);
           return true;

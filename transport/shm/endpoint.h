@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "chorus/transport/request.h"
+#include "chorus/transport/shm/arena.h"
 #include "chorus/transport/shm/layout.h"
 #include "chorus/transport/shm/ring.h"
 #include "chorus/transport/shm/segment.h"
@@ -143,8 +144,16 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
   // false if there is none (announcements withdrawn by their sender are skipped).
   bool MatchUnexpected(Peer& peer, const std::shared_ptr<ShmRequest>& request)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  Claim ClaimAnnouncement(Peer& peer, uint32_t slot_ref, uint64_t length, size_t capacity)
+  Claim ClaimAnnouncement(Peer& peer, uint32_t slot_ref, uint64_t length, uint64_t address,
+                          size_t capacity) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Where this process can read the `length` bytes `peer` announced at `address` by itself:
+  // at the address for a peer in this process, in this rank's mapping of the peer's arena
+  // (AllocateSharedMemory) for a buffer inside it; null otherwise (cross-memory attach or the
+  // staging area then).
+  const char* InPlace(Peer& peer, uint64_t address, uint64_t length)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes this process's arena into this rank's inbox header, for peers to map (once).
+  void PublishArena(const Arena& arena) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void ReceiveAnnounced(Peer& peer, const std::shared_ptr<ShmRequest>& request, Claim claim,
                         uint32_t slot_ref, uint64_t length, uint64_t address)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -153,10 +162,11 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishEagerReceive(ShmRequest& request, int from, const char* data, uint64_t length)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Copies an announced message (claimed for reading) out of the sender's buffer into `into`
-  // and tells the sender it is done.
-  absl::Status ReadAnnounced(Peer& peer, char* into, uint32_t slot_ref, uint64_t length,
-                             uint64_t address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Copies an announced message (claimed for reading) out of the sender's buffer into `into`,
+  // or hands it to `sink` in one piece where it can be read in place, and tells the sender it
+  // is done.
+  absl::Status ReadAnnounced(Peer& peer, char* into, RecvSink* sink, uint32_t slot_ref,
+                             uint64_t length, uint64_t address) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Pulls announcements that waited longer than the hold time for a receive into buffers of
   // this rank, so their senders complete.
   void PullExpiredAnnouncements() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -223,6 +233,7 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
   // Every request from creation to completion, so Abort and peer failure can reach them.
   absl::flat_hash_map<ShmRequest*, std::shared_ptr<ShmRequest>> pending_ ABSL_GUARDED_BY(mu_);
   absl::Status closed_ ABSL_GUARDED_BY(mu_);  // non-OK once aborted or shut down
+  bool arena_published_ ABSL_GUARDED_BY(mu_) = false;
 
   std::atomic<int> active_waiters_{0};    // threads inside Wait()
   std::atomic<int> sleeping_waiters_{0};  // of those, the ones asleep on the doorbell

@@ -26,7 +26,7 @@
 namespace chorus::shm {
 
 constexpr uint64_t kInboxMagic = 0x31484D5355524F48ull;  // arbitrary; marks a Chorus inbox
-constexpr uint32_t kLayoutVersion = 1;
+constexpr uint32_t kLayoutVersion = 2;                   // 2: the arena identity in the header
 constexpr size_t kPageBytes = 4096;
 constexpr size_t kCacheLine = 64;
 
@@ -67,6 +67,14 @@ struct InboxHeader {
   alignas(kCacheLine) std::atomic<uint64_t> attach_epoch;
   // A CloseState, set by the owner when its mesh closes: nothing sent to it is read after.
   std::atomic<uint32_t> closed;
+
+  // The owner's shared-memory arena (arena.h), written once by the owner before it announces
+  // the first message from it: the other fields first, then arena_bytes with release. 0 while
+  // there is none. Peers map it to read such messages in place.
+  alignas(kCacheLine) int32_t arena_fd;
+  uint64_t arena_base;
+  uint64_t arena_nonce;
+  std::atomic<uint64_t> arena_bytes;
 };
 
 enum CloseState : uint32_t {

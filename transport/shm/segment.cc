@@ -20,7 +20,6 @@
 #include "chorus/core/status.h"
 
 namespace chorus::shm {
-namespace {
 
 std::string ErrnoText(int error) {
   return absl::StrCat(std::strerror(error), " (errno ", error, ")");
@@ -33,6 +32,8 @@ uint64_t RandomNonce() {
   }
   return value;
 }
+
+namespace {
 
 // Inboxes of this process by nonce, so that a rank thread reaches a peer thread's inbox through
 // the owner's own mapping (one address for both sides, which also keeps ThreadSanitizer's view
@@ -57,12 +58,12 @@ std::string ReadFirstLine(const char* path) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Mapping>> Mapping::Map(int fd, uint64_t offset, uint64_t bytes,
-                                                      absl::string_view what) {
-  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd,
+                                                      absl::string_view what, bool writable) {
+  void* data = mmap(nullptr, bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd,
                     static_cast<off_t>(offset));
   if (data == MAP_FAILED) {
-    return InternalError(absl::StrCat("shm: mmap of ", bytes, " bytes of ", what,
-                                      " failed: ", ErrnoText(errno)));
+    return InternalError(
+        absl::StrCat("shm: mmap of ", bytes, " bytes of ", what, " failed: ", ErrnoText(errno)));
   }
   return std::unique_ptr<Mapping>(new Mapping(static_cast<char*>(data), bytes));
 }
@@ -77,12 +78,13 @@ absl::StatusOr<InboxAddress> InboxAddress::Parse(absl::string_view text) {
   const std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
   InboxAddress address;
   int64_t pid = 0;
-  if (parts.size() != 5 || parts[0] != "shm1" || !absl::SimpleAtoi(parts[2], &pid) ||
-      pid <= 0 || !absl::SimpleAtoi(parts[3], &address.fd) || address.fd < 0 ||
+  if (parts.size() != 5 || parts[0] != "shm1" || !absl::SimpleAtoi(parts[2], &pid) || pid <= 0 ||
+      !absl::SimpleAtoi(parts[3], &address.fd) || address.fd < 0 ||
       !absl::SimpleHexAtoi(parts[4], &address.nonce)) {
-    return InvalidArgumentError(absl::StrCat(
-        "shm: '", text, "' is not a shared-memory address (shm1:<host>:<pid>:<fd>:<nonce>); "
-        "were the ranks of this mesh created with different transports?"));
+    return InvalidArgumentError(
+        absl::StrCat("shm: '", text,
+                     "' is not a shared-memory address (shm1:<host>:<pid>:<fd>:<nonce>); "
+                     "were the ranks of this mesh created with different transports?"));
   }
   address.host = std::string(parts[1]);
   address.pid = static_cast<pid_t>(pid);
@@ -129,8 +131,8 @@ absl::StatusOr<std::shared_ptr<Inbox>> Inbox::Create(int rank, int size, const P
   const std::string name = absl::StrCat("chorus-shm-r", rank);
   const int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
   if (fd < 0) {
-    return InternalError(absl::StrCat("shm: memfd_create for rank ", rank,
-                                      "'s inbox failed: ", ErrnoText(errno)));
+    return InternalError(
+        absl::StrCat("shm: memfd_create for rank ", rank, "'s inbox failed: ", ErrnoText(errno)));
   }
   if (ftruncate(fd, static_cast<off_t>(total)) != 0) {
     const int error = errno;
@@ -204,8 +206,8 @@ InboxAddress Inbox::address() const {
   return address;
 }
 
-absl::StatusOr<std::unique_ptr<PeerInbox>> PeerInbox::Attach(const InboxAddress& address,
-                                                             int peer, int my_rank, int size) {
+absl::StatusOr<std::unique_ptr<PeerInbox>> PeerInbox::Attach(const InboxAddress& address, int peer,
+                                                             int my_rank, int size) {
   const std::string who = absl::StrCat("rank ", peer, " (pid ", address.pid, ")");
   auto gone = [&](absl::string_view why) {
     return PeerUnavailableError(
@@ -228,8 +230,8 @@ absl::StatusOr<std::unique_ptr<PeerInbox>> PeerInbox::Attach(const InboxAddress&
     const int error = errno;
     if (error == EACCES || error == EPERM) {
       return PeerUnavailableError(
-          absl::StrCat("shm: opening ", path, " (the inbox of ", who, ") was refused: ",
-                       ErrnoText(error),
+          absl::StrCat("shm: opening ", path, " (the inbox of ", who,
+                       ") was refused: ", ErrnoText(error),
                        "; ranks must run as the same user and be dumpable (no "
                        "PR_SET_DUMPABLE 0, no setuid); use the tcp transport otherwise"),
           peer);

@@ -20,12 +20,18 @@
 
 namespace chorus::shm {
 
+// "No such file or directory (errno 2)".
+std::string ErrnoText(int error);
+// A random non-zero word: names segments in addresses and registries.
+uint64_t RandomNonce();
+
 // A shared mapping, unmapped on destruction. Immutable; thread-safe.
 class Mapping {
  public:
-  // Maps `bytes` of `fd` at `offset` read-write; `what` names it in errors.
+  // Maps `bytes` of `fd` at `offset`, read-write unless `writable` is false; `what` names it
+  // in errors.
   static absl::StatusOr<std::unique_ptr<Mapping>> Map(int fd, uint64_t offset, uint64_t bytes,
-                                                      absl::string_view what);
+                                                      absl::string_view what, bool writable = true);
   ~Mapping();
   Mapping(const Mapping&) = delete;
   Mapping& operator=(const Mapping&) = delete;
@@ -100,8 +106,8 @@ class PeerInbox {
   // Maps the inbox at `address`, which must belong to rank `peer` of a mesh of `size`, and
   // returns this rank's (`my_rank`) view of it. kPeerUnavailable naming the peer when the
   // owner is gone or its inbox is not what the address promised.
-  static absl::StatusOr<std::unique_ptr<PeerInbox>> Attach(const InboxAddress& address,
-                                                           int peer, int my_rank, int size);
+  static absl::StatusOr<std::unique_ptr<PeerInbox>> Attach(const InboxAddress& address, int peer,
+                                                           int my_rank, int size);
 
   InboxHeader& header() const { return *header_; }
   const AreaView& area() const { return area_; }

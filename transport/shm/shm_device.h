@@ -60,6 +60,17 @@ absl::StatusOr<std::unique_ptr<Device>> CreateShmDevice(const ShmOptions& option
 // The same with ShmOptions::FromEnv().
 absl::StatusOr<std::unique_ptr<Device>> CreateShmDevice();
 
+// Host memory that the shm transport's peers read where it lies (NCCL's and MPI's registered
+// buffers): a large message sent from it skips the staging area, so the receiver copies or
+// reduces it straight out of this memory, one copy instead of two. Page-aligned, any size;
+// from one arena per process of CHORUS_SHM_ARENA_BYTES (16 GiB of address space by default,
+// pages allocated as they are touched). Any buffer works with every transport; only the shm
+// transport gains from these.
+absl::StatusOr<void*> AllocateSharedMemory(size_t bytes);
+// Returns a buffer AllocateSharedMemory gave out (null is a no-op); kInvalidArgument for any
+// other pointer. The buffer must not be in use by a pending request.
+absl::Status FreeSharedMemory(void* data);
+
 }  // namespace chorus
 
 #endif  // CHORUS_TRANSPORT_SHM_SHM_DEVICE_H_
