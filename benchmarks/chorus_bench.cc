@@ -95,9 +95,9 @@ absl::StatusOr<std::vector<std::string>> SelectedAlgorithms(const BenchmarkOptio
                std::find(known.begin(), known.end(), algorithm) != known.end()) {
       selected.push_back(algorithm);
     } else {
-      return InvalidArgumentError(absl::StrCat("Chorus has no ", CollectiveName(options.collective),
-                                               " algorithm '", algorithm, "'; choose from ",
-                                               absl::StrJoin(known, ", "), ", auto or all"));
+      return InvalidArgumentError(absl::StrCat(
+          "Chorus has no ", CollectiveName(options.collective), " algorithm '", algorithm,
+          "'; choose from ", absl::StrJoin(known, ", "), ", auto or all"));
     }
   }
   return selected;
@@ -156,7 +156,8 @@ class ChorusTarget : public CollectiveTarget {
   }
 
   absl::StatusOr<double> MaxOverRanks(double value) override {
-    CHORUS_RETURN_IF_ERROR(comm_.AllReduce(&value, &value, 1, DataType::kFloat64, ReduceOp::kMax));
+    CHORUS_RETURN_IF_ERROR(
+        comm_.AllReduce(&value, &value, 1, DataType::kFloat64, ReduceOp::kMax));
     return value;
   }
 
@@ -199,7 +200,8 @@ absl::Status Main(int argc, char** argv) {
                           ParseBenchmarkFlags(argc, argv, ChorusFlags()));
   if (options.help) {
     std::fputs(BenchmarkUsage("chorus_bench", ChorusFlags()).c_str(), stdout);
-    std::fputs("Run it under chorusrun (or set CHORUS_RANK, CHORUS_SIZE, CHORUS_STORE).\n", stdout);
+    std::fputs("Run it under chorusrun (or set CHORUS_RANK, CHORUS_SIZE, CHORUS_STORE).\n",
+               stdout);
     return absl::OkStatus();
   }
   const std::string& transport = options.tool_flags.at("transport");
@@ -209,7 +211,8 @@ absl::Status Main(int argc, char** argv) {
         absl::StrCat("chorus_bench --buffers: '", buffers, "' is neither heap nor shared"));
   }
   CHORUS_RETURN_IF_ERROR(CheckTransport(transport));  // before the slow probe
-  CHORUS_ASSIGN_OR_RETURN(const std::vector<std::string> algorithms, SelectedAlgorithms(options));
+  CHORUS_ASSIGN_OR_RETURN(const std::vector<std::string> algorithms,
+                          SelectedAlgorithms(options));
   CHORUS_ASSIGN_OR_RETURN(const RankIdentity identity, ReadRankIdentity());
   std::string store_url = options.tool_flags.at("store");
   if (store_url.empty()) {

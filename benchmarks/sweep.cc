@@ -70,7 +70,8 @@ absl::StatusOr<Measurement> MeasureMode(CollectiveTarget& target, const RunRepor
   CHORUS_RETURN_IF_ERROR(target.Barrier());
   const auto start = Clock::now();
   for (int i = 0; i < o.iterations; ++i) CHORUS_RETURN_IF_ERROR(target.Run());
-  const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / o.iterations;
+  const double seconds =
+      std::chrono::duration<double>(Clock::now() - start).count() / o.iterations;
 
   CHORUS_ASSIGN_OR_RETURN(const double slowest, target.MaxOverRanks(seconds));
   int64_t total_wrong = -1;
@@ -106,13 +107,11 @@ absl::Status RunSweep(CollectiveTarget& target, RunReport& run, std::FILE* out) 
   const size_t element_size = DataTypeSize(o.type);
   const int64_t max_count = sizes.back() / static_cast<int64_t>(element_size);
   const BufferElements largest = BufferElementsFor(o.collective, max_count, target.ranks());
+  const size_t output_elements = static_cast<size_t>(std::max(largest.input, largest.output));
   Buffers buffers;
   CHORUS_ASSIGN_OR_RETURN(buffers.input,
                           target.AllocateBuffer(static_cast<size_t>(largest.input) * element_size));
-  CHORUS_ASSIGN_OR_RETURN(
-      buffers.output,
-      target.AllocateBuffer(static_cast<size_t>(std::max(largest.input, largest.output)) *
-                            element_size));
+  CHORUS_ASSIGN_OR_RETURN(buffers.output, target.AllocateBuffer(output_elements * element_size));
 
   for (const int64_t bytes : sizes) {
     ResultRow row;
@@ -126,8 +125,8 @@ absl::Status RunSweep(CollectiveTarget& target, RunReport& run, std::FILE* out) 
       }
       auto measured = MeasureMode(target, run, buffers, mode, bytes, row.count);
       if (!measured.ok()) {
-        return Annotate(measured.status(), absl::StrCat(CollectiveName(o.collective), " of ", bytes,
-                                                        " bytes, ", ModeName(mode)));
+        return Annotate(measured.status(), absl::StrCat(CollectiveName(o.collective), " of ",
+                                                        bytes, " bytes, ", ModeName(mode)));
       }
       (mode == Mode::kOutOfPlace ? row.out_of_place : row.in_place) = *measured;
     }

@@ -31,11 +31,14 @@ CommState::CommState(std::string name, int rank, int size, std::unique_ptr<Store
       connections_(new std::atomic<Connection*>[size]()) {}
 
 absl::StatusOr<Connection*> CommState::GetConnection(int peer) {
-  if (peer >= 0 && peer < size_) {
+  const bool in_range = peer >= 0 && peer < size_;
+  if (in_range) {
     if (Connection* known = connections_[peer].load(std::memory_order_acquire)) return known;
   }
   absl::StatusOr<Connection*> connection = mesh_->GetConnection(peer);
-  if (connection.ok()) connections_[peer].store(*connection, std::memory_order_release);
+  if (connection.ok() && in_range) {
+    connections_[peer].store(*connection, std::memory_order_release);
+  }
   return connection;
 }
 

@@ -55,7 +55,7 @@ CollectiveContext::CollectiveContext(CommState& comm, const CollectiveArgs& args
       header_(header),
       header_wire_(header.Encode()),
       deadline_(deadline),
-      unused_start_(start),
+      first_wait_clock_(start),
       peer_slots_(comm.size()) {}
 CollectiveContext::~CollectiveContext() {
   Cancel();
@@ -456,9 +456,11 @@ absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
       traced.wait = wait;
       traced.since = WallNow();
     }
-    // The collective's first blocking round reuses the reading its deadline came from.
-    const Deadline::Clock::time_point now = unused_start_ ? *unused_start_ : Deadline::Clock::now();
-    unused_start_.reset();
+    // The collective's first blocking round reuses the reading its deadline came from (older by
+    // the time posting took: at worst its first slice ends at once and the loop reads again).
+    const Deadline::Clock::time_point now =
+        first_wait_clock_ ? *first_wait_clock_ : Deadline::Clock::now();
+    first_wait_clock_.reset();
     if (!store_check) {
       store_check = now + absl::ToChronoNanoseconds(kStoreCheckInterval);
     } else if (now >= *store_check) {

@@ -234,7 +234,8 @@ class CollectiveContext {
   const CollectiveHeader header_;
   const CollectiveHeader::Wire header_wire_;
   const Deadline deadline_;
-  std::optional<Deadline::Clock::time_point> unused_start_;  // the constructor's `start`, once
+  // The constructor's `start`, until the first blocking wait uses it as its clock reading.
+  std::optional<Deadline::Clock::time_point> first_wait_clock_;
   // The containers below hold what a latency-bound collective needs without a heap
   // allocation (a few transfers, one or two peers, one small scratch buffer); they grow on the
   // heap beyond that.

@@ -81,9 +81,10 @@ Arena::Arena(int fd, std::unique_ptr<Mapping> mapping, uint64_t nonce)
 }
 
 absl::StatusOr<void*> Arena::Allocate(size_t bytes) {
-  const uint64_t size = RoundUpToPage(bytes == 0 ? 1 : bytes);
+  // Checked before rounding, which would wrap for sizes near SIZE_MAX.
+  const uint64_t size = bytes > identity_.bytes ? 0 : RoundUpToPage(bytes == 0 ? 1 : bytes);
   std::lock_guard<std::mutex> lock(mu_);
-  for (auto it = free_.begin(); it != free_.end(); ++it) {
+  for (auto it = free_.begin(); size != 0 && it != free_.end(); ++it) {
     if (it->second < size) continue;
     const uint64_t offset = it->first;
     const uint64_t left = it->second - size;
@@ -92,7 +93,7 @@ absl::StatusOr<void*> Arena::Allocate(size_t bytes) {
     allocated_[offset] = size;
     return static_cast<void*>(mapping_->data() + offset);
   }
-  return InternalError(absl::StrCat("shm: the shared-memory arena has no free run of ", size,
+  return InternalError(absl::StrCat("shm: the shared-memory arena has no free run of ", bytes,
                                     " bytes (capacity ", identity_.bytes,
                                     "); raise CHORUS_SHM_ARENA_BYTES or free buffers"));
 }

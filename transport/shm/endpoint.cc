@@ -14,13 +14,13 @@
 #include <limits>
 #include <utility>
 
-#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
 #include "chorus/transport/shm/doorbell.h"
+#include "chorus/transport/shm/tag_queue.h"
 
 namespace chorus::shm {
 namespace {
@@ -174,14 +174,12 @@ struct Endpoint::Peer {
   AreaView in;
   RingReader reader;
   uint64_t chunks_consumed = 0;
-  // Per tag, in order. A tag rarely has more than one entry (collectives use each once), so the
-  // queues keep it inline: posting and matching allocate nothing.
-  absl::flat_hash_map<Tag, absl::InlinedVector<std::shared_ptr<ShmRequest>, 1>> posted;
-  absl::flat_hash_map<Tag, absl::InlinedVector<Unexpected, 1>> unexpected;
+  absl::flat_hash_map<Tag, TagQueue<std::shared_ptr<ShmRequest>>> posted;
+  absl::flat_hash_map<Tag, TagQueue<Unexpected>> unexpected;
   absl::flat_hash_map<int, InboundStream> inbound_streams;  // by slot index
   std::chrono::steady_clock::time_point last_pull_at;       // when the last held message is due
   // The peer's arena, mapped (read-only) when the first message announced from it arrives;
-  // arena_failed once that failed (its messages then come through the staging area).
+  // arena_failed once that failed (its messages then travel like those from private buffers).
   std::unique_ptr<Mapping> arena;
   uint64_t arena_base = 0;  // its address in the peer's process
   bool arena_failed = false;
@@ -247,6 +245,15 @@ void Endpoint::TrackIfPending(const std::shared_ptr<ShmRequest>& request) {
 }
 
 namespace {
+
+// Received bytes go to the receive's sink when it has one, else into its buffer.
+void Deliver(RecvSink* sink, char* buffer, uint64_t offset, const char* data, uint64_t length) {
+  if (sink != nullptr) {
+    sink->Consume(offset, data, length);
+  } else {
+    std::memcpy(buffer + offset, data, length);
+  }
+}
 
 absl::Status CheckBuffer(MemoryType type, const void* data, size_t size) {
   if (type != MemoryType::kHost) {
@@ -605,11 +612,7 @@ void Endpoint::FinishEagerReceive(ShmRequest& request, int from, const char* dat
 }
 
 void Endpoint::Store(ShmRequest& request, uint64_t offset, const char* data, uint64_t length) {
-  if (request.sink_ != nullptr) {
-    request.sink_->Consume(offset, data, length);
-  } else {
-    std::memcpy(request.data_ + offset, data, length);
-  }
+  Deliver(request.sink_, request.data_, offset, data, length);
 }
 
 void Endpoint::DeliverAnnouncement(Peer& peer, const Record& record) {
@@ -706,11 +709,7 @@ absl::Status Endpoint::ReadAnnounced(Peer& peer, char* into, RecvSink* sink, uin
                                      uint64_t length, uint64_t address) {
   absl::Status status;
   if (const char* source = InPlace(peer, address, length)) {
-    if (sink != nullptr) {
-      sink->Consume(0, source, length);
-    } else {
-      std::memcpy(into, source, length);
-    }
+    Deliver(sink, into, 0, source, length);
   } else {
     status = CrossMemoryRead(peer.address.pid, into, address, length);
   }
@@ -726,7 +725,12 @@ absl::Status Endpoint::ReadAnnounced(Peer& peer, char* into, RecvSink* sink, uin
 }
 
 const char* Endpoint::InPlace(Peer& peer, uint64_t address, uint64_t length) {
-  if (peer.large_path == LargePath::kMemcpy) return reinterpret_cast<const char*>(address);
+  const char* const at = reinterpret_cast<const char*>(address);
+  if (peer.large_path == LargePath::kMemcpy) return at;
+  if (peer.address.pid == getpid()) {  // forced off memcpy: only the arena, which is ours
+    const Arena* arena = Arena::IfCreated();
+    return arena != nullptr && arena->Contains(at, length) ? at : nullptr;
+  }
   if (peer.arena == nullptr) {
     if (peer.arena_failed) return nullptr;
     const InboxHeader& header = peer.outbox->header();
@@ -740,7 +744,7 @@ const char* Endpoint::InPlace(Peer& peer, uint64_t address, uint64_t length) {
         MapPeerArena(peer.address.pid, identity, peer.rank);
     if (!mapping.ok()) {
       CHORUS_LOG(kWarn, "shm") << "rank " << rank_ << ": " << mapping.status().message()
-                               << "; its shared-memory buffers come through the staging area";
+                               << "; its shared-memory buffers travel like private ones";
       peer.arena_failed = true;
       return nullptr;
     }
@@ -1033,8 +1037,7 @@ ShmRequest* Endpoint::PeekPosted(Peer& peer, Tag tag) {
 std::shared_ptr<ShmRequest> Endpoint::TakePosted(Peer& peer, Tag tag) {
   auto it = peer.posted.find(tag);
   if (it == peer.posted.end()) return nullptr;
-  std::shared_ptr<ShmRequest> request = std::move(it->second.front());
-  it->second.erase(it->second.begin());
+  std::shared_ptr<ShmRequest> request = it->second.pop_front();
   if (it->second.empty()) peer.posted.erase(it);
   if (!request->any_peers_.empty()) RemoveFromPosted(*request, peer.rank);
   return request;
@@ -1060,8 +1063,7 @@ void Endpoint::RemoveFromPosted(ShmRequest& request, int except_peer) {
 bool Endpoint::MatchUnexpected(Peer& peer, const std::shared_ptr<ShmRequest>& request) {
   auto it = peer.unexpected.find(request->tag());
   while (it != peer.unexpected.end()) {
-    Unexpected message = std::move(it->second.front());
-    it->second.erase(it->second.begin());
+    Unexpected message = it->second.pop_front();
     if (it->second.empty()) {
       peer.unexpected.erase(it);
       it = peer.unexpected.end();

@@ -62,8 +62,8 @@ absl::StatusOr<std::unique_ptr<Mapping>> Mapping::Map(int fd, uint64_t offset, u
   void* data = mmap(nullptr, bytes, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED, fd,
                     static_cast<off_t>(offset));
   if (data == MAP_FAILED) {
-    return InternalError(
-        absl::StrCat("shm: mmap of ", bytes, " bytes of ", what, " failed: ", ErrnoText(errno)));
+    return InternalError(absl::StrCat("shm: mmap of ", bytes, " bytes of ", what,
+                                      " failed: ", ErrnoText(errno)));
   }
   return std::unique_ptr<Mapping>(new Mapping(static_cast<char*>(data), bytes));
 }
@@ -78,13 +78,12 @@ absl::StatusOr<InboxAddress> InboxAddress::Parse(absl::string_view text) {
   const std::vector<absl::string_view> parts = absl::StrSplit(text, ':');
   InboxAddress address;
   int64_t pid = 0;
-  if (parts.size() != 5 || parts[0] != "shm1" || !absl::SimpleAtoi(parts[2], &pid) || pid <= 0 ||
-      !absl::SimpleAtoi(parts[3], &address.fd) || address.fd < 0 ||
+  if (parts.size() != 5 || parts[0] != "shm1" || !absl::SimpleAtoi(parts[2], &pid) ||
+      pid <= 0 || !absl::SimpleAtoi(parts[3], &address.fd) || address.fd < 0 ||
       !absl::SimpleHexAtoi(parts[4], &address.nonce)) {
-    return InvalidArgumentError(
-        absl::StrCat("shm: '", text,
-                     "' is not a shared-memory address (shm1:<host>:<pid>:<fd>:<nonce>); "
-                     "were the ranks of this mesh created with different transports?"));
+    return InvalidArgumentError(absl::StrCat(
+        "shm: '", text, "' is not a shared-memory address (shm1:<host>:<pid>:<fd>:<nonce>); "
+        "were the ranks of this mesh created with different transports?"));
   }
   address.host = std::string(parts[1]);
   address.pid = static_cast<pid_t>(pid);
@@ -131,8 +130,8 @@ absl::StatusOr<std::shared_ptr<Inbox>> Inbox::Create(int rank, int size, const P
   const std::string name = absl::StrCat("chorus-shm-r", rank);
   const int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
   if (fd < 0) {
-    return InternalError(
-        absl::StrCat("shm: memfd_create for rank ", rank, "'s inbox failed: ", ErrnoText(errno)));
+    return InternalError(absl::StrCat("shm: memfd_create for rank ", rank,
+                                      "'s inbox failed: ", ErrnoText(errno)));
   }
   if (ftruncate(fd, static_cast<off_t>(total)) != 0) {
     const int error = errno;
@@ -206,8 +205,8 @@ InboxAddress Inbox::address() const {
   return address;
 }
 
-absl::StatusOr<std::unique_ptr<PeerInbox>> PeerInbox::Attach(const InboxAddress& address, int peer,
-                                                             int my_rank, int size) {
+absl::StatusOr<std::unique_ptr<PeerInbox>> PeerInbox::Attach(const InboxAddress& address,
+                                                             int peer, int my_rank, int size) {
   const std::string who = absl::StrCat("rank ", peer, " (pid ", address.pid, ")");
   auto gone = [&](absl::string_view why) {
     return PeerUnavailableError(
@@ -230,8 +229,8 @@ absl::StatusOr<std::unique_ptr<PeerInbox>> PeerInbox::Attach(const InboxAddress&
     const int error = errno;
     if (error == EACCES || error == EPERM) {
       return PeerUnavailableError(
-          absl::StrCat("shm: opening ", path, " (the inbox of ", who,
-                       ") was refused: ", ErrnoText(error),
+          absl::StrCat("shm: opening ", path, " (the inbox of ", who, ") was refused: ",
+                       ErrnoText(error),
                        "; ranks must run as the same user and be dumpable (no "
                        "PR_SET_DUMPABLE 0, no setuid); use the tcp transport otherwise"),
           peer);

@@ -117,22 +117,22 @@ absl::StatusOr<ShmOptions> ShmOptions::FromEnv() {
   if (auto mode = GetEnv("CHORUS_SHM_SINGLE_COPY")) {
     CHORUS_ASSIGN_OR_RETURN(options.single_copy, shm::ParseSingleCopyMode(*mode));
   }
-  CHORUS_ASSIGN_OR_RETURN(
-      int64_t ring, GetEnvBytes("CHORUS_SHM_RING_BYTES", static_cast<int64_t>(options.ring_bytes)));
+  CHORUS_ASSIGN_OR_RETURN(int64_t ring, GetEnvBytes("CHORUS_SHM_RING_BYTES",
+                                                    static_cast<int64_t>(options.ring_bytes)));
   CHORUS_ASSIGN_OR_RETURN(int64_t eager, GetEnvBytes("CHORUS_SHM_EAGER_BYTES",
                                                      static_cast<int64_t>(options.eager_bytes)));
-  CHORUS_ASSIGN_OR_RETURN(
-      int64_t staging,
-      GetEnvBytes("CHORUS_SHM_STAGING_BYTES", static_cast<int64_t>(options.staging_bytes)));
-  CHORUS_ASSIGN_OR_RETURN(
-      int64_t spin_us,
-      GetEnvInt("CHORUS_SHM_SPIN_US", absl::ToInt64Microseconds(options.spin), 0, 1000000));
+  CHORUS_ASSIGN_OR_RETURN(int64_t staging,
+                          GetEnvBytes("CHORUS_SHM_STAGING_BYTES",
+                                      static_cast<int64_t>(options.staging_bytes)));
+  CHORUS_ASSIGN_OR_RETURN(int64_t spin_us,
+                          GetEnvInt("CHORUS_SHM_SPIN_US",
+                                    absl::ToInt64Microseconds(options.spin), 0, 1000000));
   options.ring_bytes = static_cast<uint64_t>(ring);
   options.eager_bytes = static_cast<uint64_t>(eager);
   options.staging_bytes = static_cast<uint64_t>(staging);
-  CHORUS_ASSIGN_OR_RETURN(
-      int64_t hold_us,
-      GetEnvInt("CHORUS_SHM_HOLD_US", absl::ToInt64Microseconds(options.hold), 0, 60 * 1000000));
+  CHORUS_ASSIGN_OR_RETURN(int64_t hold_us,
+                          GetEnvInt("CHORUS_SHM_HOLD_US", absl::ToInt64Microseconds(options.hold),
+                                    0, 60 * 1000000));
   options.spin = absl::Microseconds(spin_us);
   options.hold = absl::Microseconds(hold_us);
   CHORUS_RETURN_IF_ERROR(options.Validate());
@@ -147,9 +147,9 @@ absl::Status ShmOptions::Validate() const {
   }
   if (staging_bytes == 0 || staging_bytes % kStagingUnit != 0 ||
       staging_bytes > (uint64_t{1} << 30)) {
-    return InvalidArgumentError(absl::StrCat("shm: staging size ", staging_bytes,
-                                             " (CHORUS_SHM_STAGING_BYTES) must be a multiple of ",
-                                             kStagingUnit / 1024, "k up to 1G"));
+    return InvalidArgumentError(absl::StrCat(
+        "shm: staging size ", staging_bytes, " (CHORUS_SHM_STAGING_BYTES) must be a multiple of ",
+        kStagingUnit / 1024, "k up to 1G"));
   }
   if (spin < absl::ZeroDuration() || hold < absl::ZeroDuration()) {
     return InvalidArgumentError(
