@@ -39,7 +39,7 @@ absl::Status ApplyEnvironment(CommunicatorOptions& options) {
   CHORUS_ASSIGN_OR_RETURN(
       const int64_t segment,
       GetEnvBytes("CHORUS_COLL_SEGMENT_BYTES", static_cast<int64_t>(options.segment_bytes)));
-  if (segment < 1) return InvalidArgumentError("CHORUS_COLL_SEGMENT_BYTES must be at least 1");
+  if (segment < 0) return InvalidArgumentError("CHORUS_COLL_SEGMENT_BYTES is negative");
   options.segment_bytes = static_cast<size_t>(segment);
   CHORUS_ASSIGN_OR_RETURN(
       const int64_t streaming,
@@ -218,7 +218,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   // to every peer.
   const CostParams local_cost = device.kind() == "hybrid" ? DefaultCostParams("shm") : cost;
   CommTuning tuning;
-  tuning.segment_bytes = options.segment_bytes;
+  tuning.segment_bytes =
+      options.segment_bytes != 0 ? options.segment_bytes : DefaultSegmentBytes(device.kind());
   tuning.pipeline_depth = options.pipeline_depth;
   tuning.streaming_bytes =
       options.streaming_bytes != 0 ? options.streaming_bytes : LastLevelCacheBytes();
@@ -229,7 +230,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     trace = std::make_unique<TraceLog>(*path, rank, std::string(name));
   }
   const std::string layout = topology->Describe();
-  auto selector = std::make_unique<Selector>(std::move(rules), cost, options.segment_bytes,
+  auto selector = std::make_unique<Selector>(std::move(rules), cost, tuning.segment_bytes,
                                              *topology, local_cost);
   auto state =
       std::make_unique<CommState>(std::string(name), rank, size, std::move(scoped),
@@ -243,7 +244,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   }
   CHORUS_LOG(kInfo, "collectives")
       << "communicator " << name << ": rank " << rank << " of " << size << " over " << device.kind()
-      << " (" << device.address() << "), " << layout << ", reduction kernels " << ReduceKernelSet();
+      << " (" << device.address() << "), " << layout << ", segments of " << tuning.segment_bytes
+      << " B, reduction kernels " << ReduceKernelSet();
   return std::unique_ptr<Communicator>(new Communicator(
       std::move(state), std::move(selector), std::move(recorder), std::move(signal_dump), options));
 }

@@ -109,6 +109,10 @@ CostParams DefaultCostParams(absl::string_view device_kind) {
   return {25.0, 1.3, 0.1};  // loopback TCP
 }
 
+size_t DefaultSegmentBytes(absl::string_view device_kind) {
+  return device_kind == "shm" ? size_t{2} << 20 : size_t{1} << 20;
+}
+
 namespace {
 
 CostParams Completed(CostParams params, const CostParams& defaults) {

@@ -72,7 +72,7 @@ int RunHybrid() {
       const int ranks = hosts * per_host;
       std::vector<int> labels;
       for (int r = 0; r < ranks; ++r) labels.push_back(r / per_host);
-      const Selector selector({}, DefaultCostParams("tcp"), CommunicatorOptions{}.segment_bytes,
+      const Selector selector({}, DefaultCostParams("tcp"), DefaultSegmentBytes("tcp"),
                               *Topology::FromLabels(labels, ranks), DefaultCostParams("shm"));
       std::printf("| %s | %d x %d | %s |\n", std::string(CollectiveKindName(kind)).c_str(), hosts,
                   per_host, Ranges(selector, kind, ranks).c_str());
@@ -83,7 +83,8 @@ int RunHybrid() {
 
 int Run(const std::string& device_kind) {
   if (device_kind == "hybrid") return RunHybrid();
-  const Selector selector({}, DefaultCostParams(device_kind), CommunicatorOptions{}.segment_bytes);
+  const Selector selector({}, DefaultCostParams(device_kind),
+                          DefaultSegmentBytes(device_kind));
   std::printf("device %s: the cost model's pick by size (4 B - 1 GiB, powers of two)\n\n",
               device_kind.c_str());
   std::printf("| collective | ranks | picks |\n|---|---|---|\n");

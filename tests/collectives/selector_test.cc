@@ -155,6 +155,35 @@ TEST_CASE("the chosen algorithm is named in the debug log", "[selector]") {
   CHECK(absl::StrContains(text, "allreduce #"));
 }
 
+TEST_CASE("the pipeline segment is the device kind's unless set", "[selector]") {
+  // The communicator logs the segment it resolved (info) when it is created.
+  auto segment_logged = [](TransportKind kind) -> std::string {
+    CapturedLog log("info");
+    const absl::Status status = RunOnThreads(
+        kind, 2, [](Communicator&) { return absl::OkStatus(); }, absl::Minutes(1));
+    if (!status.ok()) return status.ToString();
+    return log.Read();
+  };
+  std::string text = segment_logged(TransportKind::kShm);
+  INFO(text);
+  CHECK(absl::StrContains(text, "segments of 2097152 B"));
+  text = segment_logged(TransportKind::kInproc);
+  INFO(text);
+  CHECK(absl::StrContains(text, "segments of 1048576 B"));
+
+  setenv("CHORUS_COLL_SEGMENT_BYTES", "64k", 1);
+  text = segment_logged(TransportKind::kShm);
+  INFO(text);
+  CHECK(absl::StrContains(text, "segments of 65536 B"));
+  setenv("CHORUS_COLL_SEGMENT_BYTES", "-1", 1);
+  const absl::Status negative = RunOnThreads(
+      TransportKind::kInproc, 1, [](Communicator&) { return absl::OkStatus(); }, absl::Minutes(1));
+  unsetenv("CHORUS_COLL_SEGMENT_BYTES");
+  INFO(negative.ToString());
+  CHECK(GetErrorKind(negative) == ErrorKind::kInvalidArgument);
+  CHECK(absl::StrContains(negative.message(), "CHORUS_COLL_SEGMENT_BYTES"));
+}
+
 TEST_CASE("the model considers hierarchical only on a layout of several hosts", "[selector]") {
   auto layout = [](std::vector<int> labels) {
     const int size = static_cast<int>(labels.size());

@@ -710,6 +710,8 @@ absl::Status Endpoint::ReadAnnounced(Peer& peer, char* into, RecvSink* sink, uin
   absl::Status status;
   if (const char* source = InPlace(peer, address, length)) {
     Deliver(sink, into, 0, source, length);
+  } else if (sink != nullptr) {
+    status = CrossMemoryReadToSink(peer.address.pid, *sink, address, length);
   } else {
     status = CrossMemoryRead(peer.address.pid, into, address, length);
   }

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -65,6 +66,21 @@ absl::Status CrossMemoryRead(pid_t pid, void* local, uint64_t remote_address, si
         " in pid ", pid, " failed: ", std::strerror(error), " (errno ", error, ")");
     if (error == ESRCH) return PeerUnavailableError(absl::StrCat(what, "; the process is gone"));
     return InternalError(what);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CrossMemoryReadToSink(pid_t pid, RecvSink& sink, uint64_t remote_address,
+                                   size_t bytes) {
+  // One bounce buffer per thread, small enough to stay in the core's cache between the kernel's
+  // write and the sink's read: the pieces never travel through DRAM on this side.
+  static_assert(kCrossMemoryPieceBytes % RecvSink::kAlignment == 0);
+  thread_local std::unique_ptr<char[]> bounce;
+  if (bounce == nullptr) bounce = std::make_unique<char[]>(kCrossMemoryPieceBytes);
+  for (size_t offset = 0; offset < bytes; offset += kCrossMemoryPieceBytes) {
+    const size_t piece = std::min(kCrossMemoryPieceBytes, bytes - offset);
+    CHORUS_RETURN_IF_ERROR(CrossMemoryRead(pid, bounce.get(), remote_address + offset, piece));
+    sink.Consume(offset, bounce.get(), piece);
   }
   return absl::OkStatus();
 }

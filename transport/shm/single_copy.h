@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "chorus/transport/transport.h"
 
 namespace chorus::shm {
 
@@ -35,6 +36,12 @@ absl::string_view LargePathName(LargePath path);
 // Copies `bytes` from `remote_address` in process `pid` into `local`. Loops over partial reads.
 // kPeerUnavailable when the process is gone, kInternal for any other failure.
 absl::Status CrossMemoryRead(pid_t pid, void* local, uint64_t remote_address, size_t bytes);
+
+// Like CrossMemoryRead, but hands the bytes to `sink` in pieces of kCrossMemoryPieceBytes read
+// into a per-thread buffer that stays in cache, so a reducing sink reads them from there.
+inline constexpr size_t kCrossMemoryPieceBytes = 256 << 10;
+absl::Status CrossMemoryReadToSink(pid_t pid, RecvSink& sink, uint64_t remote_address,
+                                   size_t bytes);
 
 // How fast cross-memory attach copies compared with memcpy in this process, measured once (about
 // a millisecond) on first use: the better of several 64 KiB copies each way, in bytes per second.
