@@ -1,6 +1,6 @@
 // Algorithm selection: the rule grammar (both spellings, errors that name the bad piece), the
-// cost model's choices by size and rank count, per-call choices, and CHORUS_ALGO applied to a
-// communicator and visible on the Work handle.
+// cost model's choices by size and rank count, per-call choices, CHORUS_ALGO applied to a
+// communicator and visible on the Work handle, and the pipeline segment each device kind gets.
 #include "chorus/collectives/selector.h"
 
 #include <catch2/catch.hpp>
@@ -29,6 +29,18 @@ std::string Chosen(const Selector& selector, const CollectiveArgs& args, int ran
   auto entry = selector.Choose(args, ranks, forced);
   REQUIRE(entry.ok());
   return std::string(AlgorithmName((*entry)->id));
+}
+
+// Creating a one-rank communicator with environment variable `name` set to `value` fails with
+// kInvalidArgument naming the variable; the variable is unset afterwards.
+void ExpectRefused(const char* name, const char* value) {
+  setenv(name, value, 1);
+  const absl::Status status = RunOnThreads(
+      TransportKind::kInproc, 1, [](Communicator&) { return absl::OkStatus(); }, absl::Minutes(1));
+  unsetenv(name);
+  INFO(name << "=" << value << ": " << status.ToString());
+  CHECK(GetErrorKind(status) == ErrorKind::kInvalidArgument);
+  CHECK(absl::StrContains(status.message(), name));
 }
 
 TEST_CASE("rules parse in both spellings", "[selector]") {
@@ -126,13 +138,7 @@ TEST_CASE("CHORUS_ALGO reaches the communicator and the Work handle", "[selector
   INFO(status.ToString());
   CHECK(status.ok());
 
-  setenv("CHORUS_ALGO", "allreduce:0-inf=pairwise", 1);
-  const absl::Status bad = RunOnThreads(
-      TransportKind::kInproc, 1, [](Communicator&) { return absl::OkStatus(); }, absl::Minutes(1));
-  unsetenv("CHORUS_ALGO");
-  INFO(bad.ToString());
-  CHECK(GetErrorKind(bad) == ErrorKind::kInvalidArgument);
-  CHECK(absl::StrContains(bad.message(), "CHORUS_ALGO"));
+  ExpectRefused("CHORUS_ALGO", "allreduce:0-inf=pairwise");
 }
 
 TEST_CASE("the chosen algorithm is named in the debug log", "[selector]") {
@@ -175,13 +181,8 @@ TEST_CASE("the pipeline segment is the device kind's unless set", "[selector]") 
   text = segment_logged(TransportKind::kShm);
   INFO(text);
   CHECK(absl::StrContains(text, "segments of 65536 B"));
-  setenv("CHORUS_COLL_SEGMENT_BYTES", "-1", 1);
-  const absl::Status negative = RunOnThreads(
-      TransportKind::kInproc, 1, [](Communicator&) { return absl::OkStatus(); }, absl::Minutes(1));
   unsetenv("CHORUS_COLL_SEGMENT_BYTES");
-  INFO(negative.ToString());
-  CHECK(GetErrorKind(negative) == ErrorKind::kInvalidArgument);
-  CHECK(absl::StrContains(negative.message(), "CHORUS_COLL_SEGMENT_BYTES"));
+  ExpectRefused("CHORUS_COLL_SEGMENT_BYTES", "-1");
 }
 
 TEST_CASE("the model considers hierarchical only on a layout of several hosts", "[selector]") {
