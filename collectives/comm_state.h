@@ -23,6 +23,8 @@
 namespace chorus {
 
 struct CommTuning {
+  // The communicator sets it (CommunicatorOptions::segment_bytes, 0 resolved by device kind);
+  // the value here serves code that builds a CommState by itself (tests).
   size_t segment_bytes = 1024 * 1024;
   int pipeline_depth = 16;
   size_t streaming_bytes = 32 << 20;  // CommunicatorOptions::streaming_bytes, 0 resolved

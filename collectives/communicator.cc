@@ -39,7 +39,6 @@ absl::Status ApplyEnvironment(CommunicatorOptions& options) {
   CHORUS_ASSIGN_OR_RETURN(
       const int64_t segment,
       GetEnvBytes("CHORUS_COLL_SEGMENT_BYTES", static_cast<int64_t>(options.segment_bytes)));
-  if (segment < 0) return InvalidArgumentError("CHORUS_COLL_SEGMENT_BYTES is negative");
   options.segment_bytes = static_cast<size_t>(segment);
   CHORUS_ASSIGN_OR_RETURN(
       const int64_t streaming,

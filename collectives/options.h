@@ -53,7 +53,8 @@ struct CommunicatorOptions {
   // 256 KiB: every segment costs a wake-up. A 2-rank 64 MiB allreduce over TCP measured
   // 1.5-2.0 GB/s busbw with these defaults, 1.36-1.62 with 256 KiB segments and 1.40-1.75 with
   // depth 4 (docs/benchmarks.md, "Repeats of the 64 MiB, 2-rank row"). 0 (the default): the
-  // device kind's segment (DefaultSegmentBytes in selector.h: 2 MiB over shm, else 1 MiB).
+  // device kind's segment (DefaultSegmentBytes in selector.h: 2 MiB over shm, else 1 MiB); a
+  // segment at least the message's size (CHORUS_COLL_SEGMENT_BYTES=inf) turns pipelining off.
   size_t segment_bytes = 0;
   int pipeline_depth = 16;
 

@@ -62,7 +62,8 @@ class RecvSink {
 
   virtual ~RecvSink() = default;
   // `bytes` bytes of the message, at `offset` from its start. Pieces never overlap; when the
-  // request completes successfully they have covered the message exactly once.
+  // request completes successfully they have covered the message exactly once. A request that
+  // fails (a peer died mid-message) may have handed over some pieces first.
   virtual void Consume(size_t offset, const void* data, size_t bytes) = 0;
 };
 

@@ -12,6 +12,7 @@
 #include "chorus/core/status.h"
 #include "tests/collectives/world.h"
 #include "tests/transport/captured_log.h"
+#include "tests/transport/scoped_env.h"
 
 namespace chorus::testing {
 namespace {
@@ -32,12 +33,15 @@ std::string Chosen(const Selector& selector, const CollectiveArgs& args, int ran
 }
 
 // Creating a one-rank communicator with environment variable `name` set to `value` fails with
-// kInvalidArgument naming the variable; the variable is unset afterwards.
+// kInvalidArgument naming the variable.
 void ExpectRefused(const char* name, const char* value) {
-  setenv(name, value, 1);
-  const absl::Status status = RunOnThreads(
-      TransportKind::kInproc, 1, [](Communicator&) { return absl::OkStatus(); }, absl::Minutes(1));
-  unsetenv(name);
+  absl::Status status;
+  {
+    ScopedEnv setting(name, value);
+    status = RunOnThreads(
+        TransportKind::kInproc, 1, [](Communicator&) { return absl::OkStatus(); },
+        absl::Minutes(1));
+  }
   INFO(name << "=" << value << ": " << status.ToString());
   CHECK(GetErrorKind(status) == ErrorKind::kInvalidArgument);
   CHECK(absl::StrContains(status.message(), name));
@@ -115,7 +119,7 @@ TEST_CASE("rules and per-call choices override the model", "[selector]") {
 }
 
 TEST_CASE("CHORUS_ALGO reaches the communicator and the Work handle", "[selector]") {
-  setenv("CHORUS_ALGO", "allreduce:0-inf=binomial;allgather:0-inf=ring", 1);
+  ScopedEnv rules("CHORUS_ALGO", "allreduce:0-inf=binomial;allgather:0-inf=ring");
   const absl::Status status = RunOnThreads(
       TransportKind::kInproc, 3,
       [](Communicator& comm) -> absl::Status {
@@ -177,11 +181,18 @@ TEST_CASE("the pipeline segment is the device kind's unless set", "[selector]") 
   INFO(text);
   CHECK(absl::StrContains(text, "segments of 1048576 B"));
 
-  setenv("CHORUS_COLL_SEGMENT_BYTES", "64k", 1);
-  text = segment_logged(TransportKind::kShm);
-  INFO(text);
-  CHECK(absl::StrContains(text, "segments of 65536 B"));
-  unsetenv("CHORUS_COLL_SEGMENT_BYTES");
+  {
+    ScopedEnv setting("CHORUS_COLL_SEGMENT_BYTES", "64k");
+    text = segment_logged(TransportKind::kShm);
+    INFO(text);
+    CHECK(absl::StrContains(text, "segments of 65536 B"));
+  }
+  {
+    ScopedEnv setting("CHORUS_COLL_SEGMENT_BYTES", "0");  // 0: the device kind's
+    text = segment_logged(TransportKind::kShm);
+    INFO(text);
+    CHECK(absl::StrContains(text, "segments of 2097152 B"));
+  }
   ExpectRefused("CHORUS_COLL_SEGMENT_BYTES", "-1");
 }
 

@@ -18,6 +18,7 @@
 #include "chorus/transport/shm/segment.h"
 #include "tests/transport/captured_log.h"
 #include "tests/transport/scenario.h"
+#include "tests/transport/scoped_env.h"
 
 namespace chorus::testing {
 namespace {
@@ -48,26 +49,6 @@ absl::StatusOr<HybridMesh*> AsHybrid(RankEnv& env) {
   if (mesh == nullptr) return InternalError("the mesh is not a HybridMesh");
   return mesh;
 }
-
-// An environment variable set for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = getenv(name)) saved_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (saved_.has_value()) {
-      setenv(name_, saved_->c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> saved_;
-};
 
 TEST_CASE("hybrid routes same-host peers to shm and the others to tcp", "[hybrid]") {
   RunTwoHosts([](RankEnv& env) -> absl::Status {

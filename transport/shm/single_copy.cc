@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <memory>
@@ -73,10 +74,18 @@ absl::Status CrossMemoryRead(pid_t pid, void* local, uint64_t remote_address, si
 absl::Status CrossMemoryReadToSink(pid_t pid, RecvSink& sink, uint64_t remote_address,
                                    size_t bytes) {
   // One bounce buffer per thread, small enough to stay in the core's cache between the kernel's
-  // write and the sink's read: the pieces never travel through DRAM on this side.
+  // write and the sink's read: the pieces never travel through DRAM on this side. Cache-line
+  // aligned, so a reduction's vector loads never straddle two lines.
   static_assert(kCrossMemoryPieceBytes % RecvSink::kAlignment == 0);
-  thread_local std::unique_ptr<char[]> bounce;
-  if (bounce == nullptr) bounce = std::make_unique<char[]>(kCrossMemoryPieceBytes);
+  thread_local std::unique_ptr<char, decltype(&std::free)> bounce(nullptr, &std::free);
+  if (bounce == nullptr) {
+    bounce.reset(
+        static_cast<char*>(std::aligned_alloc(RecvSink::kAlignment, kCrossMemoryPieceBytes)));
+    if (bounce == nullptr) {
+      return InternalError(absl::StrCat("cannot allocate the ", kCrossMemoryPieceBytes,
+                                        "-byte buffer for cross-memory reads"));
+    }
+  }
   for (size_t offset = 0; offset < bytes; offset += kCrossMemoryPieceBytes) {
     const size_t piece = std::min(kCrossMemoryPieceBytes, bytes - offset);
     CHORUS_RETURN_IF_ERROR(CrossMemoryRead(pid, bounce.get(), remote_address + offset, piece));

@@ -38,7 +38,8 @@ absl::string_view LargePathName(LargePath path);
 absl::Status CrossMemoryRead(pid_t pid, void* local, uint64_t remote_address, size_t bytes);
 
 // Like CrossMemoryRead, but hands the bytes to `sink` in pieces of kCrossMemoryPieceBytes read
-// into a per-thread buffer that stays in cache, so a reducing sink reads them from there.
+// into a per-thread buffer that stays in cache, so a reducing sink reads them from there. On an
+// error the sink may already have consumed the leading pieces.
 inline constexpr size_t kCrossMemoryPieceBytes = 256 << 10;
 absl::Status CrossMemoryReadToSink(pid_t pid, RecvSink& sink, uint64_t remote_address,
                                    size_t bytes);
