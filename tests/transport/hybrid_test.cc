@@ -1,10 +1,7 @@
 // The hybrid transport beyond the conformance suite: per-peer routes in a layout where every
 // rank has peers on both transports, traffic between all pairs, RecvFromAny on one side and its
 // known limit across both, Abort of both sides, host identities and CHORUS_TRANSPORT.
-#include <stdlib.h>
-
 #include <catch2/catch.hpp>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>

@@ -1,6 +1,5 @@
-// An environment variable set for one scope: the destructor puts back the value
-// it had (or unsets it), so a test that fails part way leaves the next test the
-// environment it expects.
+// An environment variable set for one scope: the destructor puts back the value it had (or
+// unsets it), so a test that fails part way leaves the next test the environment it expects.
 #ifndef CHORUS_TESTS_TRANSPORT_SCOPED_ENV_H_
 #define CHORUS_TESTS_TRANSPORT_SCOPED_ENV_H_
 
@@ -12,12 +11,12 @@ namespace chorus::testing {
 
 class ScopedEnv {
  public:
-  ScopedEnv(const char *name, const char *value) : name_(name) {
-    if (const char *old = std::getenv(name)) saved_ = old;
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (const char* old = std::getenv(name)) saved_ = old;
     setenv(name, value, 1);
   }
-  ScopedEnv(const ScopedEnv &) = delete;
-  ScopedEnv &operator=(const ScopedEnv &) = delete;
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
   ~ScopedEnv() {
     if (saved_.has_value()) {
       setenv(name_.c_str(), saved_->c_str(), 1);
