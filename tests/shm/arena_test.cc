@@ -2,7 +2,13 @@
 // from it read in place by a peer in another process, whatever single-copy mode is set.
 #include <catch2/catch.hpp>
 
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "chorus/core/status.h"
@@ -122,6 +128,55 @@ TEST_CASE("large messages from shared memory are read in place by another proces
     INFO(outcome.Describe());
     CHECK(outcome.ok());
   }
+}
+
+// A child forked while another thread of its parent is creating the arena must still get an
+// arena of its own: the fork must not leave it holding the creation lock the other thread held.
+// The race window is short (a memfd, a truncate, a mapping), so each trial runs in a fresh
+// process that has no arena yet and forks while a thread creates one; a grandchild that cannot
+// create its own within a few seconds is stuck.
+// Ends a forked process at once. Not _exit: ThreadSanitizer's exit check would report the
+// threads the child inherited records of but not the threads themselves, and fail the exit.
+[[noreturn]] void EndForked(int code) {
+  syscall(SYS_exit_group, code);
+  __builtin_unreachable();
+}
+
+TEST_CASE("a process forked while another thread creates the arena gets an arena of its own") {
+  constexpr int kTrials = 200;
+  constexpr unsigned kStuckSeconds = 3;
+  int stuck = 0;
+  int failed = 0;
+  for (int trial = 0; trial < kTrials && stuck == 0 && failed == 0; ++trial) {
+    const pid_t sandbox = fork();
+    REQUIRE(sandbox >= 0);
+    if (sandbox == 0) {
+      std::thread creator([] { (void)shm::Arena::Get(); });
+      const pid_t child = fork();
+      if (child == 0) {
+        alarm(kStuckSeconds);
+        const absl::StatusOr<shm::Arena*> own = shm::Arena::Get();
+        EndForked(own.ok() && *own != nullptr ? 0 : 3);
+      }
+      creator.join();
+      int status = 0;
+      if (child < 0 || waitpid(child, &status, 0) != child) EndForked(4);
+      if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) EndForked(5);
+      EndForked(WIFEXITED(status) ? WEXITSTATUS(status) : 6);
+    }
+    int status = 0;
+    REQUIRE(waitpid(sandbox, &status, 0) == sandbox);
+    REQUIRE(WIFEXITED(status));
+    if (WEXITSTATUS(status) == 5) {
+      ++stuck;
+    } else if (WEXITSTATUS(status) != 0) {
+      ++failed;
+      INFO("trial " << trial << " exited with " << WEXITSTATUS(status));
+      CHECK(WEXITSTATUS(status) == 0);
+    }
+  }
+  CHECK(stuck == 0);
+  CHECK(failed == 0);
 }
 
 }  // namespace

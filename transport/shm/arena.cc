@@ -23,13 +23,27 @@ struct ArenaHeader {
 };
 
 std::atomic<Arena*> g_arena{nullptr};
+std::mutex g_creating;  // constant-initialised: usable by the fork handlers at any time
+
+// A forked child starts without an arena: the parent's mapping is shared, not copied, so
+// allocating from the inherited one would hand out the parent's memory again. A fork waits for
+// a creation in progress (the prepare handler takes its lock), so the child never inherits the
+// lock held by a thread it does not have. Installed while the library loads, before any thread
+// can be creating an arena.
+const bool g_fork_handlers_installed = [] {
+  pthread_atfork([] { g_creating.lock(); }, [] { g_creating.unlock(); },
+                 [] {
+                   g_arena.store(nullptr, std::memory_order_relaxed);
+                   g_creating.unlock();
+                 });
+  return true;
+}();
 
 }  // namespace
 
 absl::StatusOr<Arena*> Arena::Get() {
-  static std::mutex creating;
   if (Arena* arena = IfCreated()) return arena;
-  std::lock_guard<std::mutex> lock(creating);
+  std::lock_guard<std::mutex> lock(g_creating);
   if (Arena* arena = IfCreated()) return arena;
   CHORUS_ASSIGN_OR_RETURN(const int64_t capacity,
                           GetEnvBytes("CHORUS_SHM_ARENA_BYTES", int64_t{16} << 30));
@@ -58,9 +72,6 @@ absl::StatusOr<Arena*> Arena::Get() {
   // Never destroyed: its memory may be in use until the process exits, and the descriptor
   // stays open so that peers can map it.
   Arena* arena = new Arena(fd, std::move(mapping).value(), RandomNonce());
-  // A forked child gets an arena of its own on first use: the parent's mapping is shared, not
-  // copied, so allocating from the inherited one would hand out the parent's memory again.
-  pthread_atfork(nullptr, nullptr, [] { g_arena.store(nullptr, std::memory_order_relaxed); });
   g_arena.store(arena, std::memory_order_release);
   return arena;
 }

@@ -11,7 +11,8 @@
 // are touched), created on first use. Its first page holds a magic word and a random nonce, so
 // a peer that opens it through /proc/<pid>/fd checks it got the right file. Allocations are
 // page-aligned; freed space is reused (first fit, coalesced). A forked child starts an arena of
-// its own (its parent's buffers stay mapped in it, shared).
+// its own (its parent's buffers stay mapped in it, shared), also when another thread of the
+// parent was creating one at the time of the fork.
 #ifndef CHORUS_TRANSPORT_SHM_ARENA_H_
 #define CHORUS_TRANSPORT_SHM_ARENA_H_
 
