@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -135,6 +136,59 @@ TEST_CASE("large messages from shared memory are read in place by another proces
 // The race window is short (a memfd, a truncate, a mapping), so each trial runs in a fresh
 // process that has no arena yet and forks while a thread creates one; a grandchild that cannot
 // create its own within a few seconds is stuck.
+TEST_CASE("a peer whose arena cannot be mapped has its shared-memory buffers staged instead") {
+  // Rank 0 puts another file behind its arena's descriptor number after creating the arena, so
+  // what rank 1 opens through /proc is not the arena rank 0 publishes: rank 1 must refuse the
+  // mapping and take the message through the staging area, whole and correct. A sink receive
+  // tells the two paths apart: in place it gets one piece, staged one per staging chunk.
+  testing::TempDir store_dir;
+  const size_t bytes = 3 * (size_t{1} << 20) + 8;
+  const auto outcomes = testing::RunRanksAsProcesses(
+      2,
+      [&](int rank) {
+        return RunMeshInProcess(
+            rank, 2, OptionsFor(SingleCopyMode::kStaging), store_dir.path(),
+            [&](Mesh& mesh) -> absl::Status {
+              auto connection = mesh.GetConnection(1 - rank);
+              SHM_OK(connection.status());
+              Connection& peer = **connection;
+              if (rank == 0) {
+                auto shared = AllocateSharedMemory(bytes);
+                SHM_OK(shared.status());
+                const int arena_fd = shm::Arena::IfCreated()->identity().fd;
+                const int other = memfd_create("not-the-arena", MFD_CLOEXEC);
+                SHM_EXPECT(other >= 0 && dup2(other, arena_fd) == arena_fd,
+                           "replacing the arena's descriptor failed");
+                close(other);
+                const std::vector<char> pattern = Pattern(bytes, 7);
+                std::memcpy(*shared, pattern.data(), bytes);
+                for (Tag tag = 1; tag <= 2; ++tag) {
+                  SHM_OK(peer.Send(tag, *shared, bytes)->Wait(Generous()));
+                }
+                return absl::OkStatus();
+              }
+              // Both posted before the messages come, so neither is held and pulled whole.
+              std::vector<char> buffer(bytes, 'E');
+              std::vector<char> unused(bytes, 'E');
+              testing::RecordingSink sink(bytes);
+              RequestPtr plain = peer.Recv(1, buffer.data(), bytes);
+              RequestPtr with_sink = peer.RecvWithSink(2, MemoryRef{unused.data(), bytes}, &sink);
+              SHM_OK(plain->Wait(Generous()));
+              SHM_OK(ExpectPattern(buffer.data(), bytes, 7));
+              SHM_OK(with_sink->Wait(Generous()));
+              SHM_OK(sink.Check(bytes));
+              SHM_EXPECT(sink.pieces() > 1, sink.pieces(), " piece: read in place");
+              SHM_OK(ExpectPattern(reinterpret_cast<const char*>(sink.data().data()), bytes, 7));
+              return absl::OkStatus();
+            });
+      },
+      absl::Seconds(120));
+  for (const auto& outcome : outcomes) {
+    INFO(outcome.Describe());
+    CHECK(outcome.ok());
+  }
+}
+
 // Ends a forked process at once. Not _exit: ThreadSanitizer's exit check would report the
 // threads the child inherited records of but not the threads themselves, and fail the exit.
 [[noreturn]] void EndForked(int code) {

@@ -31,6 +31,11 @@ namespace chorus::shm {
 
 constexpr uint64_t kArenaMagic = 0x414E455241524F48ull;  // arbitrary; marks a Chorus arena
 
+// Whether [start, start + length) lies inside [base, base + bytes), without overflow.
+inline bool RangeInside(uint64_t base, uint64_t bytes, uint64_t start, uint64_t length) {
+  return start >= base && length <= bytes && start - base <= bytes - length;
+}
+
 // Thread-safe.
 class Arena {
  public:
@@ -53,9 +58,7 @@ class Arena {
 
   // Whether [data, data + bytes) lies inside the arena (allocated or not).
   bool Contains(const void* data, size_t bytes) const {
-    const auto start = reinterpret_cast<uintptr_t>(data);
-    return start >= identity_.base && bytes <= identity_.bytes &&
-           start - identity_.base <= identity_.bytes - bytes;
+    return RangeInside(identity_.base, identity_.bytes, reinterpret_cast<uintptr_t>(data), bytes);
   }
   const Identity& identity() const { return identity_; }
 

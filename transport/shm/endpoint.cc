@@ -755,10 +755,7 @@ const char* Endpoint::InPlace(Peer& peer, uint64_t address, uint64_t length) {
     peer.arena = std::move(mapping).value();
     peer.arena_base = identity.base;
   }
-  const uint64_t bytes = peer.arena->bytes();
-  if (address < peer.arena_base || length > bytes || address - peer.arena_base > bytes - length) {
-    return nullptr;
-  }
+  if (!RangeInside(peer.arena_base, peer.arena->bytes(), address, length)) return nullptr;
   return peer.arena->data() + (address - peer.arena_base);
 }
 
