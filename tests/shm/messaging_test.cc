@@ -314,6 +314,53 @@ TEST_CASE("receives posted while unmatched large messages are being pulled") {
   REQUIRE(Failures(statuses) == "");
 }
 
+TEST_CASE("a sender far ahead of its receiver never has every rendezvous slot idle in a hold") {
+  // A pair has 64 rendezvous slots and a held message keeps its slot. With a one-minute hold,
+  // rank 0 posts 100 large sends nobody receives yet, then a small and a large message whose
+  // receives are posted: both must arrive long before any hold is over, so the receiver may
+  // hold only some of the unmatched messages and must pull the rest at once. The 100 are then
+  // received in order, whole, however each was kept.
+  const SingleCopyMode mode = AnyMode();
+  INFO("single copy " << shm::SingleCopyModeName(mode));
+  ShmOptions options = OptionsFor(mode);
+  options.hold = absl::Minutes(1);
+  constexpr int kUnmatched = 100;
+  constexpr size_t kBytes = 64 << 10;  // above the eager limit
+  constexpr Tag kSmall = kUnmatched;
+  constexpr Tag kLargeTag = kUnmatched + 1;
+  const auto statuses = RunMeshThreads(2, options, [&](Mesh& mesh) -> absl::Status {
+    auto connection = mesh.GetConnection(1 - mesh.rank());
+    SHM_OK(connection.status());
+    Connection& peer = **connection;
+    const Deadline prompt = Deadline::After(absl::Seconds(10));  // far below the hold
+    if (mesh.rank() == 0) {
+      std::vector<std::vector<char>> buffers;
+      std::vector<RequestPtr> sends;
+      for (int i = 0; i <= kUnmatched; ++i) buffers.push_back(Pattern(kBytes, i));
+      for (Tag tag = 0; tag < kUnmatched; ++tag) {
+        sends.push_back(peer.Send(tag, buffers[tag].data(), kBytes));
+      }
+      SHM_OK(WaitAll({peer.Send(kSmall, "s", 1), peer.Send(kLargeTag, buffers[kUnmatched].data(),
+                                                            kBytes)},
+                     prompt));
+      return WaitAll(sends, Generous());
+    }
+    char small = 0;
+    std::vector<char> large(kBytes);
+    SHM_OK(WaitAll({peer.Recv(kSmall, &small, 1), peer.Recv(kLargeTag, large.data(), kBytes)},
+                   prompt));
+    SHM_EXPECT(small == 's');
+    SHM_OK(ExpectPattern(large.data(), kBytes, kUnmatched));
+    std::vector<char> into(kBytes);
+    for (Tag tag = 0; tag < kUnmatched; ++tag) {
+      SHM_OK(peer.Recv(tag, into.data(), kBytes)->Wait(Generous()));
+      SHM_OK(ExpectPattern(into.data(), kBytes, tag));
+    }
+    return absl::OkStatus();
+  });
+  REQUIRE(Failures(statuses) == "");
+}
+
 TEST_CASE("a message longer than the receive buffer fails the receive and writes nothing past it") {
   const SingleCopyMode mode = AnyMode();
   INFO("single copy " << shm::SingleCopyModeName(mode));

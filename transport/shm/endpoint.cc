@@ -33,6 +33,9 @@ constexpr absl::Duration kIdleSleep = absl::Milliseconds(50);
 constexpr int kLivenessPollMillis = 5;
 // Cancel of a send whose receiver is copying out of it waits this long for the copy to end.
 constexpr absl::Duration kCancelReadWait = absl::Seconds(10);
+// How many of one sender's unmatched large messages may wait out a hold (Hold): half its
+// rendezvous slots, so the other half stays free for messages whose receives are posted.
+constexpr int kMaxHeldPerPeer = kSlotsPerPeer / 2;
 
 std::string TagText(Tag tag) { return absl::StrCat("0x", absl::Hex(tag)); }
 
@@ -642,10 +645,17 @@ void Endpoint::Hold(Peer& peer, Tag tag, uint64_t arrival, uint64_t length) {
   // one held before it from the same sender is due. A pipelined sender announces many segments
   // at once and the receiver works through them in order, so each gets the time its
   // predecessors take instead of all expiring together and being copied twice.
+  // Beyond kMaxHeldPerPeer held ones, a message is pulled at once instead: a held message keeps
+  // its rendezvous slot, and a sender running far ahead of our receives must never have every
+  // slot idle in a hold, or all its later messages (small ones too, queued behind) wait the
+  // holds out although their receives are posted.
   const auto now = std::chrono::steady_clock::now();
-  const auto pull_at =
-      std::max(now, peer.last_pull_at) + absl::ToChronoNanoseconds(options_.HoldFor(length));
-  peer.last_pull_at = pull_at;
+  auto pull_at = now;
+  if (HeldFrom(peer) < kMaxHeldPerPeer) {
+    pull_at =
+        std::max(now, peer.last_pull_at) + absl::ToChronoNanoseconds(options_.HoldFor(length));
+    peer.last_pull_at = pull_at;
+  }
   const HeldAnnouncement held{pull_at, peer.rank, tag, arrival};
   held_.insert(std::upper_bound(held_.begin(), held_.end(), held,
                                 [](const HeldAnnouncement& a, const HeldAnnouncement& b) {
@@ -653,6 +663,16 @@ void Endpoint::Hold(Peer& peer, Tag tag, uint64_t arrival, uint64_t length) {
                                 }),
                held);
   next_pull_ns_.store(held_.front().pull_at.time_since_epoch().count(), std::memory_order_relaxed);
+}
+
+int Endpoint::HeldFrom(Peer& peer) {
+  int held = 0;
+  for (auto& [tag, messages] : peer.unexpected) {
+    for (const Unexpected& message : messages) {
+      held += message.kind == Unexpected::Kind::kAnnounced ? 1 : 0;
+    }
+  }
+  return held;
 }
 
 Endpoint::Claim Endpoint::ClaimAnnouncement(Peer& peer, uint32_t slot_ref, uint64_t length,
