@@ -510,6 +510,11 @@ void Endpoint::Progress() {
     Peer& peer = peers_[active_[i]];
     // Read before draining: what the peer wrote before closing is still delivered.
     const uint32_t closed = peer.outbox->header().closed.load(std::memory_order_acquire);
+    // Outgoing work first, then again after draining: data waiting for staging chunks the
+    // peer has freed since (a pipelined ring's forwarded segment, just reduced and still in
+    // this core's cache) goes out before this rank reduces more incoming chunks, and the peer
+    // waits less for it. 2 ranks, 64 MiB in place: 5.15-5.91 GB/s against 5.08-5.45.
+    if (peer.failure.ok() && closed == kOpen) Flush(peer);
     Drain(peer);
     if (!peer.failure.ok()) continue;
     if (closed != kOpen) {
