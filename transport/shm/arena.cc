@@ -143,14 +143,15 @@ absl::Status Arena::Free(void* data) {
 
 absl::StatusOr<std::unique_ptr<Mapping>> MapPeerArena(pid_t pid, const Arena::Identity& identity,
                                                       int peer) {
+  CHORUS_ASSIGN_OR_RETURN(
+      const int fd, OpenPeerDescriptor(pid, identity.fd, O_RDONLY, peer,
+                                       absl::StrCat("the shared-memory arena of rank ", peer)));
   const std::string path = absl::StrCat("/proc/", pid, "/fd/", identity.fd);
   auto unusable = [&](absl::string_view why) {
     return PeerUnavailableError(absl::StrCat("shm: cannot map the shared-memory arena of rank ",
                                              peer, " (", path, "): ", why),
                                 peer);
   };
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return unusable(absl::StrCat("open failed: ", ErrnoText(errno)));
   struct stat st;
   if (fstat(fd, &st) != 0 || static_cast<uint64_t>(st.st_size) != identity.bytes) {
     close(fd);

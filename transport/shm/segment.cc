@@ -25,6 +25,25 @@ std::string ErrnoText(int error) {
   return absl::StrCat(std::strerror(error), " (errno ", error, ")");
 }
 
+absl::StatusOr<int> OpenPeerDescriptor(pid_t pid, int fd, int flags, int peer,
+                                       absl::string_view what) {
+  const std::string path = absl::StrCat("/proc/", pid, "/fd/", fd);
+  const int opened = open(path.c_str(), flags | O_CLOEXEC);
+  if (opened >= 0) return opened;
+  const int error = errno;
+  if (error == EACCES || error == EPERM) {
+    return PeerUnavailableError(
+        absl::StrCat("shm: opening ", path, " (", what, ") was refused: ", ErrnoText(error),
+                     "; ranks must run as the same user and be dumpable (no PR_SET_DUMPABLE 0, "
+                     "no setuid); use the tcp transport otherwise"),
+        peer);
+  }
+  return PeerUnavailableError(
+      absl::StrCat("shm: opening ", path, " (", what, ") failed: ", ErrnoText(error),
+                   "; the peer has exited or closed its mesh, or is not in this job"),
+      peer);
+}
+
 uint64_t RandomNonce() {
   uint64_t value = 0;
   while (value == 0) {
@@ -223,20 +242,9 @@ absl::StatusOr<std::unique_ptr<PeerInbox>> PeerInbox::Attach(const InboxAddress&
     return view;
   }
 
+  CHORUS_ASSIGN_OR_RETURN(const int fd, OpenPeerDescriptor(address.pid, address.fd, O_RDWR, peer,
+                                                           absl::StrCat("the inbox of ", who)));
   const std::string path = absl::StrCat("/proc/", address.pid, "/fd/", address.fd);
-  const int fd = open(path.c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) {
-    const int error = errno;
-    if (error == EACCES || error == EPERM) {
-      return PeerUnavailableError(
-          absl::StrCat("shm: opening ", path, " (the inbox of ", who, ") was refused: ",
-                       ErrnoText(error),
-                       "; ranks must run as the same user and be dumpable (no "
-                       "PR_SET_DUMPABLE 0, no setuid); use the tcp transport otherwise"),
-          peer);
-    }
-    return gone(absl::StrCat("opening ", path, " failed: ", ErrnoText(error)));
-  }
   struct stat st;
   const bool stat_ok = fstat(fd, &st) == 0;
   auto header_mapping =
