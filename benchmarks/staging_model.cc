@@ -8,6 +8,7 @@
 //   - memcpy of 64 MiB on one core while the other process waits (the tool's memcpy limit);
 //   - both processes at once copying 32 MiB out of the other's memory: from a shared mapping
 //     with memcpy, and from its heap with process_vm_readv (cross-memory attach) in 2 MiB calls;
+//     and the latter with one process reading while the other waits;
 //   - a 2-rank 64 MiB float32 sum allreduce in place, in lockstep per segment behind a spin
 //     barrier, as the four passes a staging area needs: each rank copies its partial of the
 //     peer's half into the staging area, reduces the peer's partial of its own half out of it
@@ -32,7 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <string>
+#include <new>
 #include <vector>
 
 #include "chorus/collectives/reduce_kernels.h"
@@ -105,18 +106,23 @@ class Rank {
     return seconds;
   }
 
-  double BothReadAcross(char* target, pid_t peer, const char* peer_buffer) {
+  // Copies 32 MiB of the peer's heap into `target` by process_vm_readv in 2 MiB calls: both
+  // ranks at once (as an allreduce would), or rank 0 alone while the peer waits.
+  double ReadAcross(char* target, pid_t peer, const char* peer_buffer, bool both) {
     Barrier();
-    const auto start = Clock::now();
-    for (size_t offset = 0; offset < kHalf; offset += kMaxSegment) {
-      iovec local{target + offset, kMaxSegment};
-      iovec remote{const_cast<char*>(peer_buffer) + offset, kMaxSegment};
-      if (process_vm_readv(peer, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(kMaxSegment)) {
-        std::perror("staging_model: process_vm_readv");
-        _exit(3);
+    double seconds = 0;
+    if (both || rank_ == 0) {
+      const auto start = Clock::now();
+      for (size_t offset = 0; offset < kHalf; offset += kMaxSegment) {
+        iovec local{target + offset, kMaxSegment};
+        iovec remote{const_cast<char*>(peer_buffer) + offset, kMaxSegment};
+        if (process_vm_readv(peer, &local, 1, &remote, 1, 0) != static_cast<ssize_t>(kMaxSegment)) {
+          std::perror("staging_model: process_vm_readv");
+          _exit(3);
+        }
       }
+      seconds = Elapsed(start);
     }
-    const double seconds = Elapsed(start);
     Barrier();
     return seconds;
   }
@@ -182,13 +188,14 @@ void RunRank(int rank, int rounds, SharedState* shared, char* shared_halves, cha
   const auto* peer_buffer =
       reinterpret_cast<const char*>(shared->buffer_address[1 - rank].value.load());
 
-  std::vector<double> memcpy_s, shared_s, across_s;
+  std::vector<double> memcpy_s, shared_s, across_s, alone_s;
   // Per (segment, fused) pair, in the order they run.
   std::vector<std::vector<double>> allreduce_s(2 * std::size(kSegments));
   for (int round = 0; round < rounds + 1; ++round) {  // round 0 warms up
     const double m = self.Memcpy(target, source);
     const double c = self.BothCopyShared(target.data());
-    const double x = self.BothReadAcross(target.data(), peer, peer_buffer);
+    const double x = self.ReadAcross(target.data(), peer, peer_buffer, /*both=*/true);
+    const double alone = self.ReadAcross(target.data(), peer, peer_buffer, /*both=*/false);
     std::vector<double> a;
     for (size_t segment : kSegments) {
       for (bool fused : {false, true}) {
@@ -199,6 +206,7 @@ void RunRank(int rank, int rounds, SharedState* shared, char* shared_halves, cha
     memcpy_s.push_back(m);
     shared_s.push_back(c);
     across_s.push_back(x);
+    alone_s.push_back(alone);
     for (size_t i = 0; i < a.size(); ++i) allreduce_s[i].push_back(a[i]);
   }
   // Each allreduce doubles every element (two ranks' equal values summed), exactly while the
@@ -224,6 +232,8 @@ void RunRank(int rank, int rounds, SharedState* shared, char* shared_halves, cha
               GBps(kHalf, Median(shared_s)));
   std::printf("both at once, 32 MiB each: process_vm_readv  %6.2f GB/s per process\n",
               GBps(kHalf, Median(across_s)));
+  std::printf("one alone, 32 MiB: process_vm_readv           %6.2f GB/s\n",
+              GBps(kHalf, Median(alone_s)));
   for (size_t i = 0; i < allreduce_s.size(); ++i) {
     std::printf(
         "staging allreduce, %4zu KiB segments, %-5s  %6.2f GB/s busbw (%.0f %% of memcpy)\n",
@@ -251,6 +261,8 @@ int Main(int argc, char** argv) {
     std::perror("staging_model: fork");
     return 1;
   }
+  // Under Yama's ptrace_scope 1 only an ancestor may read a process: let the child read us.
+  if (child > 0) prctl(PR_SET_PTRACER, child);
   if (child == 0) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     RunRank(1, rounds, shared, shared_halves, staging);

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -131,16 +132,14 @@ TEST_CASE("large messages from shared memory are read in place by another proces
   }
 }
 
-// A child forked while another thread of its parent is creating the arena must still get an
-// arena of its own: the fork must not leave it holding the creation lock the other thread held.
-// The race window is short (a memfd, a truncate, a mapping), so each trial runs in a fresh
-// process that has no arena yet and forks while a thread creates one; a grandchild that cannot
-// create its own within a few seconds is stuck.
-TEST_CASE("a peer whose arena cannot be mapped has its shared-memory buffers staged instead") {
+TEST_CASE("a peer whose arena cannot be mapped sends its shared-memory buffers like private ones") {
   // Rank 0 puts another file behind its arena's descriptor number after creating the arena, so
-  // what rank 1 opens through /proc is not the arena rank 0 publishes: rank 1 must refuse the
-  // mapping and take the message through the staging area, whole and correct. A sink receive
-  // tells the two paths apart: in place it gets one piece, staged one per staging chunk.
+  // what rank 1 opens through /proc is not the arena rank 0 publishes: an empty file fails the
+  // size check, one of the arena's size the magic and nonce check. Rank 1 must refuse the
+  // mapping and, in staging mode, take the message through the staging area, whole and correct.
+  // A sink receive tells the two paths apart: in place it gets one piece, staged one per chunk.
+  const bool same_size = GENERATE(false, true);
+  INFO((same_size ? "a file of the arena's size" : "an empty file"));
   testing::TempDir store_dir;
   const size_t bytes = 3 * (size_t{1} << 20) + 8;
   const auto outcomes = testing::RunRanksAsProcesses(
@@ -155,9 +154,12 @@ TEST_CASE("a peer whose arena cannot be mapped has its shared-memory buffers sta
               if (rank == 0) {
                 auto shared = AllocateSharedMemory(bytes);
                 SHM_OK(shared.status());
-                const int arena_fd = shm::Arena::IfCreated()->identity().fd;
+                const shm::Arena::Identity& arena = shm::Arena::IfCreated()->identity();
                 const int other = memfd_create("not-the-arena", MFD_CLOEXEC);
-                SHM_EXPECT(other >= 0 && dup2(other, arena_fd) == arena_fd,
+                SHM_EXPECT(other >= 0, "memfd_create failed");
+                SHM_EXPECT(!same_size || ftruncate(other, static_cast<off_t>(arena.bytes)) == 0,
+                           "sizing the other file failed");
+                SHM_EXPECT(dup2(other, arena.fd) == arena.fd,
                            "replacing the arena's descriptor failed");
                 close(other);
                 const std::vector<char> pattern = Pattern(bytes, 7);
@@ -196,6 +198,12 @@ TEST_CASE("a peer whose arena cannot be mapped has its shared-memory buffers sta
   __builtin_unreachable();
 }
 
+// A child forked while another thread of its parent is creating the arena starts without one
+// and creates its own promptly: the fork must leave it nothing the other thread held (the
+// creation used to hold a lock, which such a child inherited locked and waited on forever). The
+// race window is short (a memfd, a truncate, a mapping), so each trial runs in a fresh process
+// that has no arena yet and forks while a thread creates one; a grandchild that cannot create
+// its own within a few seconds is stuck.
 TEST_CASE("a process forked while another thread creates the arena gets an arena of its own") {
   constexpr int kTrials = 200;
   constexpr unsigned kStuckSeconds = 3;
@@ -209,6 +217,7 @@ TEST_CASE("a process forked while another thread creates the arena gets an arena
       const pid_t child = fork();
       if (child == 0) {
         alarm(kStuckSeconds);
+        if (shm::Arena::IfCreated() != nullptr) EndForked(7);  // the parent's, inherited
         const absl::StatusOr<shm::Arena*> own = shm::Arena::Get();
         EndForked(own.ok() && *own != nullptr ? 0 : 3);
       }
@@ -231,6 +240,35 @@ TEST_CASE("a process forked while another thread creates the arena gets an arena
   }
   CHECK(stuck == 0);
   CHECK(failed == 0);
+}
+
+TEST_CASE("threads creating the arena at once all get the same one") {
+  // In a fresh process (no arena yet), so the creations really race.
+  constexpr int kThreads = 4;
+  const pid_t sandbox = fork();
+  REQUIRE(sandbox >= 0);
+  if (sandbox == 0) {
+    std::atomic<bool> go{false};
+    std::vector<shm::Arena*> got(kThreads, nullptr);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&, t] {
+        while (!go.load()) {
+        }
+        const absl::StatusOr<shm::Arena*> arena = shm::Arena::Get();
+        got[t] = arena.ok() ? *arena : nullptr;
+      });
+    }
+    go.store(true);
+    for (std::thread& thread : threads) thread.join();
+    bool same = got[0] != nullptr && got[0] == shm::Arena::IfCreated();
+    for (shm::Arena* arena : got) same = same && arena == got[0];
+    EndForked(same ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(waitpid(sandbox, &status, 0) == sandbox);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cerrno>
 
+#include "absl/base/attributes.h"
 #include "absl/strings/str_cat.h"
 #include "chorus/core/env.h"
 #include "chorus/core/status.h"
@@ -22,28 +23,19 @@ struct ArenaHeader {
   uint64_t nonce;
 };
 
-std::atomic<Arena*> g_arena{nullptr};
-std::mutex g_creating;  // constant-initialised: usable by the fork handlers at any time
+ABSL_CONST_INIT std::atomic<Arena*> g_arena{nullptr};
 
 // A forked child starts without an arena: the parent's mapping is shared, not copied, so
-// allocating from the inherited one would hand out the parent's memory again. A fork waits for
-// a creation in progress (the prepare handler takes its lock), so the child never inherits the
-// lock held by a thread it does not have. Installed while the library loads, before any thread
-// can be creating an arena.
-const bool g_fork_handlers_installed = [] {
-  pthread_atfork([] { g_creating.lock(); }, [] { g_creating.unlock(); },
-                 [] {
-                   g_arena.store(nullptr, std::memory_order_relaxed);
-                   g_creating.unlock();
-                 });
-  return true;
-}();
+// allocating from the inherited one would hand out the parent's memory again. Installed while
+// the library loads. Creation takes no lock (racing creators publish with a compare-and-swap),
+// so a fork while another thread creates one leaves the child nothing held.
+const bool g_fork_handler_installed =
+    pthread_atfork(nullptr, nullptr, [] { g_arena.store(nullptr, std::memory_order_relaxed); }) ==
+    0;
 
 }  // namespace
 
 absl::StatusOr<Arena*> Arena::Get() {
-  if (Arena* arena = IfCreated()) return arena;
-  std::lock_guard<std::mutex> lock(g_creating);
   if (Arena* arena = IfCreated()) return arena;
   CHORUS_ASSIGN_OR_RETURN(const int64_t capacity,
                           GetEnvBytes("CHORUS_SHM_ARENA_BYTES", int64_t{16} << 30));
@@ -69,14 +61,21 @@ absl::StatusOr<Arena*> Arena::Get() {
     close(fd);
     return mapping.status();
   }
-  // Never destroyed: its memory may be in use until the process exits, and the descriptor
-  // stays open so that peers can map it.
-  Arena* arena = new Arena(fd, std::move(mapping).value(), RandomNonce());
-  g_arena.store(arena, std::memory_order_release);
-  return arena;
+  // The winner is never destroyed: its memory may be in use until the process exits, and the
+  // descriptor stays open so that peers can map it. A creator that lost the race to another
+  // thread discards its own (address space only: no page was touched but the header's).
+  Arena* created = new Arena(fd, std::move(mapping).value(), RandomNonce());
+  Arena* existing = nullptr;
+  if (!g_arena.compare_exchange_strong(existing, created, std::memory_order_acq_rel)) {
+    delete created;
+    return existing;
+  }
+  return created;
 }
 
 Arena* Arena::IfCreated() { return g_arena.load(std::memory_order_acquire); }
+
+Arena::~Arena() { close(identity_.fd); }
 
 Arena::Arena(int fd, std::unique_ptr<Mapping> mapping, uint64_t nonce)
     : mapping_(std::move(mapping)) {
@@ -143,10 +142,10 @@ absl::Status Arena::Free(void* data) {
 
 absl::StatusOr<std::unique_ptr<Mapping>> MapPeerArena(pid_t pid, const Arena::Identity& identity,
                                                       int peer) {
+  const std::string path = PeerDescriptorPath(pid, identity.fd);
   CHORUS_ASSIGN_OR_RETURN(
-      const int fd, OpenPeerDescriptor(pid, identity.fd, O_RDONLY, peer,
+      const int fd, OpenPeerDescriptor(path, O_RDONLY, peer,
                                        absl::StrCat("the shared-memory arena of rank ", peer)));
-  const std::string path = absl::StrCat("/proc/", pid, "/fd/", identity.fd);
   auto unusable = [&](absl::string_view why) {
     return PeerUnavailableError(absl::StrCat("shm: cannot map the shared-memory arena of rank ",
                                              peer, " (", path, "): ", why),

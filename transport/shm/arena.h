@@ -64,6 +64,8 @@ class Arena {
 
  private:
   Arena(int fd, std::unique_ptr<Mapping> mapping, uint64_t nonce);
+  // Only a creation that lost the race to another thread's destroys its arena (Get).
+  ~Arena();
 
   const std::unique_ptr<Mapping> mapping_;
   Identity identity_;

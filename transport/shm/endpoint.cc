@@ -33,8 +33,9 @@ constexpr absl::Duration kIdleSleep = absl::Milliseconds(50);
 constexpr int kLivenessPollMillis = 5;
 // Cancel of a send whose receiver is copying out of it waits this long for the copy to end.
 constexpr absl::Duration kCancelReadWait = absl::Seconds(10);
-// How many of one sender's unmatched large messages may wait out a hold (Hold): half its
-// rendezvous slots, so the other half stays free for messages whose receives are posted.
+// How many of one sender's slots may wait for a claim while its unmatched messages wait out a
+// hold (Hold): half of them, so the other half stays free for messages whose receives are
+// posted.
 constexpr int kMaxHeldPerPeer = kSlotsPerPeer / 2;
 
 std::string TagText(Tag tag) { return absl::StrCat("0x", absl::Hex(tag)); }
@@ -513,7 +514,7 @@ void Endpoint::Progress() {
     // Outgoing work first, then again after draining: data waiting for staging chunks the
     // peer has freed since (a pipelined ring's forwarded segment, just reduced and still in
     // this core's cache) goes out before this rank reduces more incoming chunks, and the peer
-    // waits less for it. 2 ranks, 64 MiB in place: 5.15-5.91 GB/s against 5.08-5.45.
+    // waits less for it (measured in docs/benchmarks.md, "Stop 14").
     if (peer.failure.ok() && closed == kOpen) Flush(peer);
     Drain(peer);
     if (!peer.failure.ok()) continue;
@@ -650,13 +651,13 @@ void Endpoint::Hold(Peer& peer, Tag tag, uint64_t arrival, uint64_t length) {
   // one held before it from the same sender is due. A pipelined sender announces many segments
   // at once and the receiver works through them in order, so each gets the time its
   // predecessors take instead of all expiring together and being copied twice.
-  // Beyond kMaxHeldPerPeer held ones, a message is pulled at once instead: a held message keeps
-  // its rendezvous slot, and a sender running far ahead of our receives must never have every
-  // slot idle in a hold, or all its later messages (small ones too, queued behind) wait the
-  // holds out although their receives are posted.
+  // Once more than kMaxHeldPerPeer of the sender's slots wait for a claim, a message is pulled
+  // at once instead: a held message keeps its rendezvous slot, and a sender running far ahead
+  // of our receives must never have every slot idle in a hold, or all its later messages (small
+  // ones too, queued behind) wait the holds out although their receives are posted.
   const auto now = std::chrono::steady_clock::now();
   auto pull_at = now;
-  if (HeldFrom(peer) < kMaxHeldPerPeer) {
+  if (UnclaimedSlots(peer) <= kMaxHeldPerPeer) {
     pull_at =
         std::max(now, peer.last_pull_at) + absl::ToChronoNanoseconds(options_.HoldFor(length));
     peer.last_pull_at = pull_at;
@@ -670,14 +671,14 @@ void Endpoint::Hold(Peer& peer, Tag tag, uint64_t arrival, uint64_t length) {
   next_pull_ns_.store(held_.front().pull_at.time_since_epoch().count(), std::memory_order_relaxed);
 }
 
-int Endpoint::HeldFrom(Peer& peer) {
-  int held = 0;
-  for (auto& [tag, messages] : peer.unexpected) {
-    for (const Unexpected& message : messages) {
-      held += message.kind == Unexpected::Kind::kAnnounced ? 1 : 0;
-    }
+int Endpoint::UnclaimedSlots(const Peer& peer) const {
+  // The sender's slot words, not our queues: a bounded look (64 words) however many messages
+  // wait unmatched, and a slot its sender withdrew no longer counts.
+  int unclaimed = 0;
+  for (const std::atomic<uint32_t>& word : peer.in.control->slots) {
+    unclaimed += SlotStateOf(word.load(std::memory_order_relaxed)) == kSlotPosted ? 1 : 0;
   }
-  return held;
+  return unclaimed;
 }
 
 Endpoint::Claim Endpoint::ClaimAnnouncement(Peer& peer, uint32_t slot_ref, uint64_t length,

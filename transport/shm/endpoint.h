@@ -174,8 +174,9 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
   // hold is over (ShmOptions::HoldFor, queued behind the peer's earlier held messages).
   void Hold(Peer& peer, Tag tag, uint64_t arrival, uint64_t length)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // How many of `peer`'s unmatched messages are held as bare descriptors right now.
-  int HeldFrom(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // How many of `peer`'s rendezvous slots towards this rank hold an announcement nobody has
+  // claimed yet: its held messages, and any whose announcement is still in the ring.
+  int UnclaimedSlots(const Peer& peer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A receive matched a message being pulled through staging: it takes over the stream.
   void TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& request,
                     const Unexpected& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);

@@ -100,6 +100,9 @@ constexpr uint32_t kSlotGenerationMask = (1u << 24) - 1;
 inline uint32_t SlotWord(uint32_t generation, SlotState state) {
   return ((generation & kSlotGenerationMask) << kSlotStateBits) | state;
 }
+inline SlotState SlotStateOf(uint32_t word) {
+  return static_cast<SlotState>(word & ((1u << kSlotStateBits) - 1));
+}
 
 // The control block at the start of each area. Producer-written and consumer-written fields
 // sit on separate cache lines.

@@ -25,9 +25,12 @@ std::string ErrnoText(int error) {
   return absl::StrCat(std::strerror(error), " (errno ", error, ")");
 }
 
-absl::StatusOr<int> OpenPeerDescriptor(pid_t pid, int fd, int flags, int peer,
+std::string PeerDescriptorPath(pid_t pid, int fd) {
+  return absl::StrCat("/proc/", pid, "/fd/", fd);
+}
+
+absl::StatusOr<int> OpenPeerDescriptor(const std::string& path, int flags, int peer,
                                        absl::string_view what) {
-  const std::string path = absl::StrCat("/proc/", pid, "/fd/", fd);
   const int opened = open(path.c_str(), flags | O_CLOEXEC);
   if (opened >= 0) return opened;
   const int error = errno;
@@ -40,7 +43,7 @@ absl::StatusOr<int> OpenPeerDescriptor(pid_t pid, int fd, int flags, int peer,
   }
   return PeerUnavailableError(
       absl::StrCat("shm: opening ", path, " (", what, ") failed: ", ErrnoText(error),
-                   "; the peer has exited or closed its mesh, or is not in this job"),
+                   "; the peer has exited or closed the descriptor, or is not in this job"),
       peer);
 }
 
@@ -242,9 +245,9 @@ absl::StatusOr<std::unique_ptr<PeerInbox>> PeerInbox::Attach(const InboxAddress&
     return view;
   }
 
-  CHORUS_ASSIGN_OR_RETURN(const int fd, OpenPeerDescriptor(address.pid, address.fd, O_RDWR, peer,
-                                                           absl::StrCat("the inbox of ", who)));
-  const std::string path = absl::StrCat("/proc/", address.pid, "/fd/", address.fd);
+  const std::string path = PeerDescriptorPath(address.pid, address.fd);
+  CHORUS_ASSIGN_OR_RETURN(
+      const int fd, OpenPeerDescriptor(path, O_RDWR, peer, absl::StrCat("the inbox of ", who)));
   struct stat st;
   const bool stat_ok = fstat(fd, &st) == 0;
   auto header_mapping =

@@ -57,11 +57,13 @@ struct InboxAddress {
   static absl::StatusOr<InboxAddress> Parse(absl::string_view text);
 };
 
-// Opens descriptor `fd` of process `pid` through /proc/<pid>/fd with `flags` (plus O_CLOEXEC),
-// which needs ptrace's read access (same user, dumpable process). kPeerUnavailable naming
-// `peer` when it cannot: a refusal says what the ranks must share, any other failure that the
-// process or its descriptor is gone. `what` names the descriptor in errors.
-absl::StatusOr<int> OpenPeerDescriptor(pid_t pid, int fd, int flags, int peer,
+// "/proc/<pid>/fd/<fd>": where another process's descriptor is opened.
+std::string PeerDescriptorPath(pid_t pid, int fd);
+// Opens `path` (a PeerDescriptorPath) with `flags` plus O_CLOEXEC, which needs ptrace's read
+// access to its process (same user, dumpable). kPeerUnavailable naming `peer` when it cannot: a
+// refusal says what the ranks must share, any other failure that the process or its descriptor
+// is gone. `what` names the descriptor in errors.
+absl::StatusOr<int> OpenPeerDescriptor(const std::string& path, int flags, int peer,
                                        absl::string_view what);
 
 // What two processes must share to reach each other's memfds by pid: the boot (same kernel) and
