@@ -191,8 +191,9 @@ TEST_CASE("a peer whose arena cannot be mapped sends its shared-memory buffers l
   }
 }
 
-// Ends a forked process at once. Not _exit: ThreadSanitizer's exit check would report the
-// threads the child inherited records of but not the threads themselves, and fail the exit.
+// Ends a process forked from a sandbox rank at once. Not _exit: ThreadSanitizer's exit check
+// would report the threads the child inherited records of but not the threads themselves, and
+// fail the exit.
 [[noreturn]] void EndForked(int code) {
   syscall(SYS_exit_group, code);
   __builtin_unreachable();
@@ -202,73 +203,68 @@ TEST_CASE("a peer whose arena cannot be mapped sends its shared-memory buffers l
 // and creates its own promptly: the fork must leave it nothing the other thread held (the
 // creation used to hold a lock, which such a child inherited locked and waited on forever). The
 // race window is short (a memfd, a truncate, a mapping), so each trial runs in a fresh process
-// that has no arena yet and forks while a thread creates one; a grandchild that cannot create
-// its own within a few seconds is stuck.
+// (a forked rank, which has no arena yet) that forks while a thread creates one; a grandchild
+// that cannot create its own within a few seconds is stuck.
 TEST_CASE("a process forked while another thread creates the arena gets an arena of its own") {
   constexpr int kTrials = 200;
-  constexpr unsigned kStuckSeconds = 3;
-  int stuck = 0;
-  int failed = 0;
-  for (int trial = 0; trial < kTrials && stuck == 0 && failed == 0; ++trial) {
-    const pid_t sandbox = fork();
-    REQUIRE(sandbox >= 0);
-    if (sandbox == 0) {
-      std::thread creator([] { (void)shm::Arena::Get(); });
-      const pid_t child = fork();
-      if (child == 0) {
-        alarm(kStuckSeconds);
-        if (shm::Arena::IfCreated() != nullptr) EndForked(7);  // the parent's, inherited
-        const absl::StatusOr<shm::Arena*> own = shm::Arena::Get();
-        EndForked(own.ok() && *own != nullptr ? 0 : 3);
-      }
-      creator.join();
-      int status = 0;
-      if (child < 0 || waitpid(child, &status, 0) != child) EndForked(4);
-      if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) EndForked(5);
-      EndForked(WIFEXITED(status) ? WEXITSTATUS(status) : 6);
-    }
-    int status = 0;
-    REQUIRE(waitpid(sandbox, &status, 0) == sandbox);
-    REQUIRE(WIFEXITED(status));
-    if (WEXITSTATUS(status) == 5) {
-      ++stuck;
-    } else if (WEXITSTATUS(status) != 0) {
-      ++failed;
-      INFO("trial " << trial << " exited with " << WEXITSTATUS(status));
-      CHECK(WEXITSTATUS(status) == 0);
-    }
+  for (int trial = 0; trial < kTrials; ++trial) {
+    const auto outcomes = testing::RunRanksAsProcesses(
+        1,
+        [](int) -> absl::Status {
+          constexpr unsigned kStuckSeconds = 3;
+          std::thread creator([] { (void)shm::Arena::Get(); });
+          const pid_t child = fork();
+          if (child == 0) {
+            alarm(kStuckSeconds);
+            if (shm::Arena::IfCreated() != nullptr) EndForked(7);  // the parent's, inherited
+            const absl::StatusOr<shm::Arena*> own = shm::Arena::Get();
+            EndForked(own.ok() && *own != nullptr ? 0 : 3);
+          }
+          creator.join();
+          int status = 0;
+          SHM_EXPECT(child >= 0 && waitpid(child, &status, 0) == child, "fork or waitpid failed");
+          SHM_EXPECT(!(WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM),
+                     "the forked child is stuck creating its arena");
+          SHM_EXPECT(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the forked child ended with ",
+                     status,
+                     " (exit 7: it inherited the parent's arena; 3: creating its own failed)");
+          return absl::OkStatus();
+        },
+        absl::Seconds(30));
+    INFO("trial " << trial << ": " << outcomes[0].Describe());
+    REQUIRE(outcomes[0].ok());
   }
-  CHECK(stuck == 0);
-  CHECK(failed == 0);
 }
 
 TEST_CASE("threads creating the arena at once all get the same one") {
-  // In a fresh process (no arena yet), so the creations really race.
-  constexpr int kThreads = 4;
-  const pid_t sandbox = fork();
-  REQUIRE(sandbox >= 0);
-  if (sandbox == 0) {
-    std::atomic<bool> go{false};
-    std::vector<shm::Arena*> got(kThreads, nullptr);
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kThreads; ++t) {
-      threads.emplace_back([&, t] {
-        while (!go.load()) {
+  // In a forked rank, which has no arena yet, so the creations really race.
+  const auto outcomes = testing::RunRanksAsProcesses(
+      1,
+      [](int) -> absl::Status {
+        constexpr int kThreads = 4;
+        std::atomic<bool> go{false};
+        std::vector<shm::Arena*> got(kThreads, nullptr);
+        std::vector<std::thread> threads;
+        for (int t = 0; t < kThreads; ++t) {
+          threads.emplace_back([&, t] {
+            while (!go.load()) {
+            }
+            const absl::StatusOr<shm::Arena*> arena = shm::Arena::Get();
+            got[t] = arena.ok() ? *arena : nullptr;
+          });
         }
-        const absl::StatusOr<shm::Arena*> arena = shm::Arena::Get();
-        got[t] = arena.ok() ? *arena : nullptr;
-      });
-    }
-    go.store(true);
-    for (std::thread& thread : threads) thread.join();
-    bool same = got[0] != nullptr && got[0] == shm::Arena::IfCreated();
-    for (shm::Arena* arena : got) same = same && arena == got[0];
-    EndForked(same ? 0 : 1);
-  }
-  int status = 0;
-  REQUIRE(waitpid(sandbox, &status, 0) == sandbox);
-  REQUIRE(WIFEXITED(status));
-  CHECK(WEXITSTATUS(status) == 0);
+        go.store(true);
+        for (std::thread& thread : threads) thread.join();
+        SHM_EXPECT(got[0] != nullptr && got[0] == shm::Arena::IfCreated(),
+                   "thread 0 got no arena, or not the published one");
+        for (shm::Arena* arena : got) {
+          SHM_EXPECT(arena == got[0], "two threads got different arenas");
+        }
+        return absl::OkStatus();
+      },
+      absl::Seconds(30));
+  INFO(outcomes[0].Describe());
+  CHECK(outcomes[0].ok());
 }
 
 }  // namespace
