@@ -264,11 +264,11 @@ absl::StatusOr<std::shared_ptr<gloo::Context>> Connect(const RankIdentity& ident
 absl::Status LeaveTogether(gloo::rendezvous::Store& store, const RankIdentity& identity,
                            int timeout_s) {
   return CatchGloo("leaving together", [&] {
-    store.set(absl::StrCat("done/", identity.rank), {'1'});
     std::vector<std::string> everyone;
     for (int rank = 0; rank < identity.size; ++rank) {
       everyone.push_back(absl::StrCat("done/", rank));
     }
+    store.set(everyone[identity.rank], {'1'});
     store.wait(everyone, std::chrono::seconds(timeout_s));
   });
 }
