@@ -515,7 +515,7 @@ void Endpoint::Progress() {
     // peer has freed since (a pipelined ring's forwarded segment, just reduced and still in
     // this core's cache) goes out before this rank reduces more incoming chunks, and the peer
     // waits less for it (measured in docs/benchmarks.md, "Stop 14").
-    if (peer.failure.ok() && closed == kOpen) Flush(peer);
+    if (closed == kOpen) Flush(peer);  // Flush itself skips a failed peer
     Drain(peer);
     if (!peer.failure.ok()) continue;
     if (closed != kOpen) {
