@@ -2,6 +2,7 @@
 // from it read in place by a peer in another process, whatever single-copy mode is set.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
@@ -189,6 +190,19 @@ TEST_CASE("a peer whose arena cannot be mapped sends its shared-memory buffers l
     INFO(outcome.Describe());
     CHECK(outcome.ok());
   }
+}
+
+TEST_CASE("a peer's descriptor that cannot be opened is kPeerUnavailable naming peer and file") {
+  // No such descriptor in this process: the open fails as for a peer that has exited.
+  const std::string path = shm::PeerDescriptorPath(getpid(), 1 << 20);
+  const absl::StatusOr<int> fd = shm::OpenPeerDescriptor(path, O_RDONLY, 3, "the inbox of rank 3");
+  REQUIRE_FALSE(fd.ok());
+  CHECK(GetErrorKind(fd.status()) == ErrorKind::kPeerUnavailable);
+  CHECK(ErrorPeerRank(fd.status()) == std::optional<int>(3));
+  const std::string message(fd.status().message());
+  CHECK_THAT(message, Catch::Contains(path));
+  CHECK_THAT(message, Catch::Contains("the inbox of rank 3"));
+  CHECK_THAT(message, Catch::Contains("has exited"));
 }
 
 // Ends a process forked from a sandbox rank at once. Not _exit: ThreadSanitizer's exit check
