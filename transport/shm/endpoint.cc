@@ -511,11 +511,6 @@ void Endpoint::Progress() {
     Peer& peer = peers_[active_[i]];
     // Read before draining: what the peer wrote before closing is still delivered.
     const uint32_t closed = peer.outbox->header().closed.load(std::memory_order_acquire);
-    // Outgoing work first, then again after draining: data waiting for staging chunks the
-    // peer has freed since (a pipelined ring's forwarded segment, just reduced and still in
-    // this core's cache) goes out before this rank reduces more incoming chunks, and the peer
-    // waits less for it (measured in docs/benchmarks.md, "Stop 14").
-    if (closed == kOpen) Flush(peer);  // Flush itself skips a failed peer
     Drain(peer);
     if (!peer.failure.ok()) continue;
     if (closed != kOpen) {
