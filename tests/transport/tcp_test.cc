@@ -13,7 +13,10 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
+#include <functional>
+#include <limits>
 #include <set>
 #include <thread>
 
@@ -667,75 +670,101 @@ TEST_CASE("destroying meshes and devices leaves no sockets, descriptors or threa
   CHECK(ListDir("/proc/self/task").size() == threads);
 }
 
-// The median round trip of an 8-byte message over a plain blocking TCP socket pair.
-double RawTcpRoundTripUs(int iterations) {
-  tcp::SocketAddress address = *tcp::SocketAddress::FromIp("127.0.0.1", 0);
-  auto listener = tcp::Listen(address, 0);
-  REQUIRE(listener.ok());
-  fcntl(listener->get(), F_SETFL, 0);  // a blocking accept for this plain echo
-  const int one = 1;
-  std::thread echo([&] {
-    tcp::ScopedFd fd(accept(listener->get(), nullptr, nullptr));
-    setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    char buffer[8];
-    for (int i = 0; i < iterations; ++i) {
-      if (recv(fd.get(), buffer, 8, MSG_WAITALL) != 8) break;
-      if (send(fd.get(), buffer, 8, MSG_NOSIGNAL) != 8) break;
-    }
-  });
-  tcp::ScopedFd fd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-  setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  REQUIRE(connect(fd.get(), address.sockaddr_ptr(), address.length()) == 0);
+// Latency on this kind of guest is bimodal: a round trip takes ~4 us while the cores stay awake
+// and ~65 us while they drop into idle between messages, and the mode changes within seconds.
+// Raw TCP and Chorus are therefore measured in alternating short rounds, and each side keeps its
+// best round's median, so both are compared in the same mode instead of whichever each met.
+constexpr int kLatencyRounds = 10;
+constexpr int kRoundTripsPerRound = 200;
+constexpr int kLatencyWarmUp = 100;
+
+// Times `count` calls of `round_trip`, which returns false on failure, and returns their median
+// round trip in microseconds (infinity after a failure).
+double MedianRoundTripUs(int count, const std::function<bool()>& round_trip) {
   std::vector<double> samples;
-  char buffer[8] = {};
-  for (int i = 0; i < iterations; ++i) {
+  for (int i = 0; i < count; ++i) {
     const auto start = std::chrono::steady_clock::now();
-    send(fd.get(), buffer, 8, MSG_NOSIGNAL);
-    recv(fd.get(), buffer, 8, MSG_WAITALL);
+    if (!round_trip()) return std::numeric_limits<double>::infinity();
     samples.push_back(
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
             .count());
   }
-  echo.join();
   std::sort(samples.begin(), samples.end());
   return samples[samples.size() / 2];
 }
 
+// A plain blocking TCP socket pair on loopback whose far end echoes 8-byte messages until closed.
+class RawEchoPair {
+ public:
+  RawEchoPair() {
+    tcp::SocketAddress address = *tcp::SocketAddress::FromIp("127.0.0.1", 0);
+    auto listener = tcp::Listen(address, 0);
+    REQUIRE(listener.ok());
+    fcntl(listener->get(), F_SETFL, 0);  // a blocking accept for this plain echo
+    const int one = 1;
+    client_ = tcp::ScopedFd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    setsockopt(client_.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    REQUIRE(connect(client_.get(), address.sockaddr_ptr(), address.length()) == 0);
+    tcp::ScopedFd server(accept(listener->get(), nullptr, nullptr));
+    REQUIRE(server.get() >= 0);
+    setsockopt(server.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    echo_ = std::thread([server = std::move(server)] {
+      char buffer[8];
+      while (recv(server.get(), buffer, 8, MSG_WAITALL) == 8 &&
+             send(server.get(), buffer, 8, MSG_NOSIGNAL) == 8) {
+      }
+    });
+  }
+  ~RawEchoPair() {
+    shutdown(client_.get(), SHUT_RDWR);  // ends the echo thread's recv
+    echo_.join();
+  }
+
+  bool RoundTrip() {
+    return send(client_.get(), buffer_, 8, MSG_NOSIGNAL) == 8 &&
+           recv(client_.get(), buffer_, 8, MSG_WAITALL) == 8;
+  }
+
+ private:
+  tcp::ScopedFd client_;
+  std::thread echo_;
+  char buffer_[8] = {};
+};
+
 TEST_CASE("8-byte round trips stay close to raw TCP") {
-  constexpr int kIterations = 2000;
-  const double raw_us = RawTcpRoundTripUs(kIterations);
+  constexpr int kChorusRoundTrips = kLatencyWarmUp + kLatencyRounds * kRoundTripsPerRound;
+  RawEchoPair raw;
   MemoryStore store;
   Ranks ranks;
   MakeRanks(ranks, 2, Loopback(), store);
-  std::vector<double> samples;
   std::thread echo([&] {
     Connection* connection = *ranks.meshes[1]->GetConnection(0);
     uint64_t value = 0;
-    for (int i = 0; i < kIterations + 100; ++i) {
+    for (int i = 0; i < kChorusRoundTrips; ++i) {
       if (!connection->Recv(1, &value, 8)->Wait(Deadline::After(kSetup)).ok()) return;
       if (!connection->Send(1, &value, 8)->Wait(Deadline::After(kSetup)).ok()) return;
     }
   });
   Connection* connection = *ranks.meshes[0]->GetConnection(1);
   uint64_t value = 0;
-  bool ok = true;
-  for (int i = 0; i < kIterations + 100 && ok; ++i) {
-    const auto start = std::chrono::steady_clock::now();
+  const auto chorus_round_trip = [&] {
     RequestPtr receive = connection->Recv(1, &value, 8);
-    ok = connection->Send(1, &value, 8)->Wait(Deadline::After(kSetup)).ok() &&
-         receive->Wait(Deadline::After(kSetup)).ok();
-    if (i >= 100) {  // after warm-up
-      samples.push_back(
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
-              .count());
-    }
+    return connection->Send(1, &value, 8)->Wait(Deadline::After(kSetup)).ok() &&
+           receive->Wait(Deadline::After(kSetup)).ok();
+  };
+  MedianRoundTripUs(kLatencyWarmUp, chorus_round_trip);
+  double raw_us = std::numeric_limits<double>::infinity();
+  double chorus_us = std::numeric_limits<double>::infinity();
+  for (int round = 0; round < kLatencyRounds; ++round) {
+    raw_us =
+        std::min(raw_us, MedianRoundTripUs(kRoundTripsPerRound, [&] { return raw.RoundTrip(); }));
+    chorus_us = std::min(chorus_us, MedianRoundTripUs(kRoundTripsPerRound, chorus_round_trip));
   }
   echo.join();
-  REQUIRE(ok);
-  std::sort(samples.begin(), samples.end());
-  const double chorus_us = samples[samples.size() / 2];
-  WARN("8-byte round trip, median: raw TCP " << raw_us << " us, Chorus TCP " << chorus_us << " us ("
-                                             << chorus_us / raw_us << "x)");
+  REQUIRE(std::isfinite(raw_us));
+  REQUIRE(std::isfinite(chorus_us));
+  WARN("8-byte round trip, best round median: raw TCP " << raw_us << " us, Chorus TCP " << chorus_us
+                                                        << " us (" << chorus_us / raw_us << "x)");
   // The goal is 2x; the bound leaves room for a loaded machine but catches an extra thread
   // hand-off or a poll loop that sleeps. Sanitizers slow our code far more than the kernel's.
 #if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
