@@ -108,11 +108,21 @@ absl::Status RunRing(CollectiveContext& ctx, const CollectiveArgs& args, const R
     return absl::OkStatus();
   };
 
-  for (size_t chunk = 0; chunk < std::min(segments, chunks); ++chunk) post_send(chunk);
+  // Sends go out in chunk order, each once the chunk it forwards is in (`segments` earlier)
+  // and no further ahead of this rank's receives than the window: the neighbour, as far along
+  // as this rank, has posted the receives that far, and a message beyond them would arrive
+  // unexpected (a transport then keeps it aside; shm copies a large one into memory of its
+  // own, and with more segments than the window that was every later step's message).
+  const size_t send_lead = std::min(window, segments);
+  size_t next_send = 0;
+  auto post_sends_before = [&](size_t end) {
+    for (end = std::min(end, chunks); next_send < end; ++next_send) post_send(next_send);
+  };
+  post_sends_before(send_lead);
   for (size_t chunk = 0; chunk < window; ++chunk) CHORUS_RETURN_IF_ERROR(post_recv(chunk));
   for (size_t chunk = 0; chunk < chunks; ++chunk) {
     CHORUS_RETURN_IF_ERROR(ctx.Wait(recvs[chunk]));
-    if (chunk + segments < chunks) post_send(chunk + segments);
+    post_sends_before(chunk + 1 + send_lead);
     if (chunk + window < chunks) CHORUS_RETURN_IF_ERROR(post_recv(chunk + window));
   }
   return absl::OkStatus();
