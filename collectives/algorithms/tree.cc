@@ -131,6 +131,7 @@ class TreeRun {
     window_ = std::min<size_t>(std::max(ctx.tuning().pipeline_depth, 1), chunks_);
     segment_bytes_ = PieceOf(largest, segments_, 0).count * elem_;
     up_sends_.resize(chunks_);
+    down_sends_.resize(chunks_);
     down_recvs_.resize(chunks_);
   }
 
@@ -177,7 +178,13 @@ class TreeRun {
         ReduceBuffers(args_.type, args_.op, k == 0 ? own : result, slot(chunk, k), result, p.count);
         up = result;
       }
-      if (r.parent >= 0) up_sends_[chunk] = ctx_.Send(r.parent, chunk, up, p.count * elem_);
+      if (r.parent >= 0) {
+        // The parent posts receives only as far as its slowest child allows, so neither a
+        // leaf (paced by nothing it receives) nor a node with faster children than its
+        // siblings may run further ahead than a window.
+        CHORUS_RETURN_IF_ERROR(FlowLimit(up_sends_, chunk));
+        up_sends_[chunk] = ctx_.Send(r.parent, chunk, up, p.count * elem_);
+      }
       up_posted_ = chunk + 1;
       if (r.parent < 0 && job_.broadcast) SendDown(chunk, result);
       if (chunk + window_ < chunks_) post(chunk + window_);
@@ -186,10 +193,23 @@ class TreeRun {
     return absl::OkStatus();
   }
 
+  // Before chunk's send goes out: waits until the one a window earlier is done, so at most a
+  // window of sends wait for the receiver's receives, which it posts a window ahead. A message
+  // beyond them would arrive unexpected and be kept aside by the transport (shm copies a large
+  // one into memory of its own).
+  absl::Status FlowLimit(const std::vector<Transfer>& sends, size_t chunk) {
+    if (chunk < window_ || sends[chunk - window_].request == nullptr) return absl::OkStatus();
+    return ctx_.Wait(sends[chunk - window_]);
+  }
+  absl::Status FlowLimit(const std::vector<std::vector<Transfer>>& sends, size_t chunk) {
+    if (chunk < window_) return absl::OkStatus();
+    return ctx_.WaitAll(sends[chunk - window_]);
+  }
+
   void SendDown(size_t chunk, const uint8_t* data) {
     const Piece p = piece(chunk);
     for (int child : role(chunk).children) {
-      ctx_.Send(child, chunks_ + chunk, data, p.count * elem_);
+      down_sends_[chunk].push_back(ctx_.Send(child, chunks_ + chunk, data, p.count * elem_));
     }
   }
 
@@ -220,9 +240,14 @@ class TreeRun {
       if (role(chunk).parent >= 0) {
         if (!block && !ctx_.Ready(down_recvs_[chunk])) return absl::OkStatus();
         CHORUS_RETURN_IF_ERROR(ctx_.Wait(down_recvs_[chunk]));
+        // A child that falls behind posts its receives late; in a broadcast the root (paced
+        // by nothing it receives) and every forwarding rank wait for it. An allreduce is
+        // paced by its reduction, and waits for nothing here (Up calls this non-blocking).
+        if (!job_.reduce) CHORUS_RETURN_IF_ERROR(FlowLimit(down_sends_, chunk));
         SendDown(chunk, job_.output + piece(chunk).start * elem_);
       } else if (!job_.reduce) {
-        SendDown(chunk, job_.output + piece(chunk).start * elem_);  // the broadcast root
+        CHORUS_RETURN_IF_ERROR(FlowLimit(down_sends_, chunk));
+        SendDown(chunk, job_.output + piece(chunk).start * elem_);
       }
       ++forwarded_;
     }
@@ -238,6 +263,7 @@ class TreeRun {
   size_t window_ = 1;
   size_t segment_bytes_ = 0;
   std::vector<Transfer> up_sends_;
+  std::vector<std::vector<Transfer>> down_sends_;  // per chunk, one per child
   std::vector<Transfer> down_recvs_;
   size_t up_posted_ = 0;    // chunks whose upward send has been posted
   size_t posted_down_ = 0;  // chunks whose downward receive has been posted (or needs none)

@@ -1,8 +1,9 @@
-// The ring's flow control: a rank never gets far ahead of the receives its neighbour has
-// posted, however many segments a message has. A message sent beyond them arrives unexpected
-// and the transport keeps it aside (shm copies a large one into memory of its own); a ring
-// with more segments than its pipeline window once sent most of its messages that way, which
-// halved shm's bandwidth at 256 MiB (docs/benchmarks.md, stop 15).
+// Flow control in the pipelined algorithms: a rank never gets far ahead of the receives its
+// peers have posted, however many segments a message has. A message sent beyond them arrives
+// unexpected and the transport keeps it aside (shm copies a large one into memory of its own).
+// The ring with more segments than its pipeline window, the broadcast root and the reduce
+// leaves of the trees once sent most of their messages that way, which halved shm's bandwidth
+// at 256 MiB (docs/benchmarks.md, stop 15).
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -36,6 +37,7 @@ class PostCounts {
     std::lock_guard<std::mutex> lock(mu_);
     const int lead = ++outstanding_[{from, to}];
     max_lead_ = std::max(max_lead_, lead);
+    ++sends_;
   }
   void Posted(int from, int to) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -46,11 +48,16 @@ class PostCounts {
     std::lock_guard<std::mutex> lock(mu_);
     return max_lead_;
   }
+  int Sends() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sends_;
+  }
 
  private:
   mutable std::mutex mu_;
   std::map<std::pair<int, int>, int> outstanding_;  // sends minus receives posted, per pair
   int max_lead_ = 0;
+  int sends_ = 0;
 };
 
 // A connection that reports its posts to PostCounts before passing them on.
@@ -107,20 +114,25 @@ class CountingMesh final : public Mesh {
 
 constexpr size_t kSegmentBytes = 4096;
 constexpr int kWindow = 2;
-constexpr size_t kSegmentsPerBlock = 32;
+constexpr size_t kSegments = 32;  // per block of the ring, per message of a tree
 
-// Runs one ring allreduce of float32 on `ranks` threads over the in-process transport, with
-// 32 segments per block and a window of 2, checks the sums and returns the largest lead.
-int RingLead(int ranks) {
+using Algorithm = absl::Status (*)(CollectiveContext&, const CollectiveArgs&);
+
+// One collective of `kind` (allreduce, broadcast or reduce; sum, root 0) over float32 on
+// `ranks` threads of the in-process transport, with `algorithm`, 4 KiB segments and a window
+// of 2. Checks the result and that it saw every segment sent, and returns the largest lead of
+// sends over receives.
+int MaxLead(int ranks, CollectiveKind kind, AlgorithmId id, Algorithm algorithm) {
   MemoryStore store;
   PostCounts counts;
-  const size_t count = ranks * kSegmentsPerBlock * kSegmentBytes / sizeof(float);
+  const size_t blocks = kind == CollectiveKind::kAllReduce ? ranks : 1;
+  const size_t count = blocks * kSegments * kSegmentBytes / sizeof(float);
   const std::vector<absl::Status> statuses = RunRanksAsThreads(
       ranks,
       [&](int rank) -> absl::Status {
         CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device,
                                 MakeDevice(TransportKind::kInproc, rank));
-        auto scoped = std::make_unique<PrefixStore>("ring-flow", store);
+        auto scoped = std::make_unique<PrefixStore>("flow", store);
         PrefixStore mesh_store("mesh", *scoped);
         CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Mesh> mesh,
                                 device->CreateMesh(mesh_store, rank, ranks, MeshOptions{},
@@ -128,27 +140,30 @@ int RingLead(int ranks) {
         CommTuning tuning;
         tuning.segment_bytes = kSegmentBytes;
         tuning.pipeline_depth = kWindow;
-        CommState state("ring-flow", rank, ranks, std::move(scoped),
+        CommState state("flow", rank, ranks, std::move(scoped),
                         std::make_unique<CountingMesh>(std::move(mesh), counts), tuning,
                         Topology::Flat(ranks), /*trace=*/nullptr);
+        // Element i of rank r holds r + i % 7 (the broadcast root's, rank 0, for everyone).
         std::vector<float> data(count);
         for (size_t i = 0; i < count; ++i) data[i] = static_cast<float>(rank + i % 7);
         CollectiveArgs args;
-        args.kind = CollectiveKind::kAllReduce;
+        args.kind = kind;
         args.type = DataType::kFloat32;
         args.op = ReduceOp::kSum;
+        args.root = kind == CollectiveKind::kAllReduce ? -1 : 0;
         args.count = count;
         args.send = data.data();
         args.recv = data.data();
-        CollectiveContext ctx(
-            state, args, CollectiveHeader::For(args, AlgorithmId::kRing, /*sequence=*/0, ranks),
-            Deadline::After(absl::Seconds(20)));
+        CollectiveContext ctx(state, args, CollectiveHeader::For(args, id, /*sequence=*/0, ranks),
+                              Deadline::After(absl::Seconds(20)));
         ctx.Start();
-        CHORUS_RETURN_IF_ERROR(RingAllReduce(ctx, args));
+        CHORUS_RETURN_IF_ERROR(algorithm(ctx, args));
         CHORUS_RETURN_IF_ERROR(ctx.Finish());
-        const float rank_sum = static_cast<float>(ranks * (ranks - 1) / 2);
+        if (kind == CollectiveKind::kReduce && rank != 0) return absl::OkStatus();
+        const bool summed = kind != CollectiveKind::kBroadcast;
+        const float rank_sum = summed ? static_cast<float>(ranks * (ranks - 1) / 2) : 0;
         for (size_t i = 0; i < count; ++i) {
-          const float want = rank_sum + static_cast<float>(ranks * (i % 7));
+          const float want = rank_sum + static_cast<float>((summed ? ranks : 1) * (i % 7));
           if (data[i] != want) {
             return Expect(false, absl::StrCat("element ", i, " is ", data[i], ", not ", want));
           }
@@ -160,20 +175,48 @@ int RingLead(int ranks) {
     INFO("rank " << rank << ": " << statuses[rank].ToString());
     CHECK(statuses[rank].ok());
   }
+  CHECK(counts.Sends() >= static_cast<int>(kSegments));
   return counts.MaxLead();
 }
 
 TEST_CASE("the ring sends no further ahead of its neighbour's receives than its window allows",
-          "[ring]") {
+          "[flow]") {
   for (int ranks : {2, 3}) {
-    const int lead = RingLead(ranks);
+    const int lead = MaxLead(ranks, CollectiveKind::kAllReduce, AlgorithmId::kRing, RingAllReduce);
     // Each rank sends at most `kWindow` messages past the receives it has completed, and its
     // neighbour, held to the same rule, is at most a lap of the ring behind: so at most
     // ranks * kWindow sends, plus the header and one at the moment of posting, lead the
     // receives. Without the rule, all 32 first-step sends went out at once.
     INFO(ranks << " ranks: sends led the receives by up to " << lead);
     CHECK(lead <= ranks * kWindow + 2);
-    CHECK(lead >= 1);  // the counting sees the ring's traffic at all
+  }
+}
+
+TEST_CASE("tree sources keep at most a window of sends ahead of the receives", "[flow]") {
+  struct Tree {
+    const char* name;
+    CollectiveKind kind;
+    AlgorithmId id;
+    Algorithm algorithm;
+  };
+  const Tree trees[] = {
+      {"binomial broadcast", CollectiveKind::kBroadcast, AlgorithmId::kBinomial, BinomialBroadcast},
+      {"binomial reduce", CollectiveKind::kReduce, AlgorithmId::kBinomial, BinomialReduce},
+      {"double-tree broadcast", CollectiveKind::kBroadcast, AlgorithmId::kDoubleBinaryTree,
+       DoubleTreeBroadcast},
+      {"double-tree reduce", CollectiveKind::kReduce, AlgorithmId::kDoubleBinaryTree,
+       DoubleTreeReduce},
+  };
+  for (const Tree& tree : trees) {
+    for (int ranks : {2, 4}) {
+      const int lead = MaxLead(ranks, tree.kind, tree.id, tree.algorithm);
+      // The broadcast root and the reduce leaves wait for the send a window back before the
+      // next (the in-process transport completes a send when its receive takes it), so a
+      // window, the header and the one being posted lead at most. Without that, all 32 went
+      // out at once.
+      INFO(tree.name << ", " << ranks << " ranks: sends led the receives by up to " << lead);
+      CHECK(lead <= kWindow + 2);
+    }
   }
 }
 
