@@ -4,9 +4,10 @@
 // s it forwards block r-s and receives block r-s-1 straight into the output.
 //
 // Each block is cut into segments and the whole run is one pipeline of (step, segment)
-// chunks: a chunk is sent as soon as the chunk it depends on (same segment, previous step) has
-// been received and reduced, and `pipeline_depth` receives are posted ahead, so the reduction
-// of one segment overlaps the transfer of the next.
+// chunks: `pipeline_depth` receives are posted ahead, so the reduction of one segment overlaps
+// the transfer of the next, and a chunk is sent once the chunk it depends on (same segment,
+// previous step) has been received and reduced and the neighbour's receive for it is posted,
+// as far as this rank can tell from its own receives (post_sends_before).
 //
 // Determinism: every block is reduced by one rank at a time in ring order, always as
 // (partial from the left) op (own contribution), and then copied to everyone: all ranks get
