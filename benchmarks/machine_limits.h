@@ -36,7 +36,10 @@ MachineDescription DescribeMachine();
 // How long and how large each probe is. The defaults keep the whole probe under ~6 s on an
 // idle machine; each measurement stops at its time budget even if its byte count is not done.
 struct MachineLimitsOptions {
-  int64_t memory_buffer_bytes = int64_t{64} << 20;  // per buffer; well beyond any LLC
+  // Per buffer: the size of the largest message the standard sweeps time, so the limit is
+  // measured on the same working set (larger than most last-level caches, but not than every
+  // one: docs/benchmarks.md, stop 14).
+  int64_t memory_buffer_bytes = int64_t{64} << 20;
   absl::Duration memory_budget = absl::Milliseconds(600);  // per memory probe
   int64_t tcp_bytes = int64_t{1} << 30;                    // per direction, per TCP probe
   absl::Duration tcp_budget = absl::Seconds(2);            // per TCP throughput probe
