@@ -150,7 +150,7 @@ class TreeRun {
   }
 
   // Reduce phase: chunk c's children arrive in slots, are combined with this rank's data and
-  // the result goes up; the root of an allreduce starts the broadcast of c right away.
+  // the result goes up; the root of an allreduce starts the broadcast of c right away (Down).
   absl::Status Up() {
     size_t max_children = 0;
     for (const TreeRole& r : job_.trees) max_children = std::max(max_children, r.children.size());
@@ -186,7 +186,6 @@ class TreeRun {
         up_sends_[chunk] = ctx_.Send(r.parent, chunk, up, p.count * elem_);
       }
       up_posted_ = chunk + 1;
-      if (r.parent < 0 && job_.broadcast) SendDown(chunk, result);
       if (chunk + window_ < chunks_) post(chunk + window_);
       if (job_.broadcast) CHORUS_RETURN_IF_ERROR(Down(/*block=*/false));
     }
@@ -204,6 +203,14 @@ class TreeRun {
   absl::Status FlowLimit(const std::vector<std::vector<Transfer>>& sends, size_t chunk) {
     if (chunk < window_) return absl::OkStatus();
     return ctx_.WaitAll(sends[chunk - window_]);
+  }
+  // Whether FlowLimit(sends, chunk) would return at once.
+  bool FlowAllows(const std::vector<std::vector<Transfer>>& sends, size_t chunk) {
+    if (chunk < window_) return true;
+    for (const Transfer& send : sends[chunk - window_]) {
+      if (!ctx_.Ready(send)) return false;
+    }
+    return true;
   }
 
   void SendDown(size_t chunk, const uint8_t* data) {
@@ -240,15 +247,14 @@ class TreeRun {
       if (role(chunk).parent >= 0) {
         if (!block && !ctx_.Ready(down_recvs_[chunk])) return absl::OkStatus();
         CHORUS_RETURN_IF_ERROR(ctx_.Wait(down_recvs_[chunk]));
-        // A child that falls behind posts its receives late; in a broadcast the root (paced
-        // by nothing it receives) and every forwarding rank wait for it. An allreduce is
-        // paced by its reduction, and waits for nothing here (Up calls this non-blocking).
-        if (!job_.reduce) CHORUS_RETURN_IF_ERROR(FlowLimit(down_sends_, chunk));
-        SendDown(chunk, job_.output + piece(chunk).start * elem_);
-      } else if (!job_.reduce) {
-        CHORUS_RETURN_IF_ERROR(FlowLimit(down_sends_, chunk));
-        SendDown(chunk, job_.output + piece(chunk).start * elem_);
+      } else if (job_.reduce && chunk >= up_posted_) {
+        return absl::OkStatus();  // the allreduce root sends a chunk once it has reduced it
       }
+      // A child that falls behind posts its receives late: the root (paced by nothing it
+      // receives) and every forwarding rank wait for it, blocking only once Up is done.
+      if (!block && !FlowAllows(down_sends_, chunk)) return absl::OkStatus();
+      CHORUS_RETURN_IF_ERROR(FlowLimit(down_sends_, chunk));
+      SendDown(chunk, job_.output + piece(chunk).start * elem_);
       ++forwarded_;
     }
     return absl::OkStatus();

@@ -206,6 +206,10 @@ TEST_CASE("tree sources keep at most a window of sends ahead of the receives", "
        DoubleTreeBroadcast},
       {"double-tree reduce", CollectiveKind::kReduce, AlgorithmId::kDoubleBinaryTree,
        DoubleTreeReduce},
+      {"binomial allreduce", CollectiveKind::kAllReduce, AlgorithmId::kBinomial,
+       BinomialAllReduce},
+      {"double-tree allreduce", CollectiveKind::kAllReduce, AlgorithmId::kDoubleBinaryTree,
+       DoubleTreeAllReduce},
   };
   for (const Tree& tree : trees) {
     for (int ranks : {2, 4}) {
