@@ -47,10 +47,10 @@ CostParams DefaultCostParams(absl::string_view device_kind);
 
 // The pipeline segment for a device kind (CommunicatorOptions::segment_bytes 0): 2 MiB over shm,
 // 1 MiB otherwise. Over shm every byte costs CPU passes on both ranks and a segment costs a
-// rendezvous, and a 64 MiB ring whose first step fits one receive window (16 segments) kept
-// the pipeline fuller: a 2-rank 64 MiB allreduce measured 4.12-4.81 GB/s busbw in place against
-// 3.49-4.14 with 1 MiB; TCP measured the same or slightly worse with 2 MiB (docs/benchmarks.md,
-// "Stop 13").
+// rendezvous: a 2-rank 64 MiB allreduce measured 4.12-4.81 GB/s busbw in place against
+// 3.49-4.14 with 1 MiB (docs/benchmarks.md, "Stop 13"; much of that gap was the ring sending
+// beyond the receive window, fixed in stop 15, after which 2 MiB still measured 5.00-5.05
+// against 4.70-4.81). TCP measured the same or slightly worse with 2 MiB.
 size_t DefaultSegmentBytes(absl::string_view device_kind);
 
 // Immutable after construction; thread-safe.
