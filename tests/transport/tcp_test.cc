@@ -8,9 +8,11 @@
 #include <netinet/tcp.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cmath>
@@ -31,6 +33,7 @@
 #include "chorus/transport/tcp/socket.h"
 #include "chorus/transport/tcp/tcp_device.h"
 #include "chorus/transport/tcp/tcp_mesh.h"
+#include "chorus/transport/tcp/wire_format.h"
 #include "tests/harness/multirank.h"
 #include "tests/transport/captured_log.h"
 #include "tests/transport/hostile_peer.h"
@@ -320,6 +323,83 @@ TEST_CASE("meshes sharing a device pair keep their messages apart") {
   }
   for (auto& row : meshes) row.clear();
   devices.clear();
+}
+
+// Dials `target` as one stream of a connection (`hello`), with blocking reads bounded by a
+// timeout, and returns the socket once the rank accepted it (-1 otherwise).
+tcp::ScopedFd DialStream(const tcp::SocketAddress& target, const tcp::Hello& hello) {
+  tcp::ScopedFd fd(socket(target.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
+  const timeval timeout = absl::ToTimeval(absl::Seconds(5));
+  setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  const std::string bytes = HelloBytes(hello);
+  std::array<uint8_t, tcp::kReplySize> reply{};
+  if (connect(fd.get(), target.sockaddr_ptr(), target.length()) != 0 ||
+      send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL) !=
+          static_cast<ssize_t>(bytes.size()) ||
+      recv(fd.get(), reply.data(), reply.size(), MSG_WAITALL) !=
+          static_cast<ssize_t>(reply.size())) {
+    return tcp::ScopedFd();
+  }
+  const absl::StatusOr<tcp::HandshakeVerdict> verdict = tcp::DecodeReply(reply);
+  if (!verdict.ok() || *verdict != tcp::HandshakeVerdict::kAccepted) return tcp::ScopedFd();
+  return fd;
+}
+
+TEST_CASE("a stream reset between frames ends that stream, not messages on the others") {
+  // A peer closing a socket with bytes of ours unread resets it instead of sending a FIN. On an
+  // idle stream the receiver used to fail the whole connection at once and lost what the peer
+  // had sent in full on its other streams (the conformance suite met it under ASan). Rank 0 is
+  // played over raw sockets: two streams, a reset on stream 1, then a message on stream 0.
+  TcpDeviceOptions options = Loopback();
+  options.streams = 2;
+  MemoryStore store;
+  Ranks ranks;
+  MakeRanks(ranks, 2, options, store);
+  const auto* receiver = dynamic_cast<tcp::TcpMesh*>(ranks.meshes[1].get());
+  const auto* sender = dynamic_cast<tcp::TcpMesh*>(ranks.meshes[0].get());
+  REQUIRE(receiver != nullptr);
+  REQUIRE(sender != nullptr);
+  const auto target = tcp::SocketAddress::Parse(ranks.devices[1]->address());
+  REQUIRE(target.ok());
+  tcp::Hello hello;
+  hello.job_id = receiver->job_id();
+  hello.target_mesh_id = receiver->mesh_id();
+  hello.source_mesh_id = sender->mesh_id();
+  hello.source_rank = 0;
+  hello.target_rank = 1;
+  hello.stream_count = 2;
+  hello.dial_id = 7;
+  tcp::ScopedFd stream0 = DialStream(*target, hello);
+  REQUIRE(stream0.get() >= 0);
+  hello.stream_index = 1;
+  tcp::ScopedFd stream1 = DialStream(*target, hello);
+  REQUIRE(stream1.get() >= 0);
+
+  Connection* connection = *ranks.meshes[1]->GetConnection(0);
+  uint64_t value = 0;
+  RequestPtr receive = connection->Recv(5, &value, sizeof(value));
+  const linger reset_on_close{1, 0};
+  setsockopt(stream1.get(), SOL_SOCKET, SO_LINGER, &reset_on_close, sizeof(reset_on_close));
+  stream1 = tcp::ScopedFd();
+  absl::SleepFor(absl::Milliseconds(100));  // the receiver handles the reset first
+  CHECK_FALSE(receive->IsDone());
+
+  tcp::FrameHeader header;
+  header.kind = tcp::FrameKind::kStart;
+  header.seq = 1;
+  header.tag = 5;
+  header.total_length = sizeof(value);
+  header.length = sizeof(value);
+  const tcp::EncodedFrameHeader encoded = tcp::EncodeFrameHeader(header);
+  const uint64_t sent_value = 0x5eedf00d;
+  std::string frame(encoded.begin(), encoded.end());
+  frame.append(reinterpret_cast<const char*>(&sent_value), sizeof(sent_value));
+  REQUIRE(send(stream0.get(), frame.data(), frame.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(frame.size()));
+  const absl::Status status = receive->Wait(Deadline::After(kSetup));
+  INFO(status.ToString());
+  CHECK(status.ok());
+  CHECK(value == sent_value);
 }
 
 TEST_CASE("garbage and forged handshakes are refused and logged; real peers keep working") {

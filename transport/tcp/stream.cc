@@ -191,6 +191,19 @@ void Stream::Fail(absl::string_view why) {
   Close();
 }
 
+void Stream::RecvFailed(int error) {
+  // A peer that closes a socket with bytes of ours still unread makes its kernel answer with a
+  // reset instead of a FIN: on a stream between frames that is the peer closing, like an EOF,
+  // and the connection fails only once no stream can bring what it still expects
+  // (TcpConnection::OnStreamEof). Failing the whole connection at once lost messages the peer
+  // had sent in full on its other streams before it closed.
+  if (error == ECONNRESET) {
+    Eof();
+    return;
+  }
+  Fail(absl::StrCat("recv: ", ErrnoText(error)));
+}
+
 void Stream::Eof() {
   const bool mid_frame = body_remaining_ > 0 || staged_end_ > staged_begin_;
   Close();
@@ -289,7 +302,7 @@ void Stream::ReadFrames() {
         return;
       }
       if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) Fail(absl::StrCat("recv: ", ErrnoText(errno)));
+      if (errno != EAGAIN && errno != EWOULDBLOCK) RecvFailed(errno);
       return;
     }
     if (staged_begin_ > 0) {
@@ -310,7 +323,7 @@ void Stream::ReadFrames() {
       return;
     }
     if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) Fail(absl::StrCat("recv: ", ErrnoText(errno)));
+    if (errno != EAGAIN && errno != EWOULDBLOCK) RecvFailed(errno);
     return;
   }
 }
