@@ -325,6 +325,18 @@ TEST_CASE("meshes sharing a device pair keep their messages apart") {
   devices.clear();
 }
 
+// The hello `from`'s mesh would send to dial `to`'s (one stream unless changed).
+tcp::Hello HelloBetween(const tcp::TcpMesh& from, const tcp::TcpMesh& to, uint64_t dial_id) {
+  tcp::Hello hello;
+  hello.job_id = to.job_id();
+  hello.target_mesh_id = to.mesh_id();
+  hello.source_mesh_id = from.mesh_id();
+  hello.source_rank = static_cast<uint32_t>(from.rank());
+  hello.target_rank = static_cast<uint32_t>(to.rank());
+  hello.dial_id = dial_id;
+  return hello;
+}
+
 // Dials `target` as one stream of a connection (`hello`), with blocking reads bounded by a
 // timeout, and returns the socket once the rank accepted it (-1 otherwise).
 tcp::ScopedFd DialStream(const tcp::SocketAddress& target, const tcp::Hello& hello) {
@@ -361,14 +373,8 @@ TEST_CASE("a stream reset between frames ends that stream, not messages on the o
   REQUIRE(sender != nullptr);
   const auto target = tcp::SocketAddress::Parse(ranks.devices[1]->address());
   REQUIRE(target.ok());
-  tcp::Hello hello;
-  hello.job_id = receiver->job_id();
-  hello.target_mesh_id = receiver->mesh_id();
-  hello.source_mesh_id = sender->mesh_id();
-  hello.source_rank = 0;
-  hello.target_rank = 1;
+  tcp::Hello hello = HelloBetween(*sender, *receiver, /*dial_id=*/7);
   hello.stream_count = 2;
-  hello.dial_id = 7;
   tcp::ScopedFd stream0 = DialStream(*target, hello);
   REQUIRE(stream0.get() >= 0);
   hello.stream_index = 1;
@@ -416,13 +422,7 @@ TEST_CASE("garbage and forged handshakes are refused and logged; real peers keep
   const auto target = tcp::SocketAddress::Parse(ranks.devices[1]->address());
   REQUIRE(target.ok());
 
-  tcp::Hello genuine;  // what rank 0 would send
-  genuine.job_id = victim->job_id();
-  genuine.target_mesh_id = victim->mesh_id();
-  genuine.source_mesh_id = peer->mesh_id();
-  genuine.source_rank = 0;
-  genuine.target_rank = 1;
-  genuine.dial_id = 42;
+  const tcp::Hello genuine = HelloBetween(*peer, *victim, /*dial_id=*/42);  // rank 0's
   auto forged = [&](auto change) {
     tcp::Hello hello = genuine;
     change(hello);
