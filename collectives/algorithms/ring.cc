@@ -117,7 +117,7 @@ absl::Status RunRing(CollectiveContext& ctx, const CollectiveArgs& args, const R
   const size_t send_lead = std::min(window, segments);
   size_t next_send = 0;
   auto post_sends_before = [&](size_t end) {
-    for (end = std::min(end, chunks); next_send < end; ++next_send) post_send(next_send);
+    while (next_send < std::min(end, chunks)) post_send(next_send++);
   };
   post_sends_before(send_lead);
   for (size_t chunk = 0; chunk < window; ++chunk) CHORUS_RETURN_IF_ERROR(post_recv(chunk));
