@@ -43,7 +43,27 @@ bool Request::Complete(absl::Status status, size_t bytes, int peer) {
     { std::lock_guard<std::mutex> lock(mu_); }
     done_cv_.notify_all();
   }
+  // The same handshake with OnCompletion: it sets observed_ before it reads done_.
+  if (observed_.load(std::memory_order_seq_cst)) RunObserver();
   return true;
+}
+
+void Request::OnCompletion(std::function<void()> observer) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    observer_ = std::move(observer);
+  }
+  observed_.store(true, std::memory_order_seq_cst);
+  if (done_.load(std::memory_order_seq_cst)) RunObserver();
+}
+
+void Request::RunObserver() {
+  std::function<void()> observer;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    observer.swap(observer_);
+  }
+  if (observer) observer();
 }
 
 bool Request::AwaitDone(Deadline deadline) {

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 
@@ -58,6 +59,11 @@ class Request {
   // touches the buffer. No effect on a request that is already done.
   virtual void Cancel() = 0;
 
+  // Runs `observer` once the request completes: on the completing thread, or at once on this
+  // one if it already has. The completing thread may hold a transport's lock, so the observer
+  // must neither block nor call into a transport. At most one observer per request.
+  void OnCompletion(std::function<void()> observer);
+
   // --- For transports ---
   // Marks the request done with `status` and `bytes`; returns false if it was already done
   // (for example cancelled). `peer` is set for requests posted on several peers.
@@ -69,6 +75,8 @@ class Request {
   bool AwaitDone(Deadline deadline);
 
  private:
+  void RunObserver();  // runs the observer if nobody has yet
+
   const RequestKind kind_;
   std::atomic<int> peer_;
   const Tag tag_;
@@ -80,6 +88,8 @@ class Request {
   std::condition_variable done_cv_;
   std::atomic<int> blocked_waiters_{0};  // threads in AwaitDone's blocking part
   std::atomic<bool> claimed_{false};     // the first Complete() wins
+  std::atomic<bool> observed_{false};    // an observer was set (read without the lock)
+  std::function<void()> observer_;       // guarded by mu_; whoever moves it out runs it
   absl::Status status_;                  // written by the winner before done_; immutable after
 };
 

@@ -20,6 +20,7 @@
 #include "absl/types/span.h"
 #include "chorus/core/deadline.h"
 #include "chorus/rendezvous/store.h"
+#include "chorus/transport/receive_claim.h"
 #include "chorus/transport/request.h"
 
 namespace chorus {
@@ -117,6 +118,14 @@ class Mesh {
   // Posts a receive that takes the first message with `tag` from any rank in `peers`; exactly
   // one message is consumed, and request->peer() names its sender once done.
   virtual RequestPtr RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer) = 0;
+
+  // RecvFromAny as part `part` of a receive posted on several meshes that share `claim`
+  // (receive_claim.h): the mesh takes a message for it only once `claim` is won for `part`, and
+  // a part whose claim another owner won completes with kAborted without touching `buffer`
+  // (when the mesh next tries to match it; the poster cancels it once the receive is settled).
+  // Transports that cannot share a receive (the default) fail the request with kInvalidArgument.
+  virtual RequestPtr RecvFromAnyPart(absl::Span<const int> peers, Tag tag, MemoryRef buffer,
+                                     std::shared_ptr<ReceiveClaim> claim, int part);
 
   // Fails every pending and future request on this mesh with kAborted and closes its
   // connections. Returns promptly; safe to call from any thread, also while others wait.

@@ -1,6 +1,7 @@
 // The hybrid transport beyond the conformance suite: per-peer routes in a layout where every
-// rank has peers on both transports, traffic between all pairs, RecvFromAny on one side and its
-// known limit across both, Abort of both sides, host identities and CHORUS_TRANSPORT.
+// rank has peers on both transports, traffic between all pairs, RecvFromAny over peers of both
+// transports, Abort of both sides, host identities and CHORUS_TRANSPORT.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <string>
 #include <utility>
@@ -8,6 +9,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "chorus/core/status.h"
 #include "chorus/transport/device_from_env.h"
 #include "chorus/transport/hybrid/host_identity.h"
@@ -88,34 +90,142 @@ TEST_CASE("hybrid routes same-host peers to shm and the others to tcp", "[hybrid
   });
 }
 
-TEST_CASE("hybrid RecvFromAny delegates within one side and refuses peers of both", "[hybrid]") {
+// Rank 0's peers on both sides: rank 1 over shm, ranks 2 and 3 over tcp.
+const std::vector<int>& MixedPeers() {
+  static const auto* peers = new std::vector<int>{1, 2, 3};
+  return *peers;
+}
+
+// Small (eager on both transports) from rank 2, large (shm's announced path, tcp's zero-copy
+// path) from ranks 1 and 3.
+size_t MixedSize(int sender) { return sender == 2 ? 100 : 200 * 1024; }
+constexpr size_t kMixedCapacity = 200 * 1024;
+
+// Three mixed RecvFromAny receives posted together: after they complete, each peer of
+// MixedPeers() must have delivered its content (seed peer * 1000 + `seed`) exactly once.
+class MixedReceives {
+ public:
+  MixedReceives(RankEnv& env, Tag tag) : tag_(tag) {
+    for (auto& buffer : buffers_) {
+      buffer.assign(kMixedCapacity, 0);
+      receives_.push_back(
+          env.m().RecvFromAny(MixedPeers(), tag, MemoryRef{buffer.data(), buffer.size()}));
+    }
+  }
+
+  absl::Status Check(uint64_t seed) {
+    CHORUS_RETURN_IF_ERROR(WaitAll(receives_, WaitDeadline()));
+    std::vector<int> seen;
+    for (size_t i = 0; i < receives_.size(); ++i) {
+      const int peer = receives_[i]->peer();
+      seen.push_back(peer);
+      SCENARIO_EXPECT(peer >= 1 && peer <= 3 && receives_[i]->bytes() == MixedSize(peer), "tag ",
+                      tag_, ": ", receives_[i]->bytes(), " bytes from rank ", peer);
+      if (peer < 1 || peer > 3) continue;
+      const std::string diff =
+          CheckPattern(buffers_[i].data(), MixedSize(peer), peer * 1000 + seed);
+      SCENARIO_EXPECT(diff.empty(), "tag ", tag_, " from rank ", peer, ": ", diff);
+    }
+    std::sort(seen.begin(), seen.end());
+    SCENARIO_EXPECT(seen == MixedPeers(), "tag ", tag_, ": senders ", absl::StrJoin(seen, ","));
+    return absl::OkStatus();
+  }
+
+ private:
+  const Tag tag_;
+  std::vector<uint8_t> buffers_[3];
+  std::vector<RequestPtr> receives_;
+};
+
+absl::Status SendMixed(RankEnv& env, Tag tag, uint64_t seed) {
+  CHORUS_ASSIGN_OR_RETURN(Connection * connection, env.To(0));
+  const std::vector<uint8_t> data = Pattern(env.rank * 1000 + seed, MixedSize(env.rank));
+  return connection->Send(tag, data.data(), data.size())->Wait(WaitDeadline());
+}
+
+TEST_CASE("hybrid RecvFromAny over peers of both transports takes exactly one message",
+          "[hybrid]") {
   RunTwoHosts([](RankEnv& env) -> absl::Status {
     if (env.rank != 0) {
-      CHORUS_ASSIGN_OR_RETURN(Connection * connection, env.To(0));
-      const std::vector<uint8_t> data = Pattern(env.rank, 64);
-      CHORUS_RETURN_IF_ERROR(connection->Send(20, data.data(), data.size())->Wait(WaitDeadline()));
+      CHORUS_RETURN_IF_ERROR(Barrier(env, "posted"));
+      CHORUS_RETURN_IF_ERROR(SendMixed(env, 20, 20));  // to receives posted first
+      CHORUS_RETURN_IF_ERROR(SendMixed(env, 21, 21));  // before their receives
+      CHORUS_RETURN_IF_ERROR(SendMixed(env, 22, 22));
+      CHORUS_RETURN_IF_ERROR(Barrier(env, "sent"));
+      CHORUS_RETURN_IF_ERROR(Barrier(env, "cancelled"));
+      CHORUS_RETURN_IF_ERROR(SendMixed(env, 23, 23));
       return Barrier(env, "done");
     }
-    std::vector<uint8_t> buffer(64);
-    const std::vector<int> mixed = {1, 2, 3};
-    RequestPtr refused = env.m().RecvFromAny(mixed, 20, MemoryRef{buffer.data(), buffer.size()});
-    SCENARIO_EXPECT(refused->IsDone(), "a mixed RecvFromAny was posted");
-    SCENARIO_EXPECT(GetErrorKind(refused->status()) == ErrorKind::kInvalidArgument,
-                    refused->status().ToString());
-    SCENARIO_EXPECT(absl::StrContains(refused->status().message(), "ranks 1 (shm) and 2,3 (tcp)"),
-                    refused->status().ToString());
-    // Nothing was consumed by the refused receive: one message from each sender is still there.
-    const std::vector<int> local = {1};
-    RequestPtr from_local = env.m().RecvFromAny(local, 20, MemoryRef{buffer.data(), 64});
-    CHORUS_RETURN_IF_ERROR(from_local->Wait(WaitDeadline()));
-    SCENARIO_EXPECT(from_local->peer() == 1 && CheckPattern(buffer.data(), 64, 1).empty(), "");
-    const std::vector<int> remote = {2, 3};
-    for (int i = 0; i < 2; ++i) {
-      RequestPtr from_remote = env.m().RecvFromAny(remote, 20, MemoryRef{buffer.data(), 64});
-      CHORUS_RETURN_IF_ERROR(from_remote->Wait(WaitDeadline()));
-      const int peer = from_remote->peer();
-      SCENARIO_EXPECT((peer == 2 || peer == 3) && CheckPattern(buffer.data(), 64, peer).empty(),
-                      "from rank ", peer);
+    // Posted before the messages come: the three receives race for messages on both sides.
+    MixedReceives posted_first(env, 20);
+    CHORUS_RETURN_IF_ERROR(Barrier(env, "posted"));
+    CHORUS_RETURN_IF_ERROR(posted_first.Check(20));
+    CHORUS_RETURN_IF_ERROR(Barrier(env, "sent"));
+    // Posted after the messages are here, on both sides.
+    CHORUS_RETURN_IF_ERROR(MixedReceives(env, 21).Check(21));
+    // Exactly one: after one mixed receive, the sender it took has nothing left on tag 22, and
+    // the other two still have theirs.
+    std::vector<uint8_t> buffer(kMixedCapacity);
+    RequestPtr any = env.m().RecvFromAny(MixedPeers(), 22, MemoryRef{buffer.data(), buffer.size()});
+    CHORUS_RETURN_IF_ERROR(any->Wait(WaitDeadline()));
+    const int taken = any->peer();
+    SCENARIO_EXPECT(taken >= 1 && taken <= 3, "took rank ", taken);
+    for (int peer : MixedPeers()) {
+      CHORUS_ASSIGN_OR_RETURN(Connection * connection, env.To(peer));
+      RequestPtr recv = connection->Recv(22, buffer.data(), buffer.size());
+      const absl::Status status =
+          recv->Wait(peer == taken ? Deadline::After(absl::Milliseconds(200)) : WaitDeadline());
+      if (peer == taken) {
+        SCENARIO_EXPECT(GetErrorKind(status) == ErrorKind::kDeadlineExceeded,
+                        "a second message from rank ", taken, ": ", status.ToString());
+        recv->Cancel();
+      } else {
+        SCENARIO_EXPECT(
+            status.ok() && CheckPattern(buffer.data(), MixedSize(peer), peer * 1000 + 22).empty(),
+            "rank ", peer, ": ", status.ToString());
+      }
+    }
+    // A deadline names every peer and its transport and leaves the receive pending; a cancelled
+    // one consumes nothing.
+    RequestPtr pending =
+        env.m().RecvFromAny(MixedPeers(), 23, MemoryRef{buffer.data(), buffer.size()});
+    const absl::Status late = pending->Wait(Deadline::After(absl::Milliseconds(100)));
+    SCENARIO_EXPECT(GetErrorKind(late) == ErrorKind::kDeadlineExceeded, late.ToString());
+    SCENARIO_EXPECT(absl::StrContains(late.message(), "any of ranks [1 (shm), 2,3 (tcp)]"),
+                    late.ToString());
+    SCENARIO_EXPECT(!pending->IsDone(), "a timed-out wait completed the receive");
+    pending->Cancel();
+    SCENARIO_EXPECT(pending->IsDone() && GetErrorKind(pending->status()) == ErrorKind::kAborted,
+                    pending->status().ToString());
+    CHORUS_RETURN_IF_ERROR(Barrier(env, "cancelled"));
+    CHORUS_RETURN_IF_ERROR(MixedReceives(env, 23).Check(23));
+    // Bad peer lists fail at once, also when they span both sides.
+    for (const std::vector<int>& bad : {std::vector<int>{1, 2, 2}, std::vector<int>{1, 2, 7}}) {
+      RequestPtr refused = env.m().RecvFromAny(bad, 24, MemoryRef{buffer.data(), 64});
+      SCENARIO_EXPECT(
+          refused->IsDone() && GetErrorKind(refused->status()) == ErrorKind::kInvalidArgument,
+          refused->status().ToString());
+    }
+    return Barrier(env, "done");
+  });
+}
+
+TEST_CASE("hybrid RecvFromAny across transports under racing senders loses and doubles nothing",
+          "[hybrid]") {
+  // Every round, all three peers send at once while rank 0 has three mixed receives posted,
+  // so shm and tcp deliver concurrently and their parts contend for the same claims.
+  constexpr int kRounds = 40;
+  RunTwoHosts([](RankEnv& env) -> absl::Status {
+    for (int round = 0; round < kRounds; ++round) {
+      const Tag tag = 100 + round;
+      if (env.rank == 0) {
+        MixedReceives receives(env, tag);
+        CHORUS_RETURN_IF_ERROR(Barrier(env, absl::StrCat("round ", round)));
+        CHORUS_RETURN_IF_ERROR(receives.Check(round));
+      } else {
+        CHORUS_RETURN_IF_ERROR(Barrier(env, absl::StrCat("round ", round)));
+        CHORUS_RETURN_IF_ERROR(SendMixed(env, tag, round));
+      }
     }
     return Barrier(env, "done");
   });

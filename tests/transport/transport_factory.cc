@@ -43,8 +43,8 @@ const std::vector<TransportFactory>& ConformanceTransports() {
       {"shm", [](int) { return CreateShmDevice(); }},
       // Rank 0 on a host of its own, the others together: the two-rank cases cross hosts (TCP
       // through the hybrid mesh) and the three-rank RecvFromAny case takes from two peers on
-      // one other host. hybrid_test.cc covers shared memory inside the hybrid mesh and the
-      // mixed layouts.
+      // one other host. hybrid_test.cc covers shared memory inside the hybrid mesh, the
+      // mixed layouts and RecvFromAny over peers of both transports.
       HybridTransport("hybrid", [](int rank) { return rank == 0 ? 0 : 1; }),
   };
   return *transports;

@@ -1,10 +1,12 @@
 #include "chorus/transport/hybrid/hybrid_mesh.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "chorus/core/status.h"
+#include "chorus/transport/hybrid/split_receive.h"
 
 namespace chorus {
 namespace {
@@ -48,13 +50,22 @@ RequestPtr HybridMesh::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryR
     if (IsPeer(peer)) (SameHost(peer) ? local : remote).push_back(peer);
   }
   if (!local.empty() && !remote.empty()) {
-    return MakeFailedRequest(
-        RequestKind::kRecv, -1, tag,
-        InvalidArgumentError(absl::StrCat(
-            "hybrid: rank ", rank_, " posted RecvFromAny on ranks ", absl::StrJoin(local, ","),
-            " (", local_.kind, ") and ", absl::StrJoin(remote, ","), " (", network_.kind,
-            ") at once; a receive from any peer must name peers of one transport (a receive on "
-            "both could consume a message on each); receive from each side separately")));
+    std::vector<int> distinct(peers.begin(), peers.end());
+    std::sort(distinct.begin(), distinct.end());
+    if (local.size() + remote.size() != peers.size() ||
+        std::adjacent_find(distinct.begin(), distinct.end()) != distinct.end()) {
+      return MakeFailedRequest(
+          RequestKind::kRecv, -1, tag,
+          InvalidArgumentError(absl::StrCat(
+              "hybrid: RecvFromAny on rank ", rank_, ": peer list [", absl::StrJoin(peers, ", "),
+              "] must name distinct other ranks of [0, ", size_, ")")));
+    }
+    // One part on each side; a claim they share lets exactly one of them take a message.
+    const SplitReceive::Part parts[] = {{local_.mesh.get(), local}, {network_.mesh.get(), remote}};
+    return SplitReceive::Post(
+        parts, tag, buffer,
+        absl::StrCat("any of ranks [", absl::StrJoin(local, ","), " (", local_.kind, "), ",
+                     absl::StrJoin(remote, ","), " (", network_.kind, ")]"));
   }
   Mesh* mesh = !local.empty() ? local_.mesh.get() : network_.mesh.get();
   if (mesh == nullptr) mesh = local_.mesh != nullptr ? local_.mesh.get() : network_.mesh.get();

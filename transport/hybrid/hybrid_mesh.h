@@ -35,11 +35,9 @@ class HybridMesh final : public Mesh {
 
   absl::StatusOr<Connection*> GetConnection(int peer) override;
 
-  // Delegates to the side that holds every peer in `peers`. Peers on both sides at once fail
-  // the request with kInvalidArgument: a receive posted on both inner meshes could take a
-  // message on each, and returning one of them to its transport is not possible, so instead of
-  // losing a message or reordering a peer's messages this is a known limit
-  // (docs/transport-hybrid.md).
+  // Delegates to the side that holds every peer in `peers`. Peers on both sides get a
+  // SplitReceive: a part on each inner mesh, sharing a claim so that exactly one message is
+  // taken (docs/transport-hybrid.md).
   RequestPtr RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer) override;
 
   // Aborts both inner meshes.

@@ -331,12 +331,15 @@ RequestPtr Endpoint::Recv(int peer_rank, Tag tag, MemoryRef buffer, RecvSink* si
   return request;
 }
 
-RequestPtr Endpoint::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer) {
+RequestPtr Endpoint::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer,
+                                 std::shared_ptr<ReceiveClaim> claim, int part) {
   std::shared_ptr<ShmRequest> request;
   {
     std::lock_guard<std::mutex> lock(mu_);
     request = NewRequest(RequestKind::kRecv, -1, tag, buffer.data, buffer.size);
     request->any_peers_.assign(peers.begin(), peers.end());
+    request->claim_ = std::move(claim);
+    request->part_ = part;
     absl::Status check = CheckBuffer(buffer.type, buffer.data, buffer.size);
     std::vector<int> sorted(peers.begin(), peers.end());
     std::sort(sorted.begin(), sorted.end());
@@ -373,6 +376,10 @@ RequestPtr Endpoint::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef
         absl::Status failure = AnyFailure(peers);
         if (!failure.ok()) {
           Complete(*request, std::move(failure));
+        } else if (request->claim_ != nullptr &&
+                   request->claim_->winner() != ReceiveClaim::kNobody &&
+                   !WinClaim(*request, /*tentative=*/false)) {
+          // Settled by another part already: never posted.
         } else {
           request->stage_ = ShmRequest::Stage::kPosted;
           for (int r : peers) {
@@ -590,7 +597,8 @@ void Endpoint::HandleRecord(Peer& peer, const Record& record, const char* payloa
 }
 
 void Endpoint::DeliverEager(Peer& peer, Tag tag, const char* data, uint64_t length) {
-  if (std::shared_ptr<ShmRequest> request = TakePosted(peer, tag)) {
+  while (std::shared_ptr<ShmRequest> request = TakePosted(peer, tag)) {
+    if (!WinClaim(*request, /*tentative=*/false)) continue;
     FinishEagerReceive(*request, peer.rank, data, length);
     return;
   }
@@ -621,6 +629,9 @@ void Endpoint::Store(ShmRequest& request, uint64_t offset, const char* data, uin
 
 void Endpoint::DeliverAnnouncement(Peer& peer, const Record& record) {
   ShmRequest* front = PeekPosted(peer, record.tag);
+  while (front != nullptr && !WinClaim(*front, /*tentative=*/true)) {
+    front = PeekPosted(peer, record.tag);
+  }
   if (front == nullptr) {
     // Held as a descriptor, so a receive posted soon still gets the single copy; pulled after
     // the hold time, so the sender completes even if no receive comes for a while.
@@ -636,6 +647,7 @@ void Endpoint::DeliverAnnouncement(Peer& peer, const Record& record) {
   }
   const Claim claim =
       ClaimAnnouncement(peer, record.slot_ref, record.length, record.arg, front->size_);
+  SettleClaim(*front, claim != Claim::kWithdrawn);
   if (claim == Claim::kWithdrawn) return;  // cancelled by its sender: never a message
   ReceiveAnnounced(peer, TakePosted(peer, record.tag), claim, record.slot_ref, record.length,
                    record.arg);
@@ -1080,9 +1092,30 @@ void Endpoint::RemoveFromPosted(ShmRequest& request, int except_peer) {
   }
 }
 
+bool Endpoint::WinClaim(ShmRequest& request, bool tentative) {
+  if (request.claim_ == nullptr) return true;
+  if (tentative ? request.claim_->Hold(request.part_) : request.claim_->TryClaim(request.part_)) {
+    return true;
+  }
+  RemoveFromPosted(request, -1);
+  Complete(request, WithdrawnPartError(rank_));
+  return false;
+}
+
+void Endpoint::SettleClaim(ShmRequest& request, bool taken) {
+  if (request.claim_ == nullptr) return;
+  if (taken) {
+    request.claim_->Confirm(request.part_);
+  } else {
+    request.claim_->Release();
+  }
+}
+
 bool Endpoint::MatchUnexpected(Peer& peer, const std::shared_ptr<ShmRequest>& request) {
   auto it = peer.unexpected.find(request->tag());
   while (it != peer.unexpected.end()) {
+    const bool announced = it->second.front().kind == Unexpected::Kind::kAnnounced;
+    if (!WinClaim(*request, /*tentative=*/announced)) return true;  // settled: withdrawn
     Unexpected message = it->second.pop_front();
     if (it->second.empty()) {
       peer.unexpected.erase(it);
@@ -1098,6 +1131,7 @@ bool Endpoint::MatchUnexpected(Peer& peer, const std::shared_ptr<ShmRequest>& re
       case Unexpected::Kind::kAnnounced: {
         const Claim claim = ClaimAnnouncement(peer, message.slot_ref, message.length,
                                               message.address, request->size_);
+        SettleClaim(*request, claim != Claim::kWithdrawn);
         if (claim != Claim::kWithdrawn) {
           ReceiveAnnounced(peer, request, claim, message.slot_ref, message.length, message.address);
           return true;

@@ -30,6 +30,7 @@
 #include "chorus/transport/shm/segment.h"
 #include "chorus/transport/shm/shm_device.h"
 #include "chorus/transport/shm/single_copy.h"
+#include "chorus/transport/receive_claim.h"
 #include "chorus/transport/transport.h"
 
 namespace chorus::shm {
@@ -65,6 +66,9 @@ class ShmRequest final : public Request {
   RecvSink* sink_ = nullptr;  // receive: takes eager and staged bytes in place of data_
   Stage stage_ = Stage::kNew;
   std::vector<int> any_peers_;  // Mesh::RecvFromAny: every peer it is posted on
+  // Mesh::RecvFromAnyPart: the claim shared with the receive's parts on other meshes.
+  std::shared_ptr<ReceiveClaim> claim_;
+  int part_ = 0;
   int slot_ = -1;               // send: rendezvous slot while announced or streaming
   uint32_t slot_ref_ = 0;       // send: that slot; receive: the stream it takes
   int source_ = -1;             // receive through staging: the sending rank
@@ -96,7 +100,9 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
   Connection* GetConnection(int peer);
   RequestPtr Send(int peer, Tag tag, ConstMemoryRef buffer);
   RequestPtr Recv(int peer, Tag tag, MemoryRef buffer, RecvSink* sink = nullptr);
-  RequestPtr RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer);
+  // With `claim`, a part of a receive shared with other meshes (Mesh::RecvFromAnyPart).
+  RequestPtr RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer,
+                         std::shared_ptr<ReceiveClaim> claim = nullptr, int part = 0);
   void Abort(absl::string_view reason);
   // Fails what is pending (kAborted), tells the peers, stops the background thread and closes
   // the inbox for new attachments. Idempotent.
@@ -140,6 +146,12 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
   ShmRequest* PeekPosted(Peer& peer, Tag tag) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<ShmRequest> TakePosted(Peer& peer, Tag tag) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveFromPosted(ShmRequest& request, int except_peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // True when `request` may take a message: always, unless it is a part of a shared receive
+  // (Mesh::RecvFromAnyPart) whose claim another part won; then it is unposted and completed as
+  // withdrawn. `tentative` only holds the claim, for a message that may turn out withdrawn by
+  // its sender: SettleClaim then confirms or releases it.
+  bool WinClaim(ShmRequest& request, bool tentative) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void SettleClaim(ShmRequest& request, bool taken);
   // Takes the oldest unexpected message with the request's tag from `peer` into `request`;
   // false if there is none (announcements withdrawn by their sender are skipped).
   bool MatchUnexpected(Peer& peer, const std::shared_ptr<ShmRequest>& request)

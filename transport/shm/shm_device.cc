@@ -45,6 +45,11 @@ class ShmMesh final : public Mesh {
     return endpoint_->RecvFromAny(peers, tag, buffer);
   }
 
+  RequestPtr RecvFromAnyPart(absl::Span<const int> peers, Tag tag, MemoryRef buffer,
+                             std::shared_ptr<ReceiveClaim> claim, int part) override {
+    return endpoint_->RecvFromAny(peers, tag, buffer, std::move(claim), part);
+  }
+
   void Abort(absl::string_view reason) override { endpoint_->Abort(reason); }
 
  private:

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "chorus/transport/receive_claim.h"
 #include "chorus/transport/tcp/buffer_pool.h"
 #include "chorus/transport/tcp/tcp_request.h"
 #include "chorus/transport/tcp/wire_format.h"
@@ -46,6 +47,12 @@ struct RecvSlot {
   uint8_t* data = nullptr;
   size_t capacity = 0;
   std::vector<int> peers;  // RecvFromAny: every peer it is queued on; else just the one
+  // Mesh::RecvFromAnyPart: the claim shared with the receive's parts on other meshes.
+  std::shared_ptr<ReceiveClaim> claim;
+  int part = 0;
+
+  // True once this receive may take a message: always, unless another part won its claim.
+  bool WinClaim() const { return claim == nullptr || claim->TryClaim(part); }
 };
 
 // A message announced by a kStart frame.

@@ -168,13 +168,16 @@ void TcpConnection::Unpost(Tag tag, const RecvSlot* slot) {
 }
 
 std::shared_ptr<RecvSlot> TcpConnection::PopPosted(Tag tag) {
-  const auto it = posted_.find(tag);
-  if (it == posted_.end()) return nullptr;
-  std::shared_ptr<RecvSlot> slot = std::move(it->second.front());
-  it->second.pop_front();
-  if (it->second.empty()) posted_.erase(it);
-  if (slot->peers.size() > 1) mesh_.UnpostElsewhere(*slot, peer_);
-  return slot;
+  while (true) {
+    const auto it = posted_.find(tag);
+    if (it == posted_.end()) return nullptr;
+    std::shared_ptr<RecvSlot> slot = std::move(it->second.front());
+    it->second.pop_front();
+    if (it->second.empty()) posted_.erase(it);
+    if (slot->peers.size() > 1) mesh_.UnpostElsewhere(*slot, peer_);
+    if (slot->WinClaim()) return slot;
+    slot->request->Finish(WithdrawnPartError(mesh_.rank()), 0);
+  }
 }
 
 void TcpConnection::Match(const std::shared_ptr<InboundMessage>& message,

@@ -83,6 +83,16 @@ absl::StatusOr<Connection*> TcpMesh::GetConnection(int peer) {
 }
 
 RequestPtr TcpMesh::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer) {
+  return PostAny(peers, tag, buffer, nullptr, 0);
+}
+
+RequestPtr TcpMesh::RecvFromAnyPart(absl::Span<const int> peers, Tag tag, MemoryRef buffer,
+                                    std::shared_ptr<ReceiveClaim> claim, int part) {
+  return PostAny(peers, tag, buffer, std::move(claim), part);
+}
+
+RequestPtr TcpMesh::PostAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer,
+                            std::shared_ptr<ReceiveClaim> claim, int part) {
   auto request =
       std::make_shared<TcpRequest>(RequestKind::kRecv, -1, tag, engine_ptr(),
                                    absl::StrCat("any of ranks [", absl::StrJoin(peers, ", "), "]"));
@@ -115,6 +125,8 @@ RequestPtr TcpMesh::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef 
   slot->data = static_cast<uint8_t*>(buffer.data);
   slot->capacity = buffer.size;
   slot->peers.assign(peers.begin(), peers.end());
+  slot->claim = std::move(claim);
+  slot->part = part;
   // A message already here wins, the earliest arrival first.
   TcpConnection* oldest = nullptr;
   uint64_t oldest_arrival = 0;
@@ -127,7 +139,16 @@ RequestPtr TcpMesh::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef 
     }
   }
   if (oldest != nullptr) {
-    oldest->TakeUnexpected(tag, slot);
+    if (slot->WinClaim()) {
+      oldest->TakeUnexpected(tag, slot);
+    } else {
+      request->Finish(WithdrawnPartError(rank_), 0);
+    }
+    return request;
+  }
+  if (slot->claim != nullptr && slot->claim->winner() != ReceiveClaim::kNobody &&
+      !slot->WinClaim()) {
+    request->Finish(WithdrawnPartError(rank_), 0);  // settled already: never posted
     return request;
   }
   for (int peer : peers) {

@@ -41,6 +41,8 @@ class TcpMesh : public Mesh, public Tickable, public RequestOwner {
   int size() const override { return size_; }
   absl::StatusOr<Connection*> GetConnection(int peer) override;
   RequestPtr RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer) override;
+  RequestPtr RecvFromAnyPart(absl::Span<const int> peers, Tag tag, MemoryRef buffer,
+                             std::shared_ptr<ReceiveClaim> claim, int part) override;
   void Abort(absl::string_view reason) override;
 
   // --- With the engine's mutex held ---
@@ -70,6 +72,9 @@ class TcpMesh : public Mesh, public Tickable, public RequestOwner {
 
  private:
   TcpConnection* ConnectionLocked(int peer);
+  // RecvFromAny, as a part of a shared receive when `claim` is set.
+  RequestPtr PostAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer,
+                     std::shared_ptr<ReceiveClaim> claim, int part);
 
   const std::shared_ptr<TcpContext> context_;
   const int rank_;
