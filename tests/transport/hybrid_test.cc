@@ -239,8 +239,9 @@ TEST_CASE("hybrid Abort fails pending requests on both transports", "[hybrid]") 
       CHORUS_ASSIGN_OR_RETURN(Connection * remote, env.To(2));
       RequestPtr on_shm = local->Recv(30, &byte, 1);
       RequestPtr on_tcp = remote->Recv(30, &byte, 1);
+      RequestPtr on_both = env.m().RecvFromAny(MixedPeers(), 30, MemoryRef{&byte, 1});
       env.m().Abort("the test aborts");
-      for (const RequestPtr& request : {on_shm, on_tcp}) {
+      for (const RequestPtr& request : {on_shm, on_tcp, on_both}) {
         const absl::Status status = request->Wait(WaitDeadline());
         SCENARIO_EXPECT(GetErrorKind(status) == ErrorKind::kAborted, status.ToString());
       }
