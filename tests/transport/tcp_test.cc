@@ -408,6 +408,46 @@ TEST_CASE("a stream reset between frames ends that stream, not messages on the o
   CHECK(value == sent_value);
 }
 
+TEST_CASE("a stream reset in the middle of a message fails the connection, saying reset") {
+  TcpDeviceOptions options = Loopback();
+  MemoryStore store;
+  Ranks ranks;
+  MakeRanks(ranks, 2, options, store);
+  const auto* receiver = dynamic_cast<tcp::TcpMesh*>(ranks.meshes[1].get());
+  const auto* sender = dynamic_cast<tcp::TcpMesh*>(ranks.meshes[0].get());
+  REQUIRE(receiver != nullptr);
+  REQUIRE(sender != nullptr);
+  const auto target = tcp::SocketAddress::Parse(ranks.devices[1]->address());
+  REQUIRE(target.ok());
+  tcp::ScopedFd stream0 = DialStream(*target, HelloBetween(*sender, *receiver, /*dial_id=*/8));
+  REQUIRE(stream0.get() >= 0);
+
+  Connection* connection = *ranks.meshes[1]->GetConnection(0);
+  std::vector<uint8_t> buffer(1000);
+  RequestPtr receive = connection->Recv(5, buffer.data(), buffer.size());
+  tcp::FrameHeader header;
+  header.kind = tcp::FrameKind::kStart;
+  header.seq = 1;
+  header.tag = 5;
+  header.total_length = buffer.size();
+  header.length = buffer.size();
+  const tcp::EncodedFrameHeader encoded = tcp::EncodeFrameHeader(header);
+  std::string frame(encoded.begin(), encoded.end());
+  frame.append(10, 'x');  // 10 of the 1000 payload bytes
+  REQUIRE(send(stream0.get(), frame.data(), frame.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(frame.size()));
+  absl::SleepFor(absl::Milliseconds(100));  // the receiver takes the header and the 10 bytes
+  const linger reset_on_close{1, 0};
+  setsockopt(stream0.get(), SOL_SOCKET, SO_LINGER, &reset_on_close, sizeof(reset_on_close));
+  stream0 = tcp::ScopedFd();
+  const absl::Status status = receive->Wait(Deadline::After(kSetup));
+  INFO(status.ToString());
+  CHECK(GetErrorKind(status) == ErrorKind::kPeerUnavailable);
+  CHECK(ErrorPeerRank(status) == 0);
+  CHECK(absl::StrContains(status.message(), "reset"));
+  CHECK(absl::StrContains(status.message(), "in the middle of a message"));
+}
+
 TEST_CASE("garbage and forged handshakes are refused and logged; real peers keep working") {
   CapturedLog log;
   TcpDeviceOptions options = Loopback();

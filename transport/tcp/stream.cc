@@ -197,15 +197,18 @@ void Stream::RecvFailed(int error) {
   // and the connection fails only once no stream can bring what it still expects
   // (TcpConnection::OnStreamEof). Failing the whole connection at once lost messages the peer
   // had sent in full on its other streams before it closed.
-  if (error == ECONNRESET) {
+  // A reset in the middle of a frame still fails the connection at once, and says "reset".
+  if (error == ECONNRESET && !MidFrame()) {
     Eof();
     return;
   }
-  Fail(absl::StrCat("recv: ", ErrnoText(error)));
+  Fail(absl::StrCat("recv: ", ErrnoText(error), MidFrame() ? " in the middle of a message" : ""));
 }
 
+bool Stream::MidFrame() const { return body_remaining_ > 0 || staged_end_ > staged_begin_; }
+
 void Stream::Eof() {
-  const bool mid_frame = body_remaining_ > 0 || staged_end_ > staged_begin_;
+  const bool mid_frame = MidFrame();
   Close();
   owner_->OnStreamEof(*this, mid_frame);
 }
@@ -215,8 +218,8 @@ void Stream::Flush(size_t budget) {
     iovec iov[2 * kFramesPerWrite];
     int count = 0;
     // Each frame may add two entries (rest of header, rest of payload), so stop while both fit.
-    for (auto it = send_queue_.begin();
-         it != send_queue_.end() && count + 2 <= 2 * kFramesPerWrite; ++it) {
+    for (auto it = send_queue_.begin(); it != send_queue_.end() && count + 2 <= 2 * kFramesPerWrite;
+         ++it) {
       if (it->header_sent < kFrameHeaderSize) {
         iov[count++] = {it->header.data() + it->header_sent, kFrameHeaderSize - it->header_sent};
       }

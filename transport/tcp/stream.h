@@ -104,6 +104,8 @@ class Stream : public EventHandler {
   void AccountBody(const uint8_t* from, size_t count);
   void Fail(absl::string_view why);
   void Eof();
+  // True while a frame has started arriving and is not complete.
+  bool MidFrame() const;
   // recv() failed with `error` (not EAGAIN or EINTR).
   void RecvFailed(int error);
   void UpdateInterest();
