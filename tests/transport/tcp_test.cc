@@ -357,6 +357,49 @@ tcp::ScopedFd DialStream(const tcp::SocketAddress& target, const tcp::Hello& hel
   return fd;
 }
 
+// Two loopback ranks, and what it takes to dial rank 1 as rank 0 over a raw socket: rank 1's
+// address and the hello rank 0's mesh would send it (one stream unless changed).
+struct LoopbackPair {
+  LoopbackPair(const TcpDeviceOptions& options, uint64_t dial_id) {
+    MakeRanks(ranks, 2, options, store);
+    const auto* receiver = dynamic_cast<tcp::TcpMesh*>(ranks.meshes[1].get());
+    const auto* sender = dynamic_cast<tcp::TcpMesh*>(ranks.meshes[0].get());
+    REQUIRE(receiver != nullptr);
+    REQUIRE(sender != nullptr);
+    const auto parsed = tcp::SocketAddress::Parse(ranks.devices[1]->address());
+    REQUIRE(parsed.ok());
+    target = *parsed;
+    hello = HelloBetween(*sender, *receiver, dial_id);
+  }
+
+  Connection* ToRankZero() { return *ranks.meshes[1]->GetConnection(0); }
+
+  MemoryStore store;
+  Ranks ranks;
+  tcp::SocketAddress target;
+  tcp::Hello hello;
+};
+
+// A message's first frame on the wire: its header (`total` bytes, all in this frame) and the
+// first `payload` bytes.
+std::string StartFrame(Tag tag, uint64_t total, const std::string& payload) {
+  tcp::FrameHeader header;
+  header.kind = tcp::FrameKind::kStart;
+  header.seq = 1;
+  header.tag = tag;
+  header.total_length = total;
+  header.length = total;
+  const tcp::EncodedFrameHeader encoded = tcp::EncodeFrameHeader(header);
+  return std::string(encoded.begin(), encoded.end()) + payload;
+}
+
+// Closes `fd` with a reset (SO_LINGER 0) instead of a FIN.
+void Reset(tcp::ScopedFd& fd) {
+  const linger reset_on_close{1, 0};
+  setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &reset_on_close, sizeof(reset_on_close));
+  fd = tcp::ScopedFd();
+}
+
 TEST_CASE("a stream reset between frames ends that stream, not messages on the others") {
   // A peer closing a socket with bytes of ours unread resets it instead of sending a FIN. On an
   // idle stream the receiver used to fail the whole connection at once and lost what the peer
@@ -364,42 +407,23 @@ TEST_CASE("a stream reset between frames ends that stream, not messages on the o
   // played over raw sockets: two streams, a reset on stream 1, then a message on stream 0.
   TcpDeviceOptions options = Loopback();
   options.streams = 2;
-  MemoryStore store;
-  Ranks ranks;
-  MakeRanks(ranks, 2, options, store);
-  const auto* receiver = dynamic_cast<tcp::TcpMesh*>(ranks.meshes[1].get());
-  const auto* sender = dynamic_cast<tcp::TcpMesh*>(ranks.meshes[0].get());
-  REQUIRE(receiver != nullptr);
-  REQUIRE(sender != nullptr);
-  const auto target = tcp::SocketAddress::Parse(ranks.devices[1]->address());
-  REQUIRE(target.ok());
-  tcp::Hello hello = HelloBetween(*sender, *receiver, /*dial_id=*/7);
-  hello.stream_count = 2;
-  tcp::ScopedFd stream0 = DialStream(*target, hello);
+  LoopbackPair rank0(options, /*dial_id=*/7);
+  rank0.hello.stream_count = 2;
+  tcp::ScopedFd stream0 = DialStream(rank0.target, rank0.hello);
   REQUIRE(stream0.get() >= 0);
-  hello.stream_index = 1;
-  tcp::ScopedFd stream1 = DialStream(*target, hello);
+  rank0.hello.stream_index = 1;
+  tcp::ScopedFd stream1 = DialStream(rank0.target, rank0.hello);
   REQUIRE(stream1.get() >= 0);
 
-  Connection* connection = *ranks.meshes[1]->GetConnection(0);
   uint64_t value = 0;
-  RequestPtr receive = connection->Recv(5, &value, sizeof(value));
-  const linger reset_on_close{1, 0};
-  setsockopt(stream1.get(), SOL_SOCKET, SO_LINGER, &reset_on_close, sizeof(reset_on_close));
-  stream1 = tcp::ScopedFd();
+  RequestPtr receive = rank0.ToRankZero()->Recv(5, &value, sizeof(value));
+  Reset(stream1);
   absl::SleepFor(absl::Milliseconds(100));  // the receiver handles the reset first
   CHECK_FALSE(receive->IsDone());
 
-  tcp::FrameHeader header;
-  header.kind = tcp::FrameKind::kStart;
-  header.seq = 1;
-  header.tag = 5;
-  header.total_length = sizeof(value);
-  header.length = sizeof(value);
-  const tcp::EncodedFrameHeader encoded = tcp::EncodeFrameHeader(header);
   const uint64_t sent_value = 0x5eedf00d;
-  std::string frame(encoded.begin(), encoded.end());
-  frame.append(reinterpret_cast<const char*>(&sent_value), sizeof(sent_value));
+  const std::string frame = StartFrame(
+      5, sizeof(value), std::string(reinterpret_cast<const char*>(&sent_value), sizeof(value)));
   REQUIRE(send(stream0.get(), frame.data(), frame.size(), MSG_NOSIGNAL) ==
           static_cast<ssize_t>(frame.size()));
   const absl::Status status = receive->Wait(Deadline::After(kSetup));
@@ -409,37 +433,16 @@ TEST_CASE("a stream reset between frames ends that stream, not messages on the o
 }
 
 TEST_CASE("a stream reset in the middle of a message fails the connection, saying reset") {
-  TcpDeviceOptions options = Loopback();
-  MemoryStore store;
-  Ranks ranks;
-  MakeRanks(ranks, 2, options, store);
-  const auto* receiver = dynamic_cast<tcp::TcpMesh*>(ranks.meshes[1].get());
-  const auto* sender = dynamic_cast<tcp::TcpMesh*>(ranks.meshes[0].get());
-  REQUIRE(receiver != nullptr);
-  REQUIRE(sender != nullptr);
-  const auto target = tcp::SocketAddress::Parse(ranks.devices[1]->address());
-  REQUIRE(target.ok());
-  tcp::ScopedFd stream0 = DialStream(*target, HelloBetween(*sender, *receiver, /*dial_id=*/8));
+  LoopbackPair rank0(Loopback(), /*dial_id=*/8);
+  tcp::ScopedFd stream0 = DialStream(rank0.target, rank0.hello);
   REQUIRE(stream0.get() >= 0);
-
-  Connection* connection = *ranks.meshes[1]->GetConnection(0);
   std::vector<uint8_t> buffer(1000);
-  RequestPtr receive = connection->Recv(5, buffer.data(), buffer.size());
-  tcp::FrameHeader header;
-  header.kind = tcp::FrameKind::kStart;
-  header.seq = 1;
-  header.tag = 5;
-  header.total_length = buffer.size();
-  header.length = buffer.size();
-  const tcp::EncodedFrameHeader encoded = tcp::EncodeFrameHeader(header);
-  std::string frame(encoded.begin(), encoded.end());
-  frame.append(10, 'x');  // 10 of the 1000 payload bytes
+  RequestPtr receive = rank0.ToRankZero()->Recv(5, buffer.data(), buffer.size());
+  const std::string frame = StartFrame(5, buffer.size(), std::string(10, 'x'));  // 10 of 1000
   REQUIRE(send(stream0.get(), frame.data(), frame.size(), MSG_NOSIGNAL) ==
           static_cast<ssize_t>(frame.size()));
   absl::SleepFor(absl::Milliseconds(100));  // the receiver takes the header and the 10 bytes
-  const linger reset_on_close{1, 0};
-  setsockopt(stream0.get(), SOL_SOCKET, SO_LINGER, &reset_on_close, sizeof(reset_on_close));
-  stream0 = tcp::ScopedFd();
+  Reset(stream0);
   const absl::Status status = receive->Wait(Deadline::After(kSetup));
   INFO(status.ToString());
   CHECK(GetErrorKind(status) == ErrorKind::kPeerUnavailable);
@@ -452,17 +455,11 @@ TEST_CASE("garbage and forged handshakes are refused and logged; real peers keep
   CapturedLog log;
   TcpDeviceOptions options = Loopback();
   options.handshake_timeout = absl::Milliseconds(300);
-  MemoryStore store;
-  Ranks ranks;
-  MakeRanks(ranks, 2, options, store);
+  LoopbackPair pair(options, /*dial_id=*/42);
+  Ranks& ranks = pair.ranks;
+  const tcp::SocketAddress* target = &pair.target;
   REQUIRE(Transfer(*ranks.meshes[0], *ranks.meshes[1], 1, 1 << 20, 1).ok());
-  const auto* victim = dynamic_cast<tcp::TcpMesh*>(ranks.meshes[1].get());
-  const auto* peer = dynamic_cast<tcp::TcpMesh*>(ranks.meshes[0].get());
-  REQUIRE(victim != nullptr);
-  const auto target = tcp::SocketAddress::Parse(ranks.devices[1]->address());
-  REQUIRE(target.ok());
-
-  const tcp::Hello genuine = HelloBetween(*peer, *victim, /*dial_id=*/42);  // rank 0's
+  const tcp::Hello genuine = pair.hello;  // rank 0's
   auto forged = [&](auto change) {
     tcp::Hello hello = genuine;
     change(hello);
