@@ -407,16 +407,16 @@ TEST_CASE("a stream reset between frames ends that stream, not messages on the o
   // played over raw sockets: two streams, a reset on stream 1, then a message on stream 0.
   TcpDeviceOptions options = Loopback();
   options.streams = 2;
-  LoopbackPair rank0(options, /*dial_id=*/7);
-  rank0.hello.stream_count = 2;
-  tcp::ScopedFd stream0 = DialStream(rank0.target, rank0.hello);
+  LoopbackPair pair(options, /*dial_id=*/7);
+  pair.hello.stream_count = 2;
+  tcp::ScopedFd stream0 = DialStream(pair.target, pair.hello);
   REQUIRE(stream0.get() >= 0);
-  rank0.hello.stream_index = 1;
-  tcp::ScopedFd stream1 = DialStream(rank0.target, rank0.hello);
+  pair.hello.stream_index = 1;
+  tcp::ScopedFd stream1 = DialStream(pair.target, pair.hello);
   REQUIRE(stream1.get() >= 0);
 
   uint64_t value = 0;
-  RequestPtr receive = rank0.ToRankZero()->Recv(5, &value, sizeof(value));
+  RequestPtr receive = pair.ToRankZero()->Recv(5, &value, sizeof(value));
   Reset(stream1);
   absl::SleepFor(absl::Milliseconds(100));  // the receiver handles the reset first
   CHECK_FALSE(receive->IsDone());
@@ -433,11 +433,11 @@ TEST_CASE("a stream reset between frames ends that stream, not messages on the o
 }
 
 TEST_CASE("a stream reset in the middle of a message fails the connection, saying reset") {
-  LoopbackPair rank0(Loopback(), /*dial_id=*/8);
-  tcp::ScopedFd stream0 = DialStream(rank0.target, rank0.hello);
+  LoopbackPair pair(Loopback(), /*dial_id=*/8);
+  tcp::ScopedFd stream0 = DialStream(pair.target, pair.hello);
   REQUIRE(stream0.get() >= 0);
   std::vector<uint8_t> buffer(1000);
-  RequestPtr receive = rank0.ToRankZero()->Recv(5, buffer.data(), buffer.size());
+  RequestPtr receive = pair.ToRankZero()->Recv(5, buffer.data(), buffer.size());
   const std::string frame = StartFrame(5, buffer.size(), std::string(10, 'x'));  // 10 of 1000
   REQUIRE(send(stream0.get(), frame.data(), frame.size(), MSG_NOSIGNAL) ==
           static_cast<ssize_t>(frame.size()));
