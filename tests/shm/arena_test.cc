@@ -1,6 +1,6 @@
 // Shared-memory buffers (AllocateSharedMemory): the arena's allocator, and large messages sent
 // from it read in place by a peer in another process, whatever single-copy mode is set.
-#include <catch2/catch.hpp>
+#include "chorus/transport/shm/arena.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -10,12 +10,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include "chorus/core/status.h"
-#include "chorus/transport/shm/arena.h"
 #include "tests/harness/multirank.h"
 #include "tests/shm/shm_test_util.h"
 #include "tests/transport/recording_sink.h"
@@ -134,6 +134,7 @@ TEST_CASE("large messages from shared memory are read in place by another proces
 }
 
 TEST_CASE("a peer whose arena cannot be mapped sends its shared-memory buffers like private ones") {
+  constexpr Tag kPostedTag = 99;
   // Rank 0 puts another file behind its arena's descriptor number after creating the arena, so
   // what rank 1 opens through /proc is not the arena rank 0 publishes: an empty file fails the
   // size check, one of the arena's size the magic and nonce check. Rank 1 must refuse the
@@ -165,17 +166,22 @@ TEST_CASE("a peer whose arena cannot be mapped sends its shared-memory buffers l
                 close(other);
                 const std::vector<char> pattern = Pattern(bytes, 7);
                 std::memcpy(*shared, pattern.data(), bytes);
+                char posted = 0;  // rank 1 has posted both receives
+                SHM_OK(peer.Recv(kPostedTag, &posted, 1)->Wait(Generous()));
                 for (Tag tag = 1; tag <= 2; ++tag) {
                   SHM_OK(peer.Send(tag, *shared, bytes)->Wait(Generous()));
                 }
                 return absl::OkStatus();
               }
-              // Both posted before the messages come, so neither is held and pulled whole.
+              // Both posted before rank 0 sends, so neither can wait unmatched past its hold and
+              // be pulled whole (one piece, as if read in place: a loaded machine met that).
               std::vector<char> buffer(bytes, 'E');
               std::vector<char> unused(bytes, 'E');
               testing::RecordingSink sink(bytes);
               RequestPtr plain = peer.Recv(1, buffer.data(), bytes);
               RequestPtr with_sink = peer.RecvWithSink(2, MemoryRef{unused.data(), bytes}, &sink);
+              const char posted = 1;
+              SHM_OK(peer.Send(kPostedTag, &posted, 1)->Wait(Generous()));
               SHM_OK(plain->Wait(Generous()));
               SHM_OK(ExpectPattern(buffer.data(), bytes, 7));
               SHM_OK(with_sink->Wait(Generous()));
@@ -220,6 +226,15 @@ TEST_CASE("a peer's descriptor that cannot be opened is kPeerUnavailable naming 
 // (a forked rank, which has no arena yet) that forks while a thread creates one; a grandchild
 // that cannot create its own within a few seconds is stuck.
 TEST_CASE("a process forked while another thread creates the arena gets an arena of its own") {
+#if defined(__SANITIZE_ADDRESS__)
+  // GCC 12's AddressSanitizer runtime does not intercept fork(), so it takes no lock of its
+  // allocator around it: a child forked while another thread is inside that allocator can wait
+  // forever in its first allocation, whatever the arena does (a fresh-clone CI run met it in
+  // trial 167 of 200). The plain build and ThreadSanitizer (whose runtime does lock around fork)
+  // run this test.
+  WARN("not run under AddressSanitizer: its runtime is not fork-safe while other threads run");
+  return;
+#endif
   constexpr int kTrials = 200;
   for (int trial = 0; trial < kTrials; ++trial) {
     const auto outcomes = testing::RunRanksAsProcesses(
