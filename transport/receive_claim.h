@@ -34,6 +34,11 @@ class ReceiveClaim {
 
   // Who won, or kNobody while nobody has (also while a hold is pending).
   int winner() const;
+  // True once an owner other than `owner` has won: a part about to be posted need not be.
+  bool WonByAnother(int owner) const {
+    const int won = winner();
+    return won != kNobody && won != owner;
+  }
 
  private:
   static constexpr int kHeldBit = 1 << 30;

@@ -1,6 +1,6 @@
 // Shared-memory buffers (AllocateSharedMemory): the arena's allocator, and large messages sent
 // from it read in place by a peer in another process, whatever single-copy mode is set.
-#include "chorus/transport/shm/arena.h"
+#include <catch2/catch.hpp>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -10,12 +10,12 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <catch2/catch.hpp>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 #include "chorus/core/status.h"
+#include "chorus/transport/shm/arena.h"
 #include "tests/harness/multirank.h"
 #include "tests/shm/shm_test_util.h"
 #include "tests/transport/recording_sink.h"

@@ -35,6 +35,11 @@ void SplitReceive::OnPartDone(int index) {
   if (claim_->winner() == index) CompleteFrom(index);
 }
 
+int SplitReceive::WinningPart() const {
+  const int winner = claim_->winner();
+  return winner >= 0 && winner < poster() ? winner : -1;
+}
+
 void SplitReceive::CompleteFrom(int index) {
   const Request& part = *parts_[index];
   Complete(part.status(), part.bytes(), part.peer());
@@ -46,8 +51,8 @@ absl::Status SplitReceive::Wait(Deadline deadline) {
   // every millisecond so that it can then drive the winner's transport itself.
   constexpr absl::Duration kClaimCheckInterval = absl::Milliseconds(1);
   while (!IsDone()) {
-    const int winner = claim_->winner();
-    if (winner >= 0 && winner < poster()) {
+    const int winner = WinningPart();
+    if (winner >= 0) {
       parts_[winner]->Wait(deadline);
       if (!parts_[winner]->IsDone()) break;  // the deadline passed
       CompleteFrom(winner);
@@ -77,8 +82,8 @@ void SplitReceive::Cancel() {
   for (const RequestPtr& part : parts_) {
     if (!part->IsDone()) part->Cancel();
   }
-  const int winner = claim_->winner();
-  if (winner >= 0 && winner < poster()) CompleteFrom(winner);
+  const int winner = WinningPart();
+  if (winner >= 0) CompleteFrom(winner);
 }
 
 void SplitReceive::CancelLosers() {

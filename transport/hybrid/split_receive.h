@@ -16,7 +16,7 @@ namespace chorus {
 // Thread-safe (see Request). Done when its winning part is: with that part's status, length and
 // sender; or when a part fails before any message was taken (a peer died, an abort), with that
 // part's error; or cancelled.
-class SplitReceive final : public Request, public std::enable_shared_from_this<SplitReceive> {
+class SplitReceive final : public Request {
  public:
   struct Part {
     Mesh* mesh;
@@ -38,6 +38,8 @@ class SplitReceive final : public Request, public std::enable_shared_from_this<S
  private:
   // The poster's own owner number in the claim: it settles the receive by cancelling it.
   int poster() const { return static_cast<int>(parts_.size()); }
+  // The index of the part that won the claim; -1 while nobody has, or when the poster did.
+  int WinningPart() const;
   // Runs when part `index` completes (observer: may hold that part's transport lock).
   void OnPartDone(int index);
   // Completes this request with part `index`'s outcome (no effect if already done).

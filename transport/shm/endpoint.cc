@@ -376,10 +376,8 @@ RequestPtr Endpoint::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef
         absl::Status failure = AnyFailure(peers);
         if (!failure.ok()) {
           Complete(*request, std::move(failure));
-        } else if (request->claim_ != nullptr &&
-                   request->claim_->winner() != ReceiveClaim::kNobody &&
-                   !WinClaim(*request, /*tentative=*/false)) {
-          // Settled by another part already: never posted.
+        } else if (request->claim_ != nullptr && request->claim_->WonByAnother(part)) {
+          Complete(*request, WithdrawnPartError(rank_));  // settled already: never posted
         } else {
           request->stage_ = ShmRequest::Stage::kPosted;
           for (int r : peers) {

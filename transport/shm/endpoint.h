@@ -23,6 +23,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "chorus/transport/receive_claim.h"
 #include "chorus/transport/request.h"
 #include "chorus/transport/shm/arena.h"
 #include "chorus/transport/shm/layout.h"
@@ -30,7 +31,6 @@
 #include "chorus/transport/shm/segment.h"
 #include "chorus/transport/shm/shm_device.h"
 #include "chorus/transport/shm/single_copy.h"
-#include "chorus/transport/receive_claim.h"
 #include "chorus/transport/transport.h"
 
 namespace chorus::shm {

@@ -218,8 +218,8 @@ void Stream::Flush(size_t budget) {
     iovec iov[2 * kFramesPerWrite];
     int count = 0;
     // Each frame may add two entries (rest of header, rest of payload), so stop while both fit.
-    for (auto it = send_queue_.begin(); it != send_queue_.end() && count + 2 <= 2 * kFramesPerWrite;
-         ++it) {
+    for (auto it = send_queue_.begin();
+         it != send_queue_.end() && count + 2 <= 2 * kFramesPerWrite; ++it) {
       if (it->header_sent < kFrameHeaderSize) {
         iov[count++] = {it->header.data() + it->header_sent, kFrameHeaderSize - it->header_sent};
       }

@@ -83,16 +83,11 @@ absl::StatusOr<Connection*> TcpMesh::GetConnection(int peer) {
 }
 
 RequestPtr TcpMesh::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer) {
-  return PostAny(peers, tag, buffer, nullptr, 0);
+  return RecvFromAnyPart(peers, tag, buffer, nullptr, 0);  // no claim: the whole receive
 }
 
 RequestPtr TcpMesh::RecvFromAnyPart(absl::Span<const int> peers, Tag tag, MemoryRef buffer,
                                     std::shared_ptr<ReceiveClaim> claim, int part) {
-  return PostAny(peers, tag, buffer, std::move(claim), part);
-}
-
-RequestPtr TcpMesh::PostAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer,
-                            std::shared_ptr<ReceiveClaim> claim, int part) {
   auto request =
       std::make_shared<TcpRequest>(RequestKind::kRecv, -1, tag, engine_ptr(),
                                    absl::StrCat("any of ranks [", absl::StrJoin(peers, ", "), "]"));
@@ -146,8 +141,7 @@ RequestPtr TcpMesh::PostAny(absl::Span<const int> peers, Tag tag, MemoryRef buff
     }
     return request;
   }
-  if (slot->claim != nullptr && slot->claim->winner() != ReceiveClaim::kNobody &&
-      !slot->WinClaim()) {
+  if (slot->claim != nullptr && slot->claim->WonByAnother(part)) {
     request->Finish(WithdrawnPartError(rank_), 0);  // settled already: never posted
     return request;
   }

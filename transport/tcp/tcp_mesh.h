@@ -72,9 +72,6 @@ class TcpMesh : public Mesh, public Tickable, public RequestOwner {
 
  private:
   TcpConnection* ConnectionLocked(int peer);
-  // RecvFromAny, as a part of a shared receive when `claim` is set.
-  RequestPtr PostAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer,
-                     std::shared_ptr<ReceiveClaim> claim, int part);
 
   const std::shared_ptr<TcpContext> context_;
   const int rank_;
