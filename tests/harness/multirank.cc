@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -18,6 +19,7 @@
 #include <filesystem>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -118,6 +120,9 @@ RankProcesses::RankProcesses(int size, const RankBody& body) {
     pids_.push_back(pid);
     message_fds_.push_back(fds[0]);
     reaped_.push_back(false);
+    outcomes_.emplace_back();
+    outcomes_.back().rank = rank;
+    outcomes_.back().pid = pid;
   }
 }
 
@@ -136,18 +141,22 @@ void RankProcesses::Signal(int rank, int signal) {
 }
 
 std::vector<ProcessOutcome> RankProcesses::Wait(absl::Duration timeout) {
-  std::vector<ProcessOutcome> outcomes(size());
+  std::vector<int> ranks(size());
+  std::iota(ranks.begin(), ranks.end(), 0);
+  WaitForRanks(ranks, timeout);
+  return outcomes_;
+}
+
+ProcessOutcome RankProcesses::WaitFor(int rank, absl::Duration timeout) {
+  WaitForRanks({rank}, timeout);
+  return outcomes_[rank];
+}
+
+void RankProcesses::WaitForRanks(const std::vector<int>& ranks, absl::Duration timeout) {
   const auto give_up = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(timeout);
-  int remaining = 0;
-  for (int rank = 0; rank < size(); ++rank) {
-    outcomes[rank].rank = rank;
-    outcomes[rank].pid = pids_[rank];
-    if (!reaped_[rank]) ++remaining;
-  }
   auto record = [&](int rank, int wait_status) {
     reaped_[rank] = true;
-    --remaining;
-    ProcessOutcome& outcome = outcomes[rank];
+    ProcessOutcome& outcome = outcomes_[rank];
     if (WIFEXITED(wait_status)) {
       outcome.exited = true;
       outcome.exit_code = WEXITSTATUS(wait_status);
@@ -160,23 +169,25 @@ std::vector<ProcessOutcome> RankProcesses::Wait(absl::Duration timeout) {
       outcome.message.append(buffer, static_cast<size_t>(n));
     }
   };
-  while (remaining > 0 && std::chrono::steady_clock::now() < give_up) {
-    for (int rank = 0; rank < size(); ++rank) {
+  auto remaining = [&] {
+    return std::count_if(ranks.begin(), ranks.end(), [&](int rank) { return !reaped_[rank]; });
+  };
+  while (remaining() > 0 && std::chrono::steady_clock::now() < give_up) {
+    for (int rank : ranks) {
       if (reaped_[rank]) continue;
       int wait_status = 0;
       if (waitpid(pids_[rank], &wait_status, WNOHANG) == pids_[rank]) record(rank, wait_status);
     }
-    if (remaining > 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    if (remaining() > 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  for (int rank = 0; rank < size(); ++rank) {
+  for (int rank : ranks) {
     if (reaped_[rank]) continue;
     kill(pids_[rank], SIGKILL);
     int wait_status = 0;
     waitpid(pids_[rank], &wait_status, 0);
     record(rank, wait_status);
-    outcomes[rank].timed_out = true;
+    outcomes_[rank].timed_out = true;
   }
-  return outcomes;
 }
 
 std::vector<ProcessOutcome> RunRanksAsProcesses(int size, const RankBody& body,

@@ -54,11 +54,16 @@ class RankProcesses {
 
   // Waits for every rank to end, killing those still running at `timeout`.
   std::vector<ProcessOutcome> Wait(absl::Duration timeout);
+  // Waits for one rank to end (and reaps it), killing it if it still runs at `timeout`.
+  ProcessOutcome WaitFor(int rank, absl::Duration timeout);
 
  private:
+  void WaitForRanks(const std::vector<int>& ranks, absl::Duration timeout);
+
   std::vector<pid_t> pids_;
   std::vector<int> message_fds_;
   std::vector<bool> reaped_;
+  std::vector<ProcessOutcome> outcomes_;  // index = rank; filled in as ranks are reaped
 };
 
 // Shorthand: fork `size` ranks, wait, return their outcomes.

@@ -4,10 +4,13 @@
 
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -200,6 +203,93 @@ TEST_CASE("a rank killed mid-transfer fails the survivors within 1 s and leaves 
   CHECK(outcomes[1].term_signal == SIGKILL);
   // Segments are memfds: nothing can be left in /dev/shm, which this checks stays true.
   CHECK(ChorusShmFiles().empty());
+}
+
+// What the test process and its two ranks tell each other in the departure test below.
+struct DepartureScene {
+  std::atomic<int> receiver_ready{0};
+  std::atomic<int> receiver_stopped{0};
+  std::atomic<int> sender_reaped{0};
+};
+
+// Waits (bounded) until `flag` is set; false if it never was.
+bool AwaitFlag(const std::atomic<int>& flag, const Deadline& deadline) {
+  while (flag.load() == 0 && !deadline.Expired()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return flag.load() != 0;
+}
+
+// The state letter of process `pid` in /proc/<pid>/stat ('R', 'S', 'T', ...); 0 if gone.
+char ProcessState(pid_t pid) {
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  if (!std::getline(stat, line)) return 0;
+  const size_t name_end = line.rfind(')');
+  return name_end != std::string::npos && name_end + 2 < line.size() ? line[name_end + 2] : 0;
+}
+
+TEST_CASE("messages from a rank that exited before its receiver attached back all arrive") {
+  // The receiver is stopped while the sender attaches, completes its sends and exits, and
+  // stays stopped until the sender is reaped: when it first connects back, its peer's process
+  // is gone, not even a zombie. What the sender sent is whole in the receiver's inbox.
+  constexpr int kMessages = 8;
+  auto size_of = [](int i) -> size_t { return i * 97; };  // 0 B up to eager sizes
+  testing::TempDir store_dir;
+  SharedBlock<DepartureScene> scene;
+  testing::RankProcesses ranks(2, [&](int rank) -> absl::Status {
+    return RunMeshInProcess(
+        rank, 2, ShmOptions{}, store_dir.path(), [&](Mesh& mesh) -> absl::Status {
+          const Deadline deadline = Generous();
+          if (rank == 0) {
+            SHM_EXPECT(AwaitFlag(scene->receiver_stopped, deadline), "rank 1 was not stopped");
+            auto to1 = mesh.GetConnection(1);
+            SHM_OK(to1.status());
+            std::vector<std::vector<char>> messages;
+            std::vector<RequestPtr> sends;
+            for (int i = 0; i < kMessages; ++i) messages.push_back(Pattern(size_of(i), i));
+            for (const std::vector<char>& message : messages) {
+              sends.push_back((*to1)->Send(1, message.data(), message.size()));
+            }
+            for (const RequestPtr& send : sends) SHM_OK(send->Wait(deadline));
+            // Gone at once, nothing torn down, as a rank that crashes right after its sends.
+            syscall(SYS_exit_group, 0);
+          }
+          scene->receiver_ready.store(1);
+          SHM_EXPECT(AwaitFlag(scene->sender_reaped, deadline), "rank 0 was not reaped");
+          auto from0 = mesh.GetConnection(0);
+          SHM_OK(from0.status());
+          for (int i = 0; i < kMessages; ++i) {
+            std::vector<char> into(size_of(i) + 8);
+            RequestPtr receive = (*from0)->Recv(1, into.data(), into.size());
+            SHM_OK(receive->Wait(deadline));
+            SHM_EXPECT(receive->bytes() == size_of(i), "message ", i, ": ", receive->bytes());
+            SHM_OK(ExpectPattern(into.data(), size_of(i), i));
+          }
+          char byte;
+          const absl::Status after = (*from0)->Recv(1, &byte, 1)->Wait(deadline);
+          SHM_EXPECT(GetErrorKind(after) == ErrorKind::kPeerUnavailable, after.ToString());
+          SHM_EXPECT(ErrorPeerRank(after) == 0 && absl::StrContains(after.message(), "rank 0"),
+                     after.ToString());
+          return absl::OkStatus();
+        });
+  });
+  const Deadline deadline = Generous();
+  REQUIRE(AwaitFlag(scene->receiver_ready, deadline));
+  ranks.Signal(1, SIGSTOP);
+  while (ProcessState(ranks.pid(1)) != 'T' && !deadline.Expired()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  REQUIRE(ProcessState(ranks.pid(1)) == 'T');
+  scene->receiver_stopped.store(1);
+  const testing::ProcessOutcome sender = ranks.WaitFor(0, absl::Seconds(30));
+  INFO(sender.Describe());
+  CHECK(sender.ok());
+  scene->sender_reaped.store(1);
+  ranks.Signal(1, SIGCONT);
+  const auto outcomes = ranks.Wait(absl::Seconds(30));
+  INFO(Describe(outcomes));
+  CHECK(outcomes[1].ok());
 }
 
 }  // namespace

@@ -8,9 +8,11 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <numeric>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "absl/strings/match.h"
@@ -146,6 +148,111 @@ TEST_CASE("zero-length messages", "[conformance]") {
                     "an empty message wrote into the buffer");
     return absl::OkStatus();
   });
+}
+
+// The zero-length case's sender, the first rank to finish, exits while its receiver may not
+// have matched anything yet: what it sent must still arrive, every time.
+TEST_CASE("zero-length messages from a rank that exits at once, repeated", "[conformance]") {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  constexpr int kRepetitions = 40;
+#else
+  constexpr int kRepetitions = 200;
+#endif
+  for (const TransportFactory& transport : ConformanceTransports()) {
+    DYNAMIC_SECTION(transport.name << " processes") {
+      for (int repetition = 0; repetition < kRepetitions; ++repetition) {
+        const std::vector<absl::Status> statuses = RunScenarioOnce(
+            transport, RankMode::kProcesses, 2, [](RankEnv& env) -> absl::Status {
+              CHORUS_ASSIGN_OR_RETURN(Connection * connection, env.To(1 - env.rank));
+              if (env.rank == 0) {
+                return WaitAll({connection->Send(5, nullptr, 0), connection->Send(5, nullptr, 0)},
+                               WaitDeadline());
+              }
+              return WaitAll({connection->Recv(5, nullptr, 0), connection->Recv(5, nullptr, 0)},
+                             WaitDeadline());
+            });
+        for (size_t rank = 0; rank < statuses.size(); ++rank) {
+          INFO("repetition " << repetition << ", rank " << rank << ": "
+                             << statuses[rank].ToString());
+          REQUIRE(statuses[rank].ok());
+        }
+      }
+    }
+  }
+}
+
+// True once process `pid` has ended (gone, or a zombie its parent has not reaped yet).
+bool ProcessEnded(pid_t pid) {
+  std::ifstream stat(absl::StrCat("/proc/", pid, "/stat"));
+  std::string line;
+  if (!std::getline(stat, line)) return true;
+  const size_t name_end = line.rfind(')');
+  return name_end == std::string::npos || name_end + 2 >= line.size() ||
+         line[name_end + 2] == 'Z' || line[name_end + 2] == 'X';
+}
+
+TEST_CASE("a sender's completed messages arrive after it exits or destroys its mesh",
+          "[conformance]") {
+  // Rank 0 completes sends of every size class and leaves at once: as a process, either
+  // exiting on the spot or destroying its mesh first; as a thread, destroying its mesh. Rank 1
+  // posts its receives only after that, and must get every message, then a clear error.
+  for (const bool destroy_first : {false, true}) {
+    DYNAMIC_SECTION((destroy_first ? "mesh destroyed, then exit: " : "plain exit: ")) {
+      RunEverywhere(2, [destroy_first](RankEnv& env) -> absl::Status {
+        constexpr int kPerClass = 6;
+        const std::vector<size_t> classes = {0, 1000, 1 << 20};  // empty, eager, rendezvous
+        auto seed_of = [](size_t c, int i) { return c * 100 + i; };
+        if (env.rank == 0) {
+          CHORUS_ASSIGN_OR_RETURN(Connection * connection, env.To(1));
+          std::vector<std::vector<uint8_t>> messages;
+          std::vector<RequestPtr> sends;
+          for (size_t c = 0; c < classes.size(); ++c) {
+            for (int i = 0; i < kPerClass; ++i) {
+              messages.push_back(Pattern(seed_of(c, i), classes[c]));
+            }
+          }
+          for (size_t m = 0; m < messages.size(); ++m) {
+            sends.push_back(connection->Send(static_cast<Tag>(90 + m / kPerClass),
+                                             messages[m].data(), messages[m].size()));
+          }
+          CHORUS_RETURN_IF_ERROR(WaitAll(sends, WaitDeadline()));
+          if (destroy_first || !env.separate_process) env.mesh->reset();
+          CHORUS_RETURN_IF_ERROR(env.store->Set("sent", absl::StrCat(getpid())));
+          // The raw exit_group skips every exit hook: nothing of the mesh's is torn down.
+          if (env.separate_process) syscall(SYS_exit_group, 0);
+          return absl::OkStatus();
+        }
+        CHORUS_ASSIGN_OR_RETURN(const std::string sender, env.store->Get("sent", WaitDeadline()));
+        if (env.separate_process) {
+          const pid_t pid = std::stoi(sender);
+          const auto since = std::chrono::steady_clock::now();
+          while (!ProcessEnded(pid) && ElapsedMs(since) < 10000) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+          SCENARIO_EXPECT(ProcessEnded(pid), "rank 0 (pid ", pid, ") did not exit in 10 s");
+        }
+        CHORUS_ASSIGN_OR_RETURN(Connection * connection, env.To(0));
+        for (size_t c = 0; c < classes.size(); ++c) {
+          for (int i = 0; i < kPerClass; ++i) {
+            std::vector<uint8_t> buffer(classes[c] + 8, 0);
+            const absl::Status status =
+                connection->Recv(static_cast<Tag>(90 + c), buffer.data(), buffer.size())
+                    ->Wait(WaitDeadline());
+            SCENARIO_EXPECT(status.ok(), "message ", i, " of ", classes[c], " bytes: ",
+                            status.ToString());
+            const std::string diff = CheckPattern(buffer.data(), classes[c], seed_of(c, i));
+            SCENARIO_EXPECT(diff.empty(), "message ", i, " of ", classes[c], " bytes: ", diff);
+          }
+        }
+        uint8_t byte = 0;
+        const absl::Status after = connection->Recv(90, &byte, 1)->Wait(WaitDeadline());
+        SCENARIO_EXPECT(GetErrorKind(after) == ErrorKind::kPeerUnavailable &&
+                            ErrorPeerRank(after) == 0,
+                        after.ToString());
+        return absl::OkStatus();
+      });
+    }
+  }
 }
 
 TEST_CASE(

@@ -415,16 +415,14 @@ void Endpoint::Connect(Peer& peer) {
     // the inbox's nonce, which only the process we now hold a pidfd of can have.
     peer.pidfd = PidfdOpen(peer.address.pid);
     if (peer.pidfd < 0 && errno == ESRCH) {
-      FailPeer(peer,
-               PeerUnavailableError(absl::StrCat("shm: ", who, " is not running"), peer.rank));
+      FailUnreachable(peer, PeerUnavailableError(absl::StrCat("shm: ", who, " is not running"),
+                                                 peer.rank));
       return;
     }
   }
   auto outbox = PeerInbox::Attach(peer.address, peer.rank, rank_, size_);
   if (!outbox.ok()) {
-    // A peer that sent and then closed its mesh: what it wrote in full is still delivered.
-    if (peer.in.control->attached.load(std::memory_order_acquire) != 0) Drain(peer);
-    FailPeer(peer, outbox.status());
+    FailUnreachable(peer, outbox.status());
     return;
   }
   peer.outbox = std::move(outbox).value();
@@ -449,6 +447,14 @@ void Endpoint::Connect(Peer& peer) {
   CHORUS_LOG(kInfo, "shm") << "rank " << rank_ << " attached to " << who << "; eager up to "
                            << peer.eager_limit << " bytes, larger messages from it by "
                            << LargePathName(peer.large_path);
+}
+
+void Endpoint::FailUnreachable(Peer& peer, absl::Status status) {
+  // A peer that sent to us and then exited or closed its mesh before we attached back: every
+  // send it completed is whole in our inbox (eager records, and nothing else, since only our
+  // replies complete a large one), so it is still delivered before the peer counts as gone.
+  if (peer.in.control->attached.load(std::memory_order_acquire) != 0) Drain(peer);
+  FailPeer(peer, std::move(status));
 }
 
 absl::StatusOr<LargePath> Endpoint::ChooseLargePath(const Peer& peer) const {
@@ -626,6 +632,9 @@ void Endpoint::Store(ShmRequest& request, uint64_t offset, const char* data, uin
 }
 
 void Endpoint::DeliverAnnouncement(Peer& peer, const Record& record) {
+  // Drained from a peer we never attached to (FailUnreachable): without our kFinished or
+  // kClearToSend its send cannot have completed, and its buffer is out of reach.
+  if (!peer.connected) return;
   ShmRequest* front = PeekPosted(peer, record.tag);
   while (front != nullptr && !WinClaim(*front, /*tentative=*/true)) {
     front = PeekPosted(peer, record.tag);
