@@ -1,6 +1,6 @@
 // shm_pingpong: latency and bandwidth of the shm transport between two processes.
 //
-//   bazel run -c opt //transport/shm:shm_pingpong -- [iterations] [megabytes] [messages]
+//   bazel run -c opt //benchmarks:shm_pingpong -- [iterations] [megabytes] [messages]
 //
 // Forks two ranks that meet through a FileStore in a temporary directory, then measures
 //   - the round trip of an 8-byte message (rank 0 sends, rank 1 echoes), `iterations` times;

@@ -1,7 +1,8 @@
 // staging_model: how fast a two-copy shared-memory allreduce can be on this machine, with no
-// transport in the way, beside the limits it is judged against (issue 6's 64 MiB target).
+// transport in the way, beside the limits it is judged against (the memcpy limit that
+// chorus_bench prints and benchmarks/shm_targets.py judges a 64 MiB allreduce by).
 //
-//   bazel run //benchmarks:staging_model -- [rounds]
+//   bazel run //benchmarks/experiments:staging_model -- [rounds]
 //
 // Two forked processes, each with private (heap) buffers like chorus_bench's default, measure
 // in one run:
