@@ -37,8 +37,8 @@ MachineDescription DescribeMachine();
 // idle machine; each measurement stops at its time budget even if its byte count is not done.
 struct MachineLimitsOptions {
   // Per buffer: the size of the largest message the standard sweeps time, so the limit is
-  // measured on the same working set (larger than most last-level caches, but not than every
-  // one: docs/benchmarks.md, stop 14).
+  // measured on the same working set. That is larger than most last-level caches, not every
+  // one: where the cache holds it, the memcpy limit is a cache-warm copy and reads high.
   int64_t memory_buffer_bytes = int64_t{64} << 20;
   absl::Duration memory_budget = absl::Milliseconds(600);  // per memory probe
   int64_t tcp_bytes = int64_t{1} << 30;                    // per direction, per TCP probe

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The shared-memory targets of issue 6 in one run, so every figure sees the same machine state:
+# The shared-memory transport's targets in one run, so every figure sees the same machine state:
 # 2 ranks over TCP and over shm up to 64 MiB (with the machine limits), 64 MiB over shm with the
 # buffers in shared memory (--buffers shared, with its own limits), 8 B over shm with many
 # iterations, and 8 ranks over shm (oversubscribed on small machines) up to 1 MiB; all

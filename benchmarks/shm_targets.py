@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Judges the shared-memory targets of issue 6 from chorus_bench JSON reports of one run.
+"""Judges the shared-memory transport's targets from chorus_bench JSON reports of one run.
 
     benchmarks/shm_targets.py --tcp T.json --shm S.json --latency L.json --oversubscribed O.json
                               [--shm-shared R.json]

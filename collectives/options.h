@@ -26,7 +26,8 @@ struct CollectiveOptions {
 };
 
 // Link costs of the alpha-beta-gamma model: time = messages * alpha + bytes * beta +
-// reduced bytes * gamma. Zero fields take the device kind's defaults (see cost_model.h).
+// reduced bytes * gamma. Zero fields take the device kind's defaults (DefaultCostParams in
+// selector.h).
 struct CostParams {
   double alpha_us = 0;           // per message
   double beta_ns_per_byte = 0;   // per byte on the wire
@@ -50,11 +51,10 @@ struct CommunicatorOptions {
   // CHORUS_COLL_SEGMENT_BYTES and CHORUS_COLL_PIPELINE_DEPTH override them. 16 rather than a
   // few: a segment whose receive is not posted yet must be buffered and copied by the
   // transport; the cost is 16 segments of scratch for the ring's partials. 1 MiB rather than
-  // 256 KiB: every segment costs a wake-up. A 2-rank 64 MiB allreduce over TCP measured
-  // 1.5-2.0 GB/s busbw with these defaults, 1.36-1.62 with 256 KiB segments and 1.40-1.75 with
-  // depth 4 (docs/benchmarks.md, "Repeats of the 64 MiB, 2-rank row"). 0 (the default): the
-  // device kind's segment (DefaultSegmentBytes in selector.h: 2 MiB over shm, else 1 MiB); a
-  // segment at least the message's size (CHORUS_COLL_SEGMENT_BYTES=inf) turns pipelining off.
+  // 256 KiB: every segment costs a wake-up (docs/benchmarks.md, "Why the defaults are what they
+  // are"). 0 (the default): the device kind's segment (DefaultSegmentBytes in selector.h: 2 MiB
+  // over shm, else 1 MiB); a segment at least the message's size
+  // (CHORUS_COLL_SEGMENT_BYTES=inf) turns pipelining off.
   size_t segment_bytes = 0;
   int pipeline_depth = 16;
 

@@ -103,7 +103,7 @@ absl::StatusOr<CostParams> ParseCostParams(absl::string_view text) {
 }
 
 CostParams DefaultCostParams(absl::string_view device_kind) {
-  // Measured on the 2-core development VM (docs/collectives.md, "Cost model").
+  // Calibrated with tests/collectives:cost_probe (docs/collectives.md, "Selection").
   if (device_kind == "inproc") return {15.0, 0.075, 0.1};
   if (device_kind == "shm") return {2.0, 0.035, 0.05};
   return {25.0, 1.3, 0.1};  // loopback TCP

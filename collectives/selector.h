@@ -41,16 +41,16 @@ absl::StatusOr<std::vector<AlgorithmRule>> ParseAlgorithmRules(absl::string_view
 // "the device's default"), the grammar of CHORUS_COLL_COST.
 absl::StatusOr<CostParams> ParseCostParams(absl::string_view text);
 
-// The alpha/beta/gamma defaults for a device kind ("tcp", "inproc", ...), measured on the
-// development machine (docs/collectives.md); unknown kinds get the tcp values.
+// The alpha/beta/gamma defaults for a device kind ("tcp", "inproc", ...), calibrated with
+// tests/collectives:cost_probe (docs/collectives.md, "Selection"); unknown kinds get the tcp
+// values.
 CostParams DefaultCostParams(absl::string_view device_kind);
 
 // The pipeline segment for a device kind (CommunicatorOptions::segment_bytes 0): 2 MiB over shm,
-// 1 MiB otherwise. Over shm every byte costs CPU passes on both ranks and a segment costs a
-// rendezvous: a 2-rank 64 MiB allreduce measured 4.12-4.81 GB/s busbw in place against
-// 3.49-4.14 with 1 MiB (docs/benchmarks.md, "Stop 13"; much of that gap was the ring sending
-// beyond the receive window, fixed in stop 15, after which 2 MiB still measured 5.00-5.05
-// against 4.70-4.81). TCP measured the same or slightly worse with 2 MiB.
+// 1 MiB otherwise. Over shm every segment costs a rendezvous while its bytes cost only CPU
+// copies, so fewer, larger segments pay less per byte; over TCP, where each byte pays two kernel
+// copies anyway, the larger segment gains nothing. The measurements behind both are in
+// docs/benchmarks.md, "Why the defaults are what they are".
 size_t DefaultSegmentBytes(absl::string_view device_kind);
 
 // Immutable after construction; thread-safe.

@@ -12,9 +12,10 @@
 namespace chorus {
 namespace {
 
-// How long a waiter polls before it blocks. Blocking and waking a thread costs 30-40 us on
-// these virtual machines; a short poll keeps small-message latency near the wire's. Waiters
-// yield the core while polling so oversubscribed ranks (more ranks than cores) still progress.
+// How long a waiter polls before it blocks. Blocking and waking a thread can cost tens of
+// microseconds, far more than a small message (docs/benchmarks.md, "8-byte latency"); a short
+// poll keeps small-message latency near the wire's. Waiters yield the core while polling so
+// oversubscribed ranks (more ranks than cores) still progress.
 absl::Duration SpinDuration() {
   static const absl::Duration spin =
       absl::Microseconds(GetEnvInt("CHORUS_SPIN_US", 50, 0, 1000000).value_or(50));

@@ -1,6 +1,7 @@
 // The transport interface: how bytes move between ranks. Algorithms speak only this interface;
-// transports (tcp/, and later shm/, ibverbs/, cuda/) implement it and pass the shared
-// conformance suite in tests/transport/.
+// transports implement it: tcp/, shm/ and hybrid/ (shm within a host, TCP between hosts) pass
+// the shared conformance suite in tests/transport/, as any new one must; inproc/ (rank threads
+// of one process) serves the collectives' tests.
 //
 //   Device      one per transport kind per process (a listening socket, an RDMA device, ...);
 //               shared by any number of meshes.

@@ -1,9 +1,10 @@
 // Flow control in the pipelined algorithms: a rank never gets far ahead of the receives its
 // peers have posted, however many segments a message has. A message sent beyond them arrives
 // unexpected and the transport keeps it aside (shm copies a large one into memory of its own).
-// The ring with more segments than its pipeline window, the broadcast root and the reduce
-// leaves of the trees once sent most of their messages that way, which halved shm's bandwidth
-// at 256 MiB (docs/benchmarks.md, stop 15).
+// A ring with more segments than its pipeline window, a broadcast root or the reduce leaves of
+// a tree that sent without this bound would send most of their messages that way, which costs
+// shm about half its bandwidth at 256 MiB (docs/benchmarks.md, "Why the defaults are what they
+// are").
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>

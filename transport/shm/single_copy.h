@@ -50,9 +50,9 @@ struct CopyRates {
   double cross_memory = 0;
   double memcpy = 0;
   // The staging area costs two copies, made by the sender and the receiver at once; cross-memory
-  // attach one copy by the receiver. Below half memcpy's rate (a VM whose page pinning is slow:
-  // 10 against 38 GB/s on the development VM) the single copy costs more CPU time than both
-  // staging copies together, and in the benchmarks it is 1.2-3x slower end to end.
+  // attach one copy by the receiver. Below half memcpy's rate (a host whose page pinning is
+  // slow, as on some virtual machines) the single copy costs more CPU time than both staging
+  // copies together, and a collective over it ends slower (docs/benchmarks.md).
   bool CrossMemoryWorthIt() const { return cross_memory >= 0.5 * memcpy; }
 };
 const CopyRates& MeasuredCopyRates();

@@ -38,9 +38,9 @@ struct TcpDeviceOptions {
   // and a dialer to get its reply.
   absl::Duration handshake_timeout = absl::Seconds(5);
   // CHORUS_TCP_SPIN_US: how long a waiting thread polls the sockets without sleeping before
-  // it blocks in epoll_wait. 0 by default: on the virtual machines we measured, a system call
-  // costs about 3 us and a wake-up little more, so polling (an epoll_wait per poll) adds
-  // latency instead of saving it; where wake-ups are expensive, 20-100 us can help.
+  // it blocks in epoll_wait. 0 by default: where a wake-up costs little more than a system
+  // call, polling (an epoll_wait per poll) adds latency instead of saving it
+  // (docs/transport-tcp.md); where wake-ups are expensive, 20-100 us can help.
   absl::Duration spin = absl::ZeroDuration();
 
   // Defaults overridden by the environment; InvalidArgument naming the variable on a bad value.
