@@ -10,11 +10,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "chorus/core/host_identity.h"
 #include "chorus/core/status.h"
 #include "chorus/transport/device_from_env.h"
 #include "chorus/transport/hybrid/host_identity.h"
 #include "chorus/transport/hybrid/hybrid_mesh.h"
-#include "chorus/transport/shm/segment.h"
 #include "tests/transport/captured_log.h"
 #include "tests/transport/scenario.h"
 #include "tests/transport/scoped_env.h"
@@ -253,8 +253,8 @@ TEST_CASE("hybrid Abort fails pending requests on both transports", "[hybrid]") 
 TEST_CASE("host identity: override, CHORUS_HOSTID, detected with the network namespace",
           "[hybrid]") {
   const std::string detected = DetectedHostIdentity();
-  CHECK(absl::StartsWith(detected, shm::LocalHostIdentity()));
-  CHECK(absl::EndsWith(detected, absl::StrCat("/", shm::NamespaceInode("net"))));
+  CHECK(absl::StartsWith(detected, LocalHostIdentity()));
+  CHECK(absl::EndsWith(detected, absl::StrCat("/", NamespaceInode("net"))));
   CHECK(ResolveHostIdentity("") == detected);
   ScopedEnv env("CHORUS_HOSTID", "node-7");
   CHECK(ResolveHostIdentity("") == "node-7");

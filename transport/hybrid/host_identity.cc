@@ -4,15 +4,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "chorus/core/env.h"
-#include "chorus/transport/shm/segment.h"
+#include "chorus/core/host_identity.h"
 
 namespace chorus {
 
 const std::string& DetectedHostIdentity() {
   static const std::string* identity = [] {
-    const std::string net = shm::NamespaceInode("net");
+    const std::string net = NamespaceInode("net");
     return new std::string(
-        absl::StrCat(shm::LocalHostIdentity(), "/", net.empty() ? "nonet" : net));
+        absl::StrCat(LocalHostIdentity(), "/", net.empty() ? "nonet" : net));
   }();
   return *identity;
 }

@@ -8,7 +8,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -17,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "chorus/core/host_identity.h"
 #include "chorus/core/status.h"
 
 namespace chorus::shm {
@@ -70,13 +70,6 @@ Registry& GetRegistry() {
   return *registry;
 }
 
-std::string ReadFirstLine(const char* path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
-}
-
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Mapping>> Mapping::Map(int fd, uint64_t offset, uint64_t bytes,
@@ -110,37 +103,6 @@ absl::StatusOr<InboxAddress> InboxAddress::Parse(absl::string_view text) {
   address.host = std::string(parts[1]);
   address.pid = static_cast<pid_t>(pid);
   return address;
-}
-
-namespace {
-
-// Only hex digits (or only digits) survive, so identities never contain the ':' separator:
-// boot id "1c0e...-..." -> "1c0e...", pid namespace "pid:[4026531836]" -> "4026531836".
-std::string KeepDigits(absl::string_view text, bool hex) {
-  std::string kept;
-  for (char c : text) {
-    if ((c >= '0' && c <= '9') || (hex && c >= 'a' && c <= 'f')) kept.push_back(c);
-  }
-  return kept;
-}
-
-}  // namespace
-
-std::string NamespaceInode(absl::string_view name) {
-  const std::string path = absl::StrCat("/proc/self/ns/", name);
-  char link[128] = {0};
-  const ssize_t n = readlink(path.c_str(), link, sizeof(link) - 1);
-  return KeepDigits(absl::string_view(link, n > 0 ? n : 0), false);
-}
-
-const std::string& LocalHostIdentity() {
-  static const std::string* identity = [] {
-    const std::string boot = KeepDigits(ReadFirstLine("/proc/sys/kernel/random/boot_id"), true);
-    const std::string pid_ns = NamespaceInode("pid");
-    return new std::string(
-        absl::StrCat(boot.empty() ? "noboot" : boot, "/", pid_ns.empty() ? "nons" : pid_ns));
-  }();
-  return *identity;
 }
 
 Inbox::Inbox(int fd, std::unique_ptr<Mapping> mapping, uint64_t nonce)

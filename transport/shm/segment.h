@@ -66,13 +66,6 @@ std::string PeerDescriptorPath(pid_t pid, int fd);
 absl::StatusOr<int> OpenPeerDescriptor(const std::string& path, int flags, int peer,
                                        absl::string_view what);
 
-// What two processes must share to reach each other's memfds by pid: the boot (same kernel) and
-// the pid namespace. Ranks whose identities differ are on different hosts or containers.
-const std::string& LocalHostIdentity();
-
-// The inode number of this process's namespace `name` ("pid", "net", ...) as digits, from
-// /proc/self/ns/<name>; empty when it cannot be read.
-std::string NamespaceInode(absl::string_view name);
 
 // This rank's inbox. The identity block of the header is written at creation; the rest is
 // shared state. Thread-safe.

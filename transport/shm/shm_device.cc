@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "chorus/core/env.h"
+#include "chorus/core/host_identity.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
 #include "chorus/rendezvous/bootstrap.h"
@@ -73,7 +74,7 @@ class ShmDevice final : public Device {
   absl::string_view kind() const override { return "shm"; }
 
   std::string address() const override {
-    return absl::StrCat("shm1:", shm::LocalHostIdentity(), ":", getpid());
+    return absl::StrCat("shm1:", LocalHostIdentity(), ":", getpid());
   }
 
   absl::StatusOr<std::unique_ptr<Mesh>> CreateMesh(Store& store, int rank, int size,
