@@ -21,6 +21,7 @@
 #include "chorus/core/env.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
+#include "chorus/rendezvous/group_generation.h"
 #include "chorus/rendezvous/prefix_store.h"
 
 namespace chorus {
@@ -192,8 +193,14 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     cost.gamma_ns_per_byte = options.cost.gamma_ns_per_byte;
   }
 
-  auto scoped = std::make_unique<PrefixStore>(absl::StrCat("chorus/comm/", name), store);
-  PrefixStore mesh_store("mesh", *scoped);
+  // This creation's keys carry a generation of their own, so a name can be created again
+  // once destroyed without a rank ever reading the previous communicator's addresses.
+  absl::StatusOr<std::unique_ptr<GroupGeneration>> scoped =
+      GroupGeneration::Join(store, absl::StrCat("chorus/comm/", name), rank, size);
+  if (!scoped.ok()) {
+    return Annotate(scoped.status(), absl::StrCat("communicator '", name, "' rank ", rank));
+  }
+  PrefixStore mesh_store("mesh", **scoped);
   MeshOptions mesh_options;
   mesh_options.connect_timeout = options.connect_timeout;
   absl::StatusOr<std::unique_ptr<Mesh>> mesh = device.CreateMesh(
@@ -202,6 +209,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
     return Annotate(mesh.status(), absl::StrCat("communicator '", name, "' rank ", rank,
                                                 ": creating the ", device.kind(), " mesh"));
   }
+  CHORUS_RETURN_IF_ERROR((*scoped)->SetUp());
   // Locality, learned once: the options', else the transport's, else one host.
   std::vector<int> labels = options.host_of_rank;
   if (labels.empty()) labels = (*mesh)->HostOfRanks();
@@ -232,7 +240,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   auto selector = std::make_unique<Selector>(std::move(rules), cost, tuning.segment_bytes,
                                              *topology, local_cost);
   auto state =
-      std::make_unique<CommState>(std::string(name), rank, size, std::move(scoped),
+      std::make_unique<CommState>(std::string(name), rank, size, *std::move(scoped),
                                   *std::move(mesh), tuning, *std::move(topology), std::move(trace));
   auto recorder = std::make_unique<FlightRecorder>(
       rank, std::string(name), static_cast<size_t>(options.flight_recorder_entries),

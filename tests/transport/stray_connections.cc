@@ -19,7 +19,8 @@ std::string RandomBytes(std::mt19937_64& random, size_t count) {
 
 }  // namespace
 
-// Communicator::Create scopes its mesh's keys under "chorus/comm/<name>/mesh/", and
+// Communicator::Create scopes its mesh's keys under "chorus/comm/<name>/g<k>/mesh/" (k = 1 for
+// a name's first creation in a store: rendezvous/group_generation.h), and
 // ExchangeAddresses (rendezvous/bootstrap.h) stores each rank's endpoint (handshake.h) under
 // "addr/<rank>", rank 0's record prefixed with the job id in 16 hex digits.
 absl::StatusOr<PublishedRanks> ReadPublishedRanks(Store& store, absl::string_view comm_name,
@@ -27,7 +28,7 @@ absl::StatusOr<PublishedRanks> ReadPublishedRanks(Store& store, absl::string_vie
   PublishedRanks published;
   for (int rank = 0; rank < ranks; ++rank) {
     CHORUS_ASSIGN_OR_RETURN(std::string record,
-                            store.Get(absl::StrCat("chorus/comm/", comm_name, "/mesh/addr/", rank),
+                            store.Get(absl::StrCat("chorus/comm/", comm_name, "/g1/mesh/addr/", rank),
                                       Deadline::After(absl::Seconds(20))));
     if (rank == 0) {
       if (record.size() < kJobIdDigits ||
