@@ -12,6 +12,7 @@ PACKAGES=(
   iproute2 procps                         # ip (network namespaces), ps/pkill in tests
   python3                                 # test-summary and plotting scripts
   clang-14 libclang-rt-14-dev             # libFuzzer and sanitizer runtimes (tools/fuzz.sh)
+  binutils cmake pkg-config               # libchorus's link (ld -r, objcopy); consumer tests
 )
 
 missing=()

@@ -1,0 +1,46 @@
+# Shared by the tests of the installed library: a scratch directory and rank processes that
+# are always cleaned up, and an installation of //:chorus into a temporary prefix.
+# Sourced by the *_test.sh scripts, which run from the runfiles root.
+set -euo pipefail
+
+scratch=$(mktemp -d "${TEST_TMPDIR:-/tmp}/chorus_api.XXXXXX")
+rank_pids=()
+cleanup() {
+  local pid
+  for pid in "${rank_pids[@]}"; do kill -9 "$pid" 2>/dev/null || true; done
+  for pid in "${rank_pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$scratch"
+}
+trap cleanup EXIT
+
+# Installs Chorus under $scratch/prefix and sets $prefix.
+install_chorus() {
+  prefix="$scratch/prefix"
+  bash packaging/install.sh --prefix "$prefix" >/dev/null
+}
+
+# run_ranks NAME SIZE PROGRAM ARGS...: runs PROGRAM STORE_URL RANK SIZE ARGS... as SIZE
+# processes over a fresh file store, each bounded to 30 s; fails unless every rank prints
+# "rank R: ok" and exits 0. A failing rank's output is shown.
+run_ranks() {
+  local name=$1 size=$2 program=$3
+  shift 3
+  local store="$scratch/store_$name" rank failed=0
+  mkdir -p "$store"
+  rank_pids=()
+  for ((rank = 0; rank < size; rank++)); do
+    timeout -s KILL 30 "$program" "file://$store" "$rank" "$size" "$@" \
+      >"$scratch/$name.$rank.log" 2>&1 &
+    rank_pids+=($!)
+  done
+  for ((rank = 0; rank < size; rank++)); do
+    if ! wait "${rank_pids[$rank]}" || ! grep -q "^rank $rank: ok" "$scratch/$name.$rank.log"; then
+      echo "FAIL: $name rank $rank:" >&2
+      cat "$scratch/$name.$rank.log" >&2
+      failed=1
+    fi
+  done
+  rank_pids=()
+  [ "$failed" -eq 0 ] && echo "PASS: $name ($size ranks)"
+  return "$failed"
+}
