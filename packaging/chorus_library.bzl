@@ -39,8 +39,8 @@ def _chorus_library_impl(ctx):
         if a not in archives
     ]
     archives = overrides + archives
-    static_out = ctx.actions.declare_file("libchorus.a")
-    shared_out = ctx.actions.declare_file("libchorus.so")
+    static_out = ctx.outputs.static_library
+    shared_out = ctx.outputs.shared_library
     version_h = ctx.file.version_header
     toolchain = ctx.attr._cc_toolchain[cc_common.CcToolchainInfo]
     args = ctx.actions.args()
@@ -88,6 +88,11 @@ chorus_library = rule(
             executable = True,
             cfg = "host",
         ),
+    },
+    # Named outputs, so that other targets can name //:libchorus.a and //:libchorus.so.
+    outputs = {
+        "shared_library": "lib%{name}.so",
+        "static_library": "lib%{name}.a",
     },
     toolchains = ["@bazel_tools//tools/cpp:toolchain_type"],
 )
