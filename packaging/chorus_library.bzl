@@ -1,11 +1,12 @@
 """chorus_library: the self-contained libchorus.so and libchorus.a.
 
 Both are made from one relocatable object: every Chorus archive that `dep` (the C API) pulls
-in, plus the static, position-independent Abseil and hiredis archives that Debian ships, linked
-with `ld -r` and then stripped of every global symbol but `chorus_*` (objcopy). So the shared
-and the static library export the same thing, the C API, and a program that brings its own
-Abseil (a framework) never meets ours. The system libraries named by -l flags other than
-Abseil and hiredis (librt, libpthread) stay dynamic.
+in, plus Debian's static Abseil and hiredis archives (their few members that cannot go into a
+shared object are rebuilt as PIC by `static_overrides`), linked with `ld -r`; then every global
+symbol but the C API's and the standard library's is made local (link_libchorus.sh says why).
+So the shared and the static library export the same thing, the C API, and a program that
+brings its own Abseil (a framework) never meets ours. The system libraries named by other -l
+flags (librt, libpthread) stay dynamic.
 """
 
 _STATIC_PREFIXES = ["absl_", "hiredis"]
