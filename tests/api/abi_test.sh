@@ -18,10 +18,10 @@ so="$lib/libchorus.so.$major"
 exported=$(nm -D --defined-only "$so" | awk '{print $3}' | sed 's/@.*//')
 foreign=$(echo "$exported" | grep -v -e '^chorus_' -e "^CHORUS_$major\$" || true)
 [ -z "$foreign" ] || fail "libchorus.so exports non-Chorus symbols: $(echo "$foreign" | head -5)"
-echo "$exported" | grep -q '^chorus_allreduce$' || fail "chorus_allreduce is not exported"
+grep -q '^chorus_allreduce$' <<<"$exported" || fail "chorus_allreduce is not exported"
 # Every function of chorus_c.h is exported.
 for function in $(grep -o 'chorus_[a-z_]*(' "$prefix/include/chorus/chorus_c.h" | tr -d '(' | sort -u); do
-  echo "$exported" | grep -qx "$function" || fail "$function is declared but not exported"
+  grep -qx "$function" <<<"$exported" || fail "$function is declared but not exported"
 done
 
 soname=$(readelf -d "$so" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')

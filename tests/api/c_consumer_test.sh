@@ -19,7 +19,7 @@ run_ranks c_shared_auto 3 "$scratch/c_shared" auto
 static_libs=$(pkg-config --static --libs chorus | sed 's/-lchorus\b/-l:libchorus.a/')
 gcc -std=c99 -Wall -Wextra -Werror -pedantic tests/api/c_consumer.c -o "$scratch/c_static" \
   $(pkg-config --cflags chorus) $static_libs
-if readelf -d "$scratch/c_static" | grep -q libchorus; then
+if grep -q libchorus <<<"$(readelf -d "$scratch/c_static")"; then
   echo "FAIL: c_static still needs libchorus.so" >&2
   exit 1
 fi

@@ -9,6 +9,6 @@ g++ -std=c++17 -Wall -Wextra -Werror tests/api/clash_consumer.cc -o "$scratch/cl
   $(pkg-config --cflags --libs chorus) -Wl,-rpath,"$(pkg-config --variable=libdir chorus)" \
   -labsl_str_format_internal -labsl_strings -labsl_time
 # The program's copies are really there to be found: it exports them to the shared Abseil.
-nm -D --defined-only "$scratch/clash" | grep -q '_ZN4absl.*6StrCat' ||
+grep -q '_ZN4absl.*6StrCat' <<<"$(nm -D --defined-only "$scratch/clash")" ||
   { echo "FAIL: the program's own absl::StrCat is not a dynamic symbol" >&2; exit 1; }
 run_ranks clash 3 "$scratch/clash"

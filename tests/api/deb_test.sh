@@ -5,7 +5,7 @@ deb=$(bash packaging/make_deb.sh "$scratch/deb")
 contents=$(dpkg-deb -c "$deb")
 for path in ./usr/include/chorus/chorus.h ./usr/include/chorus/chorus_c.h ./usr/lib/libchorus.a \
   ./usr/lib/libchorus.so.0 ./usr/lib/pkgconfig/chorus.pc ./usr/lib/cmake/chorus/chorusConfig.cmake; do
-  echo "$contents" | grep -q " $path\b" || { echo "FAIL: $path missing from $deb" >&2; exit 1; }
+  grep -q " $path\b" <<<"$contents" || { echo "FAIL: $path missing from $deb" >&2; exit 1; }
 done
 [ "$(dpkg-deb -f "$deb" Package)" = libchorus-dev ] || { echo "FAIL: package name" >&2; exit 1; }
 # Unpacked anywhere, its pkg-config file finds its own prefix.

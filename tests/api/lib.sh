@@ -1,6 +1,8 @@
 # Shared by the tests of the installed library: a scratch directory and rank processes that
 # are always cleaned up, and an installation of //:chorus into a temporary prefix.
 # Sourced by the *_test.sh scripts, which run from the runfiles root.
+# pipefail: a failing producer fails its pipeline. (So a `grep -q` that stops reading early must
+# read a here-string, not a pipe: its producer would die of SIGPIPE.)
 set -euo pipefail
 
 scratch=$(mktemp -d "${TEST_TMPDIR:-/tmp}/chorus_api.XXXXXX")
