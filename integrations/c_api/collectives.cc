@@ -2,7 +2,6 @@
 // internal Communicator's method of the same name and reports the outcome (handles.h).
 #include <cstddef>
 #include <cstdint>
-#include <string>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -15,16 +14,12 @@
 namespace chorus::c_api {
 namespace {
 
-absl::Status NullHandle(const char* what) {
-  return InvalidArgumentError(std::string(what) + " is null");
-}
-
 // A blocking call: `call(communicator, options)` returns its absl::Status.
 template <typename Call>
 chorus_error_t Blocking(chorus_comm_t* comm, const chorus_call_options_t* call_options,
                         Call&& call) {
   return Guard([&]() -> absl::Status {
-    if (comm == nullptr) return NullHandle("comm");
+    if (comm == nullptr) return NullArgument("comm");
     CHORUS_ASSIGN_OR_RETURN(CollectiveOptions options, ToCallOptions(call_options));
     return call(*comm->impl, options);
   });
@@ -37,9 +32,9 @@ template <typename Launch>
 chorus_error_t Async(chorus_comm_t* comm, const chorus_call_options_t* call_options,
                      chorus_work_t** work, Launch&& launch) {
   return Guard([&]() -> absl::Status {
-    if (work == nullptr) return NullHandle("work");
+    if (work == nullptr) return NullArgument("work");
     *work = nullptr;
-    if (comm == nullptr) return NullHandle("comm");
+    if (comm == nullptr) return NullArgument("comm");
     CHORUS_ASSIGN_OR_RETURN(CollectiveOptions options, ToCallOptions(call_options));
     CHORUS_ASSIGN_OR_RETURN(WorkPtr launched, launch(*comm->impl, options));
     *work = new chorus_work{std::move(launched)};

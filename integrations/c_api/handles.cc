@@ -62,6 +62,10 @@ chorus_error_t Report(const absl::Status& status) {
   return static_cast<chorus_error_t>(GetErrorKind(status));
 }
 
+absl::Status NullArgument(const char* what) {
+  return InvalidArgumentError(absl::StrCat(what, " is null"));
+}
+
 absl::StatusOr<DataType> ToDataType(chorus_datatype_t type) {
   const int value = type;
   if (value < 0 || value >= kNumDataTypes) {

@@ -50,6 +50,9 @@ chorus_error_t Guard(Body&& body) {
   }
 }
 
+// kInvalidArgument "<what> is null", for a null handle or out-pointer.
+absl::Status NullArgument(const char* what);
+
 absl::StatusOr<DataType> ToDataType(chorus_datatype_t type);
 absl::StatusOr<ReduceOp> ToReduceOp(chorus_reduce_op_t op);
 // The per-call options (`options` may be null), reading only the fields its struct_size covers.

@@ -4,7 +4,6 @@
 #include <string>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
 #include "absl/time/time.h"
 #include "chorus/chorus_c.h"
 #include "chorus/core/status.h"
@@ -14,14 +13,7 @@
 #include "chorus/transport/tcp/tcp_options.h"
 
 using chorus::c_api::Guard;
-
-namespace {
-
-absl::Status NullArgument(const char* what) {
-  return chorus::InvalidArgumentError(absl::StrCat(what, " is null"));
-}
-
-}  // namespace
+using chorus::c_api::NullArgument;
 
 extern "C" {
 
