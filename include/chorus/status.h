@@ -64,10 +64,11 @@ template <typename T>
 class StatusOr {
  public:
   // A failure; `status` must not be OK (an OK one becomes kInternal, which says so).
-  StatusOr(Status status) : status_(std::move(status)) {  // NOLINT: implicit like absl's
+  // Implicit, so that a function returning StatusOr<T> can `return status;` or `return value;`.
+  StatusOr(Status status) : status_(std::move(status)) {  // NOLINT(runtime/explicit)
     if (status_.ok()) status_ = Status(ErrorKind::kInternal, "StatusOr made from an OK Status");
   }
-  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit like absl's
+  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT(runtime/explicit)
 
   bool ok() const { return value_.has_value(); }
   const Status& status() const { return status_; }
