@@ -120,6 +120,7 @@ chorus_error_t chorus_comm_create(chorus_store_t* store, const char* name, choru
                                   chorus_comm_t** comm);
 /* Aborts unfinished asynchronous work (it fails with CHORUS_ERR_ABORTED), then frees. */
 void chorus_comm_destroy(chorus_comm_t* comm);
+/* This rank and the rank count (-1 and 0 for a NULL communicator). */
 int chorus_comm_rank(const chorus_comm_t* comm);
 int chorus_comm_size(const chorus_comm_t* comm);
 /* Fails all pending and future operations of `comm` on this rank with CHORUS_ERR_ABORTED, and
