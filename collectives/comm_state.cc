@@ -16,8 +16,8 @@ constexpr absl::string_view kFailureClaimsKey = "failure/claims";
 
 }  // namespace
 
-CommState::CommState(std::string name, int rank, int size, std::unique_ptr<Store> store,
-                     std::unique_ptr<Mesh> mesh, CommTuning tuning, Topology topology,
+CommState::CommState(std::string name, int rank, int size, std::shared_ptr<Store> store,
+                     std::shared_ptr<Mesh> mesh, CommTuning tuning, Topology topology,
                      std::unique_ptr<TraceLog> trace)
     : name_(std::move(name)),
       rank_(rank),

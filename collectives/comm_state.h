@@ -37,8 +37,9 @@ struct CommTuning {
 // Thread-safe.
 class CommState {
  public:
-  CommState(std::string name, int rank, int size, std::unique_ptr<Store> store,
-            std::unique_ptr<Mesh> mesh, CommTuning tuning, Topology topology,
+  // `store` and `mesh` may be shared with sub-communicators (Communicator::Split, ...).
+  CommState(std::string name, int rank, int size, std::shared_ptr<Store> store,
+            std::shared_ptr<Mesh> mesh, CommTuning tuning, Topology topology,
             std::unique_ptr<TraceLog> trace);
 
   const std::string& name() const { return name_; }
@@ -46,10 +47,12 @@ class CommState {
   int size() const { return size_; }
   uint16_t tag_id() const { return tag_id_; }
   Mesh& mesh() { return *mesh_; }
+  const std::shared_ptr<Mesh>& shared_mesh() const { return mesh_; }
   // mesh().GetConnection(peer), remembered once it succeeds (the mesh returns the same object
   // for its whole life), so that a collective finds its peers without a transport's lock.
   absl::StatusOr<Connection*> GetConnection(int peer);
   Store& store() { return *store_; }
+  const std::shared_ptr<Store>& shared_store() const { return store_; }
   const CommTuning& tuning() const { return tuning_; }
   // Which ranks share a host (fixed at creation).
   const Topology& topology() const { return topology_; }
@@ -83,8 +86,8 @@ class CommState {
   const int rank_;
   const int size_;
   const uint16_t tag_id_;
-  const std::unique_ptr<Store> store_;
-  const std::unique_ptr<Mesh> mesh_;
+  const std::shared_ptr<Store> store_;
+  const std::shared_ptr<Mesh> mesh_;
   const CommTuning tuning_;
   const Topology topology_;
   const std::unique_ptr<TraceLog> trace_;

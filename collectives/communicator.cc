@@ -21,46 +21,12 @@
 #include "chorus/core/env.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
-#include "chorus/rendezvous/group_generation.h"
-#include "chorus/rendezvous/prefix_store.h"
 
 namespace chorus {
 namespace {
 
 std::vector<size_t> ToVector(absl::Span<const size_t> span) {
   return std::vector<size_t>(span.begin(), span.end());
-}
-
-// Settings from CHORUS_* variables override the options' fields.
-absl::Status ApplyEnvironment(CommunicatorOptions& options) {
-  CHORUS_ASSIGN_OR_RETURN(options.timeout, GetEnvDuration("CHORUS_COLL_TIMEOUT", options.timeout));
-  CHORUS_ASSIGN_OR_RETURN(const int64_t threads,
-                          GetEnvInt("CHORUS_COLL_THREADS", options.worker_threads, 1, 256));
-  options.worker_threads = static_cast<int>(threads);
-  CHORUS_ASSIGN_OR_RETURN(
-      const int64_t segment,
-      GetEnvBytes("CHORUS_COLL_SEGMENT_BYTES", static_cast<int64_t>(options.segment_bytes)));
-  options.segment_bytes = static_cast<size_t>(segment);
-  CHORUS_ASSIGN_OR_RETURN(
-      const int64_t streaming,
-      GetEnvBytes("CHORUS_COLL_STREAMING_BYTES", static_cast<int64_t>(options.streaming_bytes)));
-  if (streaming < 0) return InvalidArgumentError("CHORUS_COLL_STREAMING_BYTES is negative");
-  options.streaming_bytes = static_cast<size_t>(streaming);
-  CHORUS_ASSIGN_OR_RETURN(const int64_t depth,
-                          GetEnvInt("CHORUS_COLL_PIPELINE_DEPTH", options.pipeline_depth, 1, 1024));
-  options.pipeline_depth = static_cast<int>(depth);
-  CHORUS_ASSIGN_OR_RETURN(
-      const int64_t entries,
-      GetEnvInt("CHORUS_FLIGHT_RECORDER", options.flight_recorder_entries, 0, 1 << 20));
-  options.flight_recorder_entries = static_cast<int>(entries);
-  if (std::optional<std::string> text = GetEnv("CHORUS_COLL_COST")) {
-    absl::StatusOr<CostParams> cost = ParseCostParams(*text);
-    if (!cost.ok()) return Annotate(cost.status(), "CHORUS_COLL_COST");
-    if (cost->alpha_us > 0) options.cost.alpha_us = cost->alpha_us;
-    if (cost->beta_ns_per_byte > 0) options.cost.beta_ns_per_byte = cost->beta_ns_per_byte;
-    if (cost->gamma_ns_per_byte > 0) options.cost.gamma_ns_per_byte = cost->gamma_ns_per_byte;
-  }
-  return absl::OkStatus();
 }
 
 absl::Status CheckBuffer(const void* data, size_t bytes, absl::string_view what) {
@@ -156,117 +122,6 @@ CollectiveArgs MakeArgs(CollectiveKind kind, const void* send, void* recv, size_
 }
 
 }  // namespace
-
-absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
-    Store& store, absl::string_view name, Device& device, int rank, int size,
-    const CommunicatorOptions& given) {
-  if (size < 1 || rank < 0 || rank >= size) {
-    return InvalidArgumentError(
-        absl::StrCat("communicator '", name, "': rank ", rank, " is not in [0, ", size, ")"));
-  }
-  if (name.empty()) return InvalidArgumentError("a communicator needs a non-empty name");
-  ScopedLogRank log_rank(rank);
-  CommunicatorOptions options = given;
-  CHORUS_RETURN_IF_ERROR(ApplyEnvironment(options));
-  CHORUS_ASSIGN_OR_RETURN(const int dump_signal,
-                          ParseDumpSignal(GetEnv("CHORUS_FLIGHT_RECORDER_SIGNAL").value_or("")));
-
-  CHORUS_ASSIGN_OR_RETURN(
-      std::vector<AlgorithmRule> rules, [&]() -> absl::StatusOr<std::vector<AlgorithmRule>> {
-        std::vector<AlgorithmRule> all;
-        if (auto env = GetEnv("CHORUS_ALGO")) {
-          auto parsed = ParseAlgorithmRules(*env);
-          if (!parsed.ok()) return Annotate(parsed.status(), "CHORUS_ALGO");
-          all = *std::move(parsed);
-        }
-        auto parsed = ParseAlgorithmRules(options.algorithm_rules);
-        if (!parsed.ok()) {
-          return Annotate(parsed.status(), "CommunicatorOptions::algorithm_rules");
-        }
-        all.insert(all.end(), parsed->begin(), parsed->end());
-        return all;
-      }());
-  CostParams cost = DefaultCostParams(device.kind());
-  if (options.cost.alpha_us > 0) cost.alpha_us = options.cost.alpha_us;
-  if (options.cost.beta_ns_per_byte > 0) cost.beta_ns_per_byte = options.cost.beta_ns_per_byte;
-  if (options.cost.gamma_ns_per_byte > 0) {
-    cost.gamma_ns_per_byte = options.cost.gamma_ns_per_byte;
-  }
-
-  // This creation's keys carry a generation of their own, so a name can be created again
-  // once destroyed without a rank ever reading the previous communicator's addresses.
-  absl::StatusOr<std::unique_ptr<GroupGeneration>> scoped =
-      GroupGeneration::Join(store, absl::StrCat("chorus/comm/", name), rank, size);
-  if (!scoped.ok()) {
-    return Annotate(scoped.status(), absl::StrCat("communicator '", name, "' rank ", rank));
-  }
-  PrefixStore mesh_store("mesh", **scoped);
-  MeshOptions mesh_options;
-  mesh_options.connect_timeout = options.connect_timeout;
-  absl::StatusOr<std::unique_ptr<Mesh>> mesh = device.CreateMesh(
-      mesh_store, rank, size, mesh_options, Deadline::After(options.connect_timeout));
-  if (!mesh.ok()) {
-    return Annotate(mesh.status(), absl::StrCat("communicator '", name, "' rank ", rank,
-                                                ": creating the ", device.kind(), " mesh"));
-  }
-  CHORUS_RETURN_IF_ERROR((*scoped)->SetUp());
-  // Locality, learned once: the options', else the transport's, else one host.
-  std::vector<int> labels = options.host_of_rank;
-  if (labels.empty()) labels = (*mesh)->HostOfRanks();
-  if (labels.empty()) labels.assign(size, 0);
-  absl::StatusOr<Topology> topology = Topology::FromLabels(labels, size);
-  if (!topology.ok()) {
-    return Annotate(topology.status(), absl::StrCat("communicator '", name, "' rank ", rank, ": ",
-                                                    options.host_of_rank.empty()
-                                                        ? "the mesh's host layout"
-                                                        : "CommunicatorOptions::host_of_rank"));
-  }
-  // Within a host the hybrid transport uses shared memory; other transports use the same link
-  // to every peer.
-  const CostParams local_cost = device.kind() == "hybrid" ? DefaultCostParams("shm") : cost;
-  CommTuning tuning;
-  tuning.segment_bytes =
-      options.segment_bytes != 0 ? options.segment_bytes : DefaultSegmentBytes(device.kind());
-  tuning.pipeline_depth = options.pipeline_depth;
-  tuning.streaming_bytes =
-      options.streaming_bytes != 0 ? options.streaming_bytes : LastLevelCacheBytes();
-  tuning.local_cost = local_cost;
-  tuning.network_cost = cost;
-  std::unique_ptr<TraceLog> trace;
-  if (std::optional<std::string> path = GetEnv("CHORUS_TRACE_FILE")) {
-    trace = std::make_unique<TraceLog>(*path, rank, std::string(name));
-  }
-  const std::string layout = topology->Describe();
-  auto selector = std::make_unique<Selector>(std::move(rules), cost, tuning.segment_bytes,
-                                             *topology, local_cost);
-  auto state =
-      std::make_unique<CommState>(std::string(name), rank, size, *std::move(scoped),
-                                  *std::move(mesh), tuning, *std::move(topology), std::move(trace));
-  auto recorder = std::make_unique<FlightRecorder>(
-      rank, std::string(name), static_cast<size_t>(options.flight_recorder_entries),
-      GetEnv("CHORUS_FLIGHT_RECORDER_FILE").value_or(""));
-  std::unique_ptr<SignalDumpRegistration> signal_dump;
-  if (dump_signal != 0 && options.flight_recorder_entries > 0) {
-    CHORUS_ASSIGN_OR_RETURN(signal_dump, SignalDumpRegistration::Create(*recorder, dump_signal));
-  }
-  CHORUS_LOG(kInfo, "collectives")
-      << "communicator " << name << ": rank " << rank << " of " << size << " over " << device.kind()
-      << " (" << device.address() << "), " << layout << ", segments of " << tuning.segment_bytes
-      << " B, reduction kernels " << ReduceKernelSet();
-  return std::unique_ptr<Communicator>(new Communicator(
-      std::move(state), std::move(selector), std::move(recorder), std::move(signal_dump), options));
-}
-
-Communicator::Communicator(std::unique_ptr<CommState> state, std::unique_ptr<Selector> selector,
-                           std::unique_ptr<FlightRecorder> recorder,
-                           std::unique_ptr<SignalDumpRegistration> signal_dump,
-                           const CommunicatorOptions& options)
-    : state_(std::move(state)),
-      selector_(std::move(selector)),
-      recorder_(std::move(recorder)),
-      signal_dump_(std::move(signal_dump)),
-      timeout_(options.timeout),
-      pool_(std::make_unique<WorkerPool>(options.worker_threads, state_->rank())) {}
 
 Communicator::~Communicator() {
   if (unfinished_async_.load() > 0) {

@@ -49,10 +49,13 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -75,6 +78,7 @@ class SignalDumpRegistration;
 class WorkerPool;
 struct AlgorithmEntry;
 struct CollectiveHeader;
+struct CommunicatorSettings;
 
 class Communicator {
  public:
@@ -86,6 +90,36 @@ class Communicator {
   static absl::StatusOr<std::unique_ptr<Communicator>> Create(
       Store& store, absl::string_view name, Device& device, int rank, int size,
       const CommunicatorOptions& options = {});
+
+  // --- Sub-communicators ---
+  // A sub-communicator runs every collective and algorithm, in parallel with its parent and
+  // its siblings. It shares its parent's transport resources and keeps them alive: destroy the
+  // two in any order. Its name is the parent's plus a suffix ("world/split0.1"); its keys live
+  // in the parent's.
+
+  // Collective over this communicator (every rank calls it, in the same order as its other
+  // collectives, like MPI_Comm_split and ncclCommSplit): returns the communicator of the ranks
+  // that passed the same `color`, ranked by `key`, ties by their rank here; null (and OK) for a
+  // rank that passed a negative color. Costs one allgather of 16 bytes per rank here; runs over
+  // this communicator's connections (MeshView: no new connection, socket or store traffic).
+  absl::StatusOr<std::unique_ptr<Communicator>> Split(int color, int key);
+  static constexpr int kNoColor = -1;
+
+  // Collective over the ranks of `ranks` only, each passing the same list (torch's new_group,
+  // Horovod's process sets, MPI_Comm_create_group): the communicator of those ranks, its rank i
+  // being rank ranks[i] here. Costs nothing but local work, over this communicator's
+  // connections. Members that pass different lists get different communicators, whose first
+  // collective fails at its deadline naming the ranks it waited for.
+  absl::StatusOr<std::unique_ptr<Communicator>> CreateGroup(absl::Span<const int> ranks);
+
+  // After ranks failed (ncclCommShrink, in the spirit of ULFM): every rank not in `excluded`
+  // calls it with the same set, also on a broken communicator, and gets a communicator of the
+  // survivors in rank order, over a new mesh of the same device. Nothing waits on an excluded
+  // rank: the survivors compare their sets through the store (one write and one batched read
+  // each) and run the transport's bootstrap among themselves. Errors: kInvalidArgument (this
+  // rank excluded, bad ranks); kMismatch naming a survivor that excludes other ranks;
+  // kDeadlineExceeded naming survivors that never came, after the connect timeout.
+  absl::StatusOr<std::unique_ptr<Communicator>> Shrink(absl::Span<const int> excluded);
 
   // Aborts the communicator if asynchronous work is still pending (that work fails with
   // kAborted), then waits for the worker threads.
@@ -217,8 +251,16 @@ class Communicator {
  private:
   Communicator(std::unique_ptr<CommState> state, std::unique_ptr<Selector> selector,
                std::unique_ptr<FlightRecorder> recorder,
-               std::unique_ptr<SignalDumpRegistration> signal_dump,
-               const CommunicatorOptions& options);
+               std::unique_ptr<SignalDumpRegistration> signal_dump, Device& device,
+               const CommunicatorSettings& settings);
+  // Builds a communicator on a mesh that is set up (communicator_create.cc).
+  static absl::StatusOr<std::unique_ptr<Communicator>> Assemble(
+      std::string name, int rank, int size, std::shared_ptr<Store> store,
+      std::shared_ptr<Mesh> mesh, Device& device, const CommunicatorSettings& settings);
+  // A sub-communicator of `members` (ranks here, in its rank order) over a view of this mesh,
+  // named by `suffix` under this communicator.
+  absl::StatusOr<std::unique_ptr<Communicator>> CreateChild(const std::string& suffix,
+                                                            std::vector<int> members);
 
   // The collective path: validate, choose, number, then run here or on a worker.
   absl::Status Run(CollectiveArgs args, const CollectiveOptions& options);
@@ -247,7 +289,14 @@ class Communicator {
   const std::unique_ptr<FlightRecorder> recorder_;
   const std::unique_ptr<SignalDumpRegistration> signal_dump_;  // after recorder_, which it names
   const absl::Duration timeout_;
+  Device& device_;
+  const std::shared_ptr<const CommunicatorSettings> settings_;
   std::atomic<uint32_t> next_sequence_{0};
+  // Sub-communicators made so far, which name the next ones identically on every rank.
+  std::atomic<int> next_split_{0};
+  std::atomic<int> next_shrink_{0};
+  std::mutex groups_mu_;
+  std::map<std::vector<int>, int> group_counts_ ABSL_GUARDED_BY(groups_mu_);
   // Asynchronous collectives launched whose Work is not complete yet. Counted apart from the
   // pool, which still holds a task for a moment after completing its Work: destroying the
   // communicator right after Wait() must not abort the mesh under its peers.

@@ -44,7 +44,8 @@ class GroupGeneration final : public PrefixStore {
   // Joins the next generation of `name` in `store` (which must outlive the result) as `rank`
   // of `size`. Every rank of the group must join the name as often as the others: a rank that
   // joined once more (a creation that failed on it alone) computes another generation, and the
-  // group's set-up then times out waiting for each other; use a fresh name after such a failure. Fails with kInvalidArgument naming the name, the rank and the holder while this
+  // group's set-up then times out waiting for each other; use a fresh name after such a
+  // failure. Fails with kInvalidArgument naming the name, the rank and the holder while this
   // rank of the name is live: in this process, in a running process of this host, or in any
   // process of another host (which cannot be checked). A holder that has ended, or whose
   // set-up failed, is taken over. Fails with the store's errors otherwise.

@@ -7,7 +7,7 @@ namespace chorus {
 PrefixStore::PrefixStore(absl::string_view prefix, Store& inner)
     : key_prefix_(absl::StrCat(prefix, "/")), inner_(inner) {}
 
-PrefixStore::PrefixStore(absl::string_view prefix, std::unique_ptr<Store> inner)
+PrefixStore::PrefixStore(absl::string_view prefix, std::shared_ptr<Store> inner)
     : key_prefix_(absl::StrCat(prefix, "/")), owned_(std::move(inner)), inner_(*owned_) {}
 
 std::string PrefixStore::Prefixed(absl::string_view key) const {

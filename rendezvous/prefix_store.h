@@ -16,8 +16,9 @@ class PrefixStore : public Store {
  public:
   // Borrows `inner`, which must outlive this store.
   PrefixStore(absl::string_view prefix, Store& inner);
-  // Owns `inner`.
-  PrefixStore(absl::string_view prefix, std::unique_ptr<Store> inner);
+  // Owns `inner`, alone (from a unique_ptr) or with others (a sub-communicator's keys inside
+  // its parent's).
+  PrefixStore(absl::string_view prefix, std::shared_ptr<Store> inner);
 
   absl::Status Set(absl::string_view key, absl::string_view value) override;
   absl::StatusOr<std::string> Get(absl::string_view key, Deadline deadline) override;
@@ -38,7 +39,7 @@ class PrefixStore : public Store {
   std::vector<std::string> Prefixed(absl::Span<const std::string> keys) const;
 
   const std::string key_prefix_;
-  std::unique_ptr<Store> owned_;
+  std::shared_ptr<Store> owned_;
   Store& inner_;
 };
 

@@ -1,8 +1,8 @@
-// Recovery after a rank dies: four forked ranks loop on an allreduce, rank 2 is SIGKILLed, and
-// each survivor follows the documented path (docs/reliability.md): read the dead rank from the
-// error (ErrorPeerRank), Abort the broken communicator, and create "world/1" through the same
-// store and device with the survivors renumbered 0..2 in their old order; collectives on it
-// must then give exact results.
+// Recovery after ranks die: six forked ranks loop on an allreduce, two of them are SIGKILLed
+// mid-loop, and the four survivors Shrink the broken communicator to themselves and finish the
+// loop with exact results, over TCP, shared memory and the hybrid transport. Also: survivors
+// that disagree on whom to exclude fail with a mismatch, and a survivor that never comes is
+// named at the connect timeout instead of hanging.
 #include <signal.h>
 
 #include <catch2/catch.hpp>
@@ -11,86 +11,162 @@
 #include <numeric>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "chorus/core/status.h"
 #include "tests/harness/multirank.h"
 #include "tests/reliability/rank_comm.h"
 #include "tests/reliability/shared_slots.h"
-#include "tests/reliability/survivors.h"
 #include "tests/reliability/timing_summary.h"
 
 namespace chorus::testing {
 namespace {
 
-constexpr int kRanks = 4;
-constexpr int kVictim = 2;
-constexpr int kWarmupCalls = 3;
-constexpr size_t kCount = 1 << 14;
+constexpr int kRanks = 6;
+const std::vector<int> kVictims = {1, 4};
+constexpr int64_t kLoop = 400;  // iterations every survivor finishes
+constexpr int64_t kWarmupCalls = 5;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr int64_t kShrinkBoundNs = 3'000'000'000;  // the sanitizers slow the bootstrap
+#else
+constexpr int64_t kShrinkBoundNs = 1'000'000'000;
+#endif
 
-// Slots: calls completed on the first communicator; seconds from the failure to the first
-// correct allreduce on the new one (ns).
+bool IsVictim(int rank) {
+  return std::find(kVictims.begin(), kVictims.end(), rank) != kVictims.end();
+}
+
+// Slots: iterations completed; nanoseconds from noticing the failure to the shrunk
+// communicator's first allreduce (which agrees where to resume).
 size_t Completed(int rank) { return rank; }
 size_t Recovered(int rank) { return kRanks + rank; }
 
-// Runs an allreduce, an allgather and a barrier on the survivors' communicator and checks
-// every element.
-absl::Status CheckSurvivors(Communicator& comm) {
-  const int size = comm.size();
-  std::vector<int32_t> data(kCount);
-  for (size_t i = 0; i < kCount; ++i) data[i] = static_cast<int32_t>(i) * (comm.rank() + 1);
-  CHORUS_RETURN_IF_ERROR(
-      comm.AllReduce(data.data(), data.data(), kCount, DataType::kInt32, ReduceOp::kSum));
-  const int32_t factor = size * (size + 1) / 2;
-  for (size_t i = 0; i < kCount; ++i) {
-    if (data[i] != static_cast<int32_t>(i) * factor) {
-      return InternalError(absl::StrCat("allreduce element ", i, " is ", data[i]));
-    }
+// Iteration i's allreduce: rank r contributes (r + 1) * (i + 1); the sum over `ranks` checks it.
+absl::Status LoopStep(Communicator& comm, int original_rank, const std::vector<int>& ranks,
+                      int64_t i) {
+  int64_t value = (original_rank + 1) * (i + 1);
+  CHORUS_RETURN_IF_ERROR(comm.AllReduce(&value, &value, 1, DataType::kInt64, ReduceOp::kSum));
+  int64_t expected = 0;
+  for (int r : ranks) expected += (r + 1) * (i + 1);
+  if (value != expected) {
+    return InternalError(absl::StrCat(comm.name(), " iteration ", i, ": ", value, " != ",
+                                      expected));
   }
-  const int32_t mine = comm.rank();
-  std::vector<int32_t> ranks(size, -1);
-  CHORUS_RETURN_IF_ERROR(comm.AllGather(&mine, ranks.data(), 1, DataType::kInt32));
-  std::vector<int32_t> expected(size);
-  std::iota(expected.begin(), expected.end(), 0);
-  if (ranks != expected) return InternalError("allgather of the new ranks is wrong");
-  return comm.Barrier();
+  return absl::OkStatus();
 }
 
-TEST_CASE("survivors of a SIGKILL abort, regroup through the store and go on") {
+void KillTwoAndShrink(TransportKind transport) {
   TempDir dir;
   SharedSlots slots(2 * kRanks);
   RankProcesses processes(kRanks, [&](int rank) -> absl::Status {
-    CHORUS_ASSIGN_OR_RETURN(RankComm world, JoinOverFileStore(dir.path(), "world/0", rank, kRanks,
-                                                              CommunicatorOptions{}));
-    std::vector<float> data(kCount, 1.0f);
+    CHORUS_ASSIGN_OR_RETURN(RankComm world, JoinOverFileStore(dir.path(), "world", rank, kRanks,
+                                                              CommunicatorOptions{}, transport));
+    std::vector<int> everyone(kRanks);
+    std::iota(everyone.begin(), everyone.end(), 0);
+    int64_t i = 0;
     absl::Status status;
-    for (int64_t i = 0; status.ok(); ++i) {  // bounded by the harness's timeout
-      status = world.comm->AllReduce(data.data(), data.data(), kCount, DataType::kFloat32,
-                                     ReduceOp::kMax);
-      if (status.ok()) slots[Completed(rank)].store(i + 1);
+    for (; i < kLoop; ++i) {
+      status = LoopStep(*world.comm, rank, everyone, i);
+      if (!status.ok()) break;
+      slots[Completed(rank)].store(i + 1);
+      // The victims go on until they are killed (bounded by the harness's timeout).
+      if (IsVictim(rank) && i + 1 == kLoop) i = kWarmupCalls;
     }
-    const int64_t failed = MonotonicNanos();
-    const int dead = ErrorPeerRank(status).value_or(-1);
-    if (dead != kVictim) return InternalError("the error names no dead rank: " + status.ToString());
-    world.comm->Abort(absl::StrCat("rank ", dead, " died"));
-    world.comm.reset();
-    const int new_rank = rank < dead ? rank : rank - 1;
-    CHORUS_ASSIGN_OR_RETURN(
-        std::unique_ptr<Communicator> survivors,
-        Communicator::Create(*world.store, "world/1", *world.device, new_rank, kRanks - 1));
-    CHORUS_RETURN_IF_ERROR(CheckSurvivors(*survivors));
-    slots[Recovered(rank)].store(MonotonicNanos() - failed);
+    if (status.ok()) return InternalError("the loop ended without a failure");
+    const int64_t noticed = MonotonicNanos();
+    if (GetErrorKind(status) != ErrorKind::kPeerUnavailable || !ErrorPeerRank(status) ||
+        !IsVictim(*ErrorPeerRank(status))) {
+      return InternalError("the failure names no dead rank: " + status.ToString());
+    }
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> survivors,
+                            world.comm->Shrink(kVictims));
+    std::vector<int> alive;
+    for (int r : everyone) {
+      if (!IsVictim(r)) alive.push_back(r);
+    }
+    // A survivor whose part of an allreduce did not involve a dead rank may have completed
+    // it while others failed it: resume from the earliest failed iteration.
+    int64_t resume = i;
+    CHORUS_RETURN_IF_ERROR(
+        survivors->AllReduce(&resume, &resume, 1, DataType::kInt64, ReduceOp::kMin));
+    slots[Recovered(rank)].store(MonotonicNanos() - noticed);
+    for (i = resume; i < kLoop; ++i) CHORUS_RETURN_IF_ERROR(LoopStep(*survivors, rank, alive, i));
     return absl::OkStatus();
   });
   REQUIRE(slots.AwaitAtLeast(Completed(0), kRanks, kWarmupCalls, absl::Seconds(60)));
-  processes.Signal(kVictim, SIGKILL);
+  for (int victim : kVictims) processes.Signal(victim, SIGKILL);
   std::vector<double> recovered_seconds;
-  const absl::StatusOr<std::vector<int>> survivors =
-      Survivors(processes.Wait(absl::Seconds(60)), kVictim);
-  INFO(survivors.status().ToString());
-  REQUIRE(survivors.ok());
-  for (int rank : *survivors) recovered_seconds.push_back(slots[Recovered(rank)].load() / 1e9);
-  WARN("from the failure to the first checked collectives of world/1: "
-       << SummarizeSeconds(recovered_seconds));
+  for (const ProcessOutcome& outcome : processes.Wait(absl::Seconds(60))) {
+    INFO(outcome.Describe());
+    if (IsVictim(outcome.rank)) {
+      CHECK(outcome.term_signal == SIGKILL);
+      continue;
+    }
+    CHECK(outcome.ok());
+    const int64_t took = slots[Recovered(outcome.rank)].load();
+    CHECK(took > 0);
+    CHECK(took < kShrinkBoundNs);
+    recovered_seconds.push_back(took / 1e9);
+  }
+  WARN(TransportName(transport) << ": from noticing the failure to the shrunk communicator's "
+                                   "first allreduce: "
+                                << SummarizeSeconds(recovered_seconds));
+}
+
+TEST_CASE("two of six ranks SIGKILLed mid-loop: the survivors shrink and finish it") {
+  for (TransportKind transport :
+       {TransportKind::kTcp, TransportKind::kShm, TransportKind::kHybrid}) {
+    DYNAMIC_SECTION(TransportName(transport)) { KillTwoAndShrink(transport); }
+  }
+}
+
+TEST_CASE("survivors that exclude different ranks fail with a mismatch naming the other") {
+  TempDir dir;
+  const std::vector<ProcessOutcome> outcomes =
+      RunRanksAsProcesses(4, [&](int rank) -> absl::Status {
+        CHORUS_ASSIGN_OR_RETURN(RankComm world, JoinOverFileStore(dir.path(), "world", rank, 4,
+                                                                  CommunicatorOptions{}));
+        // Ranks 0 and 1 exclude rank 3; ranks 2 and 3 exclude rank 0.
+        const std::vector<int> excluded = rank < 2 ? std::vector<int>{3} : std::vector<int>{0};
+        const absl::Status status = world.comm->Shrink(excluded).status();
+        if (GetErrorKind(status) != ErrorKind::kMismatch) {
+          return InternalError("expected a mismatch: " + status.ToString());
+        }
+        const int other = rank < 2 ? 2 : 1;
+        if (ErrorPeerRank(status) != other ||
+            !absl::StrContains(status.message(), absl::StrCat("rank ", other, " excludes"))) {
+          return InternalError("the mismatch names the wrong rank: " + status.ToString());
+        }
+        return absl::OkStatus();
+      },
+      absl::Seconds(60));
+  for (const ProcessOutcome& outcome : outcomes) {
+    INFO(outcome.Describe());
+    CHECK(outcome.ok());
+  }
+}
+
+TEST_CASE("a survivor that never shrinks is named at the connect timeout") {
+  TempDir dir;
+  CommunicatorOptions options;
+  options.connect_timeout = absl::Seconds(1);
+  const std::vector<ProcessOutcome> outcomes =
+      RunRanksAsProcesses(3, [&](int rank) -> absl::Status {
+        CHORUS_ASSIGN_OR_RETURN(RankComm world,
+                                JoinOverFileStore(dir.path(), "world", rank, 3, options));
+        if (rank == 2) return absl::OkStatus();  // leaves without shrinking
+        const absl::Status status = world.comm->Shrink({}).status();
+        if (GetErrorKind(status) != ErrorKind::kDeadlineExceeded || ErrorPeerRank(status) != 2 ||
+            !absl::StrContains(status.message(), "ranks [2] did not call Shrink")) {
+          return InternalError("expected rank 2 named at the deadline: " + status.ToString());
+        }
+        return absl::OkStatus();
+      },
+      absl::Seconds(60));
+  for (const ProcessOutcome& outcome : outcomes) {
+    INFO(outcome.Describe());
+    CHECK(outcome.ok());
+  }
 }
 
 }  // namespace
