@@ -49,6 +49,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -116,8 +117,10 @@ class Communicator {
   // calls it with the same set, also on a broken communicator, and gets a communicator of the
   // survivors in rank order, over a new mesh of the same device. Nothing waits on an excluded
   // rank: the survivors compare their sets through the store (one write and one batched read
-  // each) and run the transport's bootstrap among themselves. Errors: kInvalidArgument (this
-  // rank excluded, bad ranks); kMismatch naming a survivor that excludes other ranks;
+  // each, repeated every 50 ms while one is missing) and run the transport's bootstrap among
+  // themselves. Errors: kInvalidArgument (this rank excluded, bad ranks); kMismatch naming a
+  // survivor that excludes other ranks; kPeerUnavailable at once naming a survivor that has
+  // gone instead (it destroyed its communicator, or its process on this host ended);
   // kDeadlineExceeded naming survivors that never came, after the connect timeout.
   absl::StatusOr<std::unique_ptr<Communicator>> Shrink(absl::Span<const int> excluded);
 
@@ -249,18 +252,25 @@ class Communicator {
                            uint32_t tag, const CollectiveOptions& options = {});
 
  private:
+  // Whether a rank has certainly gone (left, or its process ended), as the store can tell:
+  // what lets Shrink fail at once instead of at its deadline when a survivor dies.
+  using RankEnded = std::function<bool(int rank)>;
+
   Communicator(std::unique_ptr<CommState> state, std::unique_ptr<Selector> selector,
                std::unique_ptr<FlightRecorder> recorder,
                std::unique_ptr<SignalDumpRegistration> signal_dump, Device& device,
-               const CommunicatorSettings& settings);
+               const CommunicatorSettings& settings, RankEnded rank_ended);
   // Builds a communicator on a mesh that is set up (communicator_create.cc).
   static absl::StatusOr<std::unique_ptr<Communicator>> Assemble(
       std::string name, int rank, int size, std::shared_ptr<Store> store,
-      std::shared_ptr<Mesh> mesh, Device& device, const CommunicatorSettings& settings);
+      std::shared_ptr<Mesh> mesh, Device& device, const CommunicatorSettings& settings,
+      RankEnded rank_ended);
   // A sub-communicator of `members` (ranks here, in its rank order) over a view of this mesh,
   // named by `suffix` under this communicator.
   absl::StatusOr<std::unique_ptr<Communicator>> CreateChild(const std::string& suffix,
                                                             std::vector<int> members);
+  // rank_ended_ for a communicator whose rank i is rank ranks[i] here.
+  RankEnded RenumberedRankEnded(std::vector<int> ranks) const;
 
   // The collective path: validate, choose, number, then run here or on a worker.
   absl::Status Run(CollectiveArgs args, const CollectiveOptions& options);
@@ -291,6 +301,7 @@ class Communicator {
   const absl::Duration timeout_;
   Device& device_;
   const std::shared_ptr<const CommunicatorSettings> settings_;
+  const RankEnded rank_ended_;
   std::atomic<uint32_t> next_sequence_{0};
   // Sub-communicators made so far, which name the next ones identically on every rank.
   std::atomic<int> next_split_{0};

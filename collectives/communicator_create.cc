@@ -27,6 +27,9 @@
 
 namespace chorus {
 
+// How often Shrink checks whether a survivor it waits for has gone.
+constexpr absl::Duration kShrinkSlice = absl::Milliseconds(50);
+
 // What a communicator needs besides its mesh and store: the options with the environment
 // applied, and what they resolve to. Sub-communicators start from their parent's.
 struct CommunicatorSettings {
@@ -137,13 +140,16 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
                                                 ": creating the ", device.kind(), " mesh"));
   }
   CHORUS_RETURN_IF_ERROR((*scoped)->SetUp());
-  return Assemble(std::string(name), rank, size, *std::move(scoped), *std::move(mesh), device,
-                  settings);
+  std::shared_ptr<GroupGeneration> generation = *std::move(scoped);
+  RankEnded rank_ended = [generation](int r) { return generation->HasEnded(r); };
+  return Assemble(std::string(name), rank, size, std::move(generation), *std::move(mesh), device,
+                  settings, std::move(rank_ended));
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Assemble(
     std::string name, int rank, int size, std::shared_ptr<Store> store,
-    std::shared_ptr<Mesh> mesh, Device& device, const CommunicatorSettings& settings) {
+    std::shared_ptr<Mesh> mesh, Device& device, const CommunicatorSettings& settings,
+    RankEnded rank_ended) {
   const CommunicatorOptions& options = settings.options;
   // Locality, learned once: the options', else the transport's, else one host.
   std::vector<int> labels = options.host_of_rank;
@@ -191,13 +197,14 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Assemble(
       << " B, reduction kernels " << ReduceKernelSet();
   return std::unique_ptr<Communicator>(new Communicator(std::move(state), std::move(selector),
                                                         std::move(recorder),
-                                                        std::move(signal_dump), device, settings));
+                                                        std::move(signal_dump), device, settings,
+                                                        std::move(rank_ended)));
 }
 
 Communicator::Communicator(std::unique_ptr<CommState> state, std::unique_ptr<Selector> selector,
                            std::unique_ptr<FlightRecorder> recorder,
                            std::unique_ptr<SignalDumpRegistration> signal_dump, Device& device,
-                           const CommunicatorSettings& settings)
+                           const CommunicatorSettings& settings, RankEnded rank_ended)
     : state_(std::move(state)),
       selector_(std::move(selector)),
       recorder_(std::move(recorder)),
@@ -205,6 +212,7 @@ Communicator::Communicator(std::unique_ptr<CommState> state, std::unique_ptr<Sel
       timeout_(settings.options.timeout),
       device_(device),
       settings_(std::make_shared<const CommunicatorSettings>(settings)),
+      rank_ended_(std::move(rank_ended)),
       pool_(std::make_unique<WorkerPool>(settings.options.worker_threads, state_->rank())) {}
 
 // --- Sub-communicators ---
@@ -268,11 +276,15 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::CreateChild(
   }
   const int child_size = static_cast<int>(members.size());
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<MeshView> view,
-                          MeshView::Create(state_->shared_mesh(), std::move(members)));
+                          MeshView::Create(state_->shared_mesh(), members));
   const int child_rank = view->rank();
   auto store = std::make_shared<PrefixStore>(suffix, state_->shared_store());
   return Assemble(std::move(child_name), child_rank, child_size, std::move(store),
-                  std::move(view), device_, settings);
+                  std::move(view), device_, settings, RenumberedRankEnded(members));
+}
+
+Communicator::RankEnded Communicator::RenumberedRankEnded(std::vector<int> ranks) const {
+  return [parent = rank_ended_, ranks = std::move(ranks)](int r) { return parent(ranks[r]); };
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Shrink(
@@ -306,8 +318,12 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Shrink(
       Annotate(shrink_store->Set(absl::StrCat("excluded/", rank()), mine), what));
   std::vector<std::string> keys;
   for (int r : survivors) keys.push_back(absl::StrCat("excluded/", r));
-  absl::StatusOr<std::vector<std::string>> sets = shrink_store->MultiGet(keys, deadline);
-  if (!sets.ok()) {
+  // Read in slices: between them, a survivor that has not come yet is checked for having gone,
+  // so a rank that dies now fails the call at once instead of at the deadline.
+  absl::StatusOr<std::vector<std::string>> sets;
+  while (true) {
+    sets = shrink_store->MultiGet(keys, deadline.Min(Deadline::After(kShrinkSlice)));
+    if (sets.ok()) break;
     if (GetErrorKind(sets.status()) != ErrorKind::kDeadlineExceeded) {
       return Annotate(sets.status(), what);
     }
@@ -317,11 +333,21 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Shrink(
           shrink_store->TryGet(absl::StrCat("excluded/", r));
       if (set.ok() && !set->has_value()) missing.push_back(r);
     }
-    return DeadlineExceededError(
-        absl::StrCat(what, ": ranks [", absl::StrJoin(missing, ","),
-                     "] did not call Shrink within the connect timeout; if they failed too, "
-                     "exclude them as well"),
-        missing.empty() ? -1 : missing.front());
+    for (int r : missing) {
+      if (rank_ended_(r)) {
+        return PeerUnavailableError(
+            absl::StrCat(what, ": rank ", r, " has gone (it left, or its process ended) "
+                         "without calling Shrink; exclude it as well"),
+            r);
+      }
+    }
+    if (deadline.Expired()) {
+      return DeadlineExceededError(
+          absl::StrCat(what, ": ranks [", absl::StrJoin(missing, ","),
+                       "] did not call Shrink within the connect timeout; if they failed too, "
+                       "exclude them as well"),
+          missing.empty() ? -1 : missing.front());
+    }
   }
   for (size_t i = 0; i < survivors.size(); ++i) {
     if ((*sets)[i] != mine) {
@@ -345,7 +371,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Shrink(
   settings.options.host_of_rank.clear();
   for (int r : survivors) settings.options.host_of_rank.push_back(state_->topology().HostOf(r));
   return Assemble(absl::StrCat(name(), "/", suffix), new_rank, new_size, std::move(shrink_store),
-                  *std::move(mesh), device_, settings);
+                  *std::move(mesh), device_, settings, RenumberedRankEnded(survivors));
 }
 
 }  // namespace chorus

@@ -218,6 +218,13 @@ void GroupGeneration::LogCleanupFailure(const absl::Status& status) const {
                                   << status.message();
 }
 
+bool GroupGeneration::HasEnded(int rank) {
+  absl::StatusOr<std::optional<std::string>> holder = name_store_.TryGet(HolderKey(rank));
+  if (!holder.ok()) return false;
+  if (!holder->has_value()) return true;
+  return !HolderMayBeLive(**holder, &store_, name_, rank);
+}
+
 absl::Status GroupGeneration::SetUp() {
   {
     std::lock_guard<std::mutex> lock(mu_);

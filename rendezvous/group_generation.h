@@ -58,6 +58,11 @@ class GroupGeneration final : public PrefixStore {
 
   int64_t generation() const { return generation_; }
 
+  // Whether rank `rank` of the name has certainly gone: it left (its holder record is gone) or
+  // its process, on this host, is no longer running. False when that cannot be told (a holder
+  // on another host, a store error). One store read.
+  bool HasEnded(int rank);
+
   // Call once this rank has read everything it needs from the other ranks' keys.
   absl::Status SetUp();
 

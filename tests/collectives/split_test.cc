@@ -1,10 +1,11 @@
-// Sub-communicators: Split and CreateGroup over views of the parent's mesh, run the
-// correctness cases on groups of 1 to 9 ranks (non-contiguous, reversed, singleton) in
+// Sub-communicators: Split and CreateGroup over views of the parent's mesh run the correctness
+// cases on groups of every size from 1 to 9 ranks (non-contiguous, reversed, singleton) in
 // parallel with their parent and with each other; a rank that dies during Split fails it
 // promptly on the others, naming it.
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <memory>
@@ -82,7 +83,12 @@ TEST_CASE("split groups and explicit groups run every collective beside their pa
         } else {
           CHORUS_RETURN_IF_ERROR(ExpectMembers(*most, r, {0, 1, 2, 3, 5, 6, 7, 8}));
         }
-        // Explicit groups, made by their members only: a singleton and a reversed pair.
+        // The first three and the other six.
+        CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> thirds, world.Split(r < 3, r));
+        CHORUS_RETURN_IF_ERROR(ExpectMembers(
+            *thirds, r, r < 3 ? std::vector<int>{0, 1, 2} : std::vector<int>{3, 4, 5, 6, 7, 8}));
+        // Explicit groups, made by their members only: a singleton, a reversed pair and seven
+        // ranks out of order.
         std::unique_ptr<Communicator> group;
         if (r == 4) {
           CHORUS_ASSIGN_OR_RETURN(group, world.CreateGroup({4}));
@@ -91,9 +97,16 @@ TEST_CASE("split groups and explicit groups run every collective beside their pa
           CHORUS_ASSIGN_OR_RETURN(group, world.CreateGroup({7, 2}));
           CHORUS_RETURN_IF_ERROR(ExpectMembers(*group, r, {7, 2}));
         }
-        std::vector<Communicator*> comms = {&world, parity.get()};
-        if (most != nullptr) comms.push_back(most.get());
-        if (group != nullptr) comms.push_back(group.get());
+        const std::vector<int> seven = {8, 0, 6, 1, 5, 3, 7};
+        std::unique_ptr<Communicator> septet;
+        if (std::find(seven.begin(), seven.end(), r) != seven.end()) {
+          CHORUS_ASSIGN_OR_RETURN(septet, world.CreateGroup(seven));
+          CHORUS_RETURN_IF_ERROR(ExpectMembers(*septet, r, seven));
+        }
+        std::vector<Communicator*> comms = {&world, parity.get(), thirds.get()};
+        for (Communicator* comm : {most.get(), group.get(), septet.get()}) {
+          if (comm != nullptr) comms.push_back(comm);
+        }
         return RunInParallel(comms);
       },
       absl::Minutes(8));

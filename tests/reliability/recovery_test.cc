@@ -1,14 +1,19 @@
 // Recovery after ranks die: six forked ranks loop on an allreduce, two of them are SIGKILLed
 // mid-loop, and the four survivors Shrink the broken communicator to themselves and finish the
 // loop with exact results, over TCP, shared memory and the hybrid transport. Also: survivors
-// that disagree on whom to exclude fail with a mismatch, and a survivor that never comes is
-// named at the connect timeout instead of hanging.
+// that disagree on whom to exclude fail with a mismatch; a survivor that dies instead of
+// shrinking is named at once, one that lives on without shrinking at the connect timeout.
 #include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <numeric>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -146,27 +151,61 @@ TEST_CASE("survivors that exclude different ranks fail with a mismatch naming th
   }
 }
 
-TEST_CASE("a survivor that never shrinks is named at the connect timeout") {
+// Runs `survivor` on ranks 0 and 1 and `other` on rank 2 of a three-rank communicator.
+void RunThree(const CommunicatorOptions& options,
+              const std::function<absl::Status(Communicator&)>& survivor,
+              const std::function<absl::Status(Communicator&)>& other) {
   TempDir dir;
-  CommunicatorOptions options;
-  options.connect_timeout = absl::Seconds(1);
   const std::vector<ProcessOutcome> outcomes =
       RunRanksAsProcesses(3, [&](int rank) -> absl::Status {
         CHORUS_ASSIGN_OR_RETURN(RankComm world,
                                 JoinOverFileStore(dir.path(), "world", rank, 3, options));
-        if (rank == 2) return absl::OkStatus();  // leaves without shrinking
-        const absl::Status status = world.comm->Shrink({}).status();
-        if (GetErrorKind(status) != ErrorKind::kDeadlineExceeded || ErrorPeerRank(status) != 2 ||
-            !absl::StrContains(status.message(), "ranks [2] did not call Shrink")) {
-          return InternalError("expected rank 2 named at the deadline: " + status.ToString());
-        }
-        return absl::OkStatus();
+        return rank == 2 ? other(*world.comm) : survivor(*world.comm);
       },
       absl::Seconds(60));
   for (const ProcessOutcome& outcome : outcomes) {
     INFO(outcome.Describe());
     CHECK(outcome.ok());
   }
+}
+
+TEST_CASE("a survivor that dies instead of shrinking is named at once") {
+  RunThree(
+      CommunicatorOptions{},  // a 30 s connect timeout, which the others must not wait out
+      [](Communicator& comm) -> absl::Status {
+        const int64_t start = MonotonicNanos();
+        const absl::Status status = comm.Shrink({}).status();
+        const int64_t took = MonotonicNanos() - start;
+        if (GetErrorKind(status) != ErrorKind::kPeerUnavailable || ErrorPeerRank(status) != 2 ||
+            !absl::StrContains(status.message(), "rank 2 has gone")) {
+          return InternalError("expected rank 2 named as gone: " + status.ToString());
+        }
+        if (took > kShrinkBoundNs) return InternalError("noticed late: " + status.ToString());
+        return absl::OkStatus();
+      },
+      [](Communicator&) -> absl::Status {
+        syscall(SYS_exit_group, 0);  // dies, leaving nothing in order
+        return absl::OkStatus();
+      });
+}
+
+TEST_CASE("a survivor that lives on without shrinking is named at the connect timeout") {
+  CommunicatorOptions options;
+  options.connect_timeout = absl::Seconds(1);
+  RunThree(
+      options,
+      [](Communicator& comm) -> absl::Status {
+        const absl::Status status = comm.Shrink({}).status();
+        if (GetErrorKind(status) != ErrorKind::kDeadlineExceeded || ErrorPeerRank(status) != 2 ||
+            !absl::StrContains(status.message(), "ranks [2] did not call Shrink")) {
+          return InternalError("expected rank 2 named at the deadline: " + status.ToString());
+        }
+        return absl::OkStatus();
+      },
+      [](Communicator&) -> absl::Status {
+        std::this_thread::sleep_for(std::chrono::seconds(3));
+        return absl::OkStatus();
+      });
 }
 
 }  // namespace
