@@ -130,11 +130,16 @@ TEST_CASE("a split of a split, and a group made twice, are communicators of thei
         CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> second,
                                 world.CreateGroup({0, 1, 2, 3}));
         CHORUS_RETURN_IF_ERROR(Expect(first->name() != second->name(), "one name twice"));
-        // The parent can go first: its children keep its connections.
-        int64_t value = r;
-        CHORUS_RETURN_IF_ERROR(second->AllReduce(&value, &value, 1, DataType::kInt64,
-                                                 ReduceOp::kSum));
-        return Expect(value == 6, absl::StrCat("sum ", value));
+        // A parent can go first: its children keep its connections.
+        CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> grandchild, first->Split(0, -r));
+        first.reset();
+        for (Communicator* comm : {grandchild.get(), second.get()}) {
+          int64_t value = r;
+          CHORUS_RETURN_IF_ERROR(
+              comm->AllReduce(&value, &value, 1, DataType::kInt64, ReduceOp::kSum));
+          CHORUS_RETURN_IF_ERROR(Expect(value == 6, absl::StrCat(comm->name(), ": sum ", value)));
+        }
+        return ExpectMembers(*grandchild, r, {3, 2, 1, 0});
       },
       absl::Minutes(2));
   CHECK(status.ok());
