@@ -171,6 +171,15 @@ class Communicator {
 
  private:
   explicit Communicator(chorus_comm_t* handle) : handle_(handle) {}
+
+  // What every collective and point-to-point method does (detail/communicator_inl.h): check its
+  // per-rank arrays, then call `c_function(handle, args..., &c_options)` (the asynchronous form
+  // with `&work` last) with each argument in its C form (detail::ToC).
+  template <typename CFunction, typename... Args>
+  Status CallBlocking(CFunction c_function, const CallOptions& options, const Args&... args);
+  template <typename CFunction, typename... Args>
+  Work CallAsync(CFunction c_function, const CallOptions& options, const Args&... args);
+
   detail::Handle<chorus_comm_t, chorus_comm_destroy> handle_;
 };
 
