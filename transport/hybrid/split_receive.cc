@@ -53,8 +53,10 @@ absl::Status SplitReceive::Wait(Deadline deadline) {
   while (!IsDone()) {
     const int winner = WinningPart();
     if (winner >= 0) {
-      parts_[winner]->Wait(deadline);
-      if (!parts_[winner]->IsDone()) break;  // the deadline passed
+      // Not done, `waited` is the deadline, which the error below reports naming every peer
+      // of the receive; done, it is the part's status, which CompleteFrom takes over.
+      const absl::Status waited = parts_[winner]->Wait(deadline);
+      if (!parts_[winner]->IsDone()) break;
       CompleteFrom(winner);
     } else if (!AwaitDone(deadline.Min(Deadline::After(kClaimCheckInterval))) &&
                deadline.Expired()) {
