@@ -131,6 +131,41 @@ void chorus_comm_abort(chorus_comm_t* comm, const char* reason);
  * snprintf does. `buffer` may be NULL when `capacity` is 0. Callable while a collective hangs. */
 size_t chorus_comm_flight_recorder_dump(const chorus_comm_t* comm, char* buffer, size_t capacity);
 
+/* ---- Communicators made from a communicator: sub-communicators (split, group) that run over
+ * its connections, and the survivors' communicator after failures (shrink). Each is a new
+ * handle in `*new_comm` (NULL on failure), destroyed with chorus_comm_destroy like any other.
+ * It may outlive the communicator it was made from (it keeps the transport they share alive),
+ * so destroy the two in any order. The store and device given to chorus_comm_create must
+ * outlive every communicator made from it. A made communicator runs every collective, in
+ * parallel with its parent and siblings, and can itself be split, grouped or shrunk. A broken
+ * communicator cannot be split or grouped (its error is returned): shrink it. ---- */
+
+/* The color of a rank that joins no communicator of chorus_comm_split (any negative color). */
+#define CHORUS_NO_COLOR (-1)
+
+/* Collective over `comm` (every rank calls it, in the same order as its collectives, like
+ * MPI_Comm_split): the communicator of the ranks that passed the same `color`, ranked by `key`,
+ * ties by their rank in `comm`. A rank that passes a negative color (CHORUS_NO_COLOR) gets NULL
+ * and CHORUS_OK. Costs one allgather of 16 bytes per rank on `comm`. */
+chorus_error_t chorus_comm_split(chorus_comm_t* comm, int color, int key, chorus_comm_t** new_comm);
+/* Called by the ranks of `ranks[0..num_ranks)` only, each with the same list (torch's new_group,
+ * MPI_Comm_create_group): the communicator of those ranks, its rank i being rank ranks[i] of
+ * `comm`. No communication. The list must hold distinct ranks of `comm`, the caller's among
+ * them (else CHORUS_ERR_INVALID_ARGUMENT). Members that pass different lists get different
+ * communicators, whose first collective fails at its deadline. */
+chorus_error_t chorus_comm_create_group(chorus_comm_t* comm, const int* ranks, size_t num_ranks,
+                                        chorus_comm_t** new_comm);
+/* Recovery after ranks failed: every rank of `comm` not in `excluded[0..num_excluded)` calls it
+ * with the same set, also on a broken communicator, and gets the communicator of the survivors,
+ * in their order in `comm`, over new connections of the same device. It never waits on an
+ * excluded rank. Errors: CHORUS_ERR_INVALID_ARGUMENT (the caller excluded, bad or repeated
+ * ranks); CHORUS_ERR_MISMATCH naming a survivor that excludes other ranks;
+ * CHORUS_ERR_PEER_UNAVAILABLE naming a survivor that has gone instead (where that can be told);
+ * CHORUS_ERR_DEADLINE_EXCEEDED naming one that never came, after the connect timeout.
+ * `excluded` may be NULL when `num_excluded` is 0. */
+chorus_error_t chorus_comm_shrink(chorus_comm_t* comm, const int* excluded, size_t num_excluded,
+                                  chorus_comm_t** new_comm);
+
 /* Per-call options; NULL everywhere means all defaults. */
 typedef struct chorus_call_options {
   size_t struct_size;     /* sizeof(chorus_call_options_t) */

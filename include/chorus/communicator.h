@@ -73,6 +73,30 @@ class Communicator {
   static StatusOr<Communicator> Create(Store& store, const std::string& name, Device& device,
                                        int rank, int size, const CommunicatorOptions& options = {});
 
+  // --- Communicators made from this one: sub-communicators over its connections (Split,
+  // CreateGroup) and the survivors' after failures (Shrink); chorus_c.h details each. One may
+  // outlive this one (it keeps the transport they share alive): destroy them in any order.
+  // The Store and Device given to Create must outlive them all. A broken communicator cannot be
+  // split or grouped (its error is returned): shrink it.
+
+  // Collective over this communicator: the communicator of the ranks that passed the same
+  // `color`, ranked by `key`, ties by their rank here. A rank that passes a negative color
+  // (kNoColor) gets an empty Communicator (false, see below).
+  StatusOr<Communicator> Split(int color, int key);
+  static constexpr int kNoColor = CHORUS_NO_COLOR;
+  // Called by the ranks of `ranks` only, each with the same list: the communicator of those
+  // ranks, its rank i being rank ranks[i] here. No communication.
+  StatusOr<Communicator> CreateGroup(const std::vector<int>& ranks);
+  // After ranks failed: every rank not in `excluded` calls it with the same set, also on a
+  // broken communicator, and gets the communicator of the survivors in their order here, over
+  // new connections. Never waits on an excluded rank: kMismatch names a survivor that excludes
+  // others, kPeerUnavailable one that has gone, kDeadlineExceeded one that never came.
+  StatusOr<Communicator> Shrink(const std::vector<int>& excluded);
+
+  // False for an empty Communicator (Split's on a rank with no color, or one moved from): its
+  // rank() is -1, its size() 0, and every call on it fails with kInvalidArgument.
+  explicit operator bool() const { return handle_ != nullptr; }
+
   int rank() const { return chorus_comm_rank(handle_.get()); }
   int size() const { return chorus_comm_size(handle_.get()); }
 
@@ -171,6 +195,10 @@ class Communicator {
 
  private:
   explicit Communicator(chorus_comm_t* handle) : handle_(handle) {}
+
+  // The communicator that `c_function(args..., &handle)` makes: Create's and the calls above.
+  template <typename CFunction, typename... Args>
+  static StatusOr<Communicator> Make(CFunction c_function, const Args&... args);
 
   // What every collective and point-to-point method does (detail/communicator_inl.h): check its
   // per-rank arrays, then call `c_function(handle, args..., &c_options)` (the asynchronous form

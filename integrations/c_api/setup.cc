@@ -1,10 +1,15 @@
-// The C API's handles: version, stores, devices, communicators and work.
+// The C API's handles: version, stores, devices, communicators (created, split, grouped,
+// shrunk) and work.
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "absl/types/span.h"
 #include "chorus/chorus_c.h"
 #include "chorus/core/status.h"
 #include "chorus/integrations/c_api/handles.h"
@@ -14,6 +19,27 @@
 
 using chorus::c_api::Guard;
 using chorus::c_api::NullArgument;
+
+namespace {
+
+static_assert(CHORUS_NO_COLOR == chorus::Communicator::kNoColor);
+
+// Stores a communicator just made in a new handle at `*comm`; none (a rank that a split leaves
+// out) leaves it NULL.
+absl::Status Adopt(absl::StatusOr<std::unique_ptr<chorus::Communicator>> made,
+                   chorus_comm_t** comm) {
+  CHORUS_RETURN_IF_ERROR(made.status());
+  if (*made != nullptr) *comm = new chorus_comm{*std::move(made)};
+  return absl::OkStatus();
+}
+
+// The `count` ranks at `ranks`, which may be NULL only when there are none.
+absl::StatusOr<absl::Span<const int>> RankList(const int* ranks, size_t count, const char* what) {
+  if (ranks == nullptr && count > 0) return NullArgument(what);
+  return absl::MakeConstSpan(ranks, count);
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -67,11 +93,41 @@ chorus_error_t chorus_comm_create(chorus_store_t* store, const char* name, choru
     if (device == nullptr) return NullArgument("device");
     if (name == nullptr) return NullArgument("name");
     CHORUS_ASSIGN_OR_RETURN(auto comm_options, chorus::c_api::ToCommOptions(options));
-    CHORUS_ASSIGN_OR_RETURN(
-        auto created,
-        chorus::Communicator::Create(*store->impl, name, *device->impl, rank, size, comm_options));
-    *comm = new chorus_comm{std::move(created)};
-    return absl::OkStatus();
+    return Adopt(
+        chorus::Communicator::Create(*store->impl, name, *device->impl, rank, size, comm_options),
+        comm);
+  });
+}
+
+chorus_error_t chorus_comm_split(chorus_comm_t* comm, int color, int key,
+                                 chorus_comm_t** new_comm) {
+  return Guard([&]() -> absl::Status {
+    if (new_comm == nullptr) return NullArgument("new_comm");
+    *new_comm = nullptr;
+    if (comm == nullptr) return NullArgument("comm");
+    return Adopt(comm->impl->Split(color, key), new_comm);
+  });
+}
+
+chorus_error_t chorus_comm_create_group(chorus_comm_t* comm, const int* ranks, size_t num_ranks,
+                                        chorus_comm_t** new_comm) {
+  return Guard([&]() -> absl::Status {
+    if (new_comm == nullptr) return NullArgument("new_comm");
+    *new_comm = nullptr;
+    if (comm == nullptr) return NullArgument("comm");
+    CHORUS_ASSIGN_OR_RETURN(auto members, RankList(ranks, num_ranks, "ranks"));
+    return Adopt(comm->impl->CreateGroup(members), new_comm);
+  });
+}
+
+chorus_error_t chorus_comm_shrink(chorus_comm_t* comm, const int* excluded, size_t num_excluded,
+                                  chorus_comm_t** new_comm) {
+  return Guard([&]() -> absl::Status {
+    if (new_comm == nullptr) return NullArgument("new_comm");
+    *new_comm = nullptr;
+    if (comm == nullptr) return NullArgument("comm");
+    CHORUS_ASSIGN_OR_RETURN(auto gone, RankList(excluded, num_excluded, "excluded"));
+    return Adopt(comm->impl->Shrink(gone), new_comm);
   });
 }
 

@@ -1,13 +1,15 @@
 // The C API's contract, on the static libchorus.a that //:chorus builds (the same object as the
 // shared library): errors and the per-thread last error, option structs of older (shorter)
-// layouts, the flight-recorder dump's truncation, and collectives, asynchronous work and
-// point-to-point calls among 3 ranks that are threads of this process over one file store.
+// layouts, the flight-recorder dump's truncation, collectives, asynchronous work and
+// point-to-point calls, and communicators made by split, group and shrink, among ranks that are
+// threads of this process over one file store.
 #include <stdlib.h>
 
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -33,9 +35,9 @@ class ScratchDir {
 };
 
 // Runs body(comm, rank) on `size` threads, one communicator each, and returns each rank's
-// first failure ("" if none).
+// first failure ("" if none). A body may destroy `comm` itself and set it to NULL.
 std::vector<std::string> RunRanks(int size,
-                                  const std::function<std::string(chorus_comm_t*, int)>& body) {
+                                  const std::function<std::string(chorus_comm_t*&, int)>& body) {
   ScratchDir dir;
   std::vector<std::string> failures(size);
   std::vector<std::thread> threads;
@@ -60,6 +62,16 @@ std::vector<std::string> RunRanks(int size,
   }
   for (std::thread& thread : threads) thread.join();
   return failures;
+}
+
+// A communicator made by split, group or shrink, destroyed at the end of its scope.
+using OwnedComm = std::unique_ptr<chorus_comm_t, void (*)(chorus_comm_t*)>;
+OwnedComm Owned(chorus_comm_t* comm) { return OwnedComm(comm, chorus_comm_destroy); }
+
+// Each rank of `comm` contributes its rank in `parent`: the members of `comm` in its rank order.
+chorus_error_t Members(chorus_comm_t* comm, int parent, std::vector<int32_t>* members) {
+  members->assign(static_cast<size_t>(chorus_comm_size(comm)), -1);
+  return chorus_allgather(comm, &parent, members->data(), 1, CHORUS_INT32, nullptr);
 }
 
 #define RANK_CHECK(call)                                                                    \
@@ -101,6 +113,21 @@ TEST_CASE("errors are codes with a per-thread message", "[c_api]") {
   CHECK(std::string(chorus_error_name(static_cast<chorus_error_t>(99))) == "unknown");
   CHECK(chorus_datatype_size(CHORUS_BFLOAT16) == 2);
   CHECK(chorus_datatype_size(static_cast<chorus_datatype_t>(42)) == 0);
+
+  // Communicators made from none, or into nowhere.
+  chorus_comm_t* made = reinterpret_cast<chorus_comm_t*>(1);
+  CHECK(chorus_comm_split(nullptr, 0, 0, &made) == CHORUS_ERR_INVALID_ARGUMENT);
+  CHECK(made == nullptr);
+  const int ranks[] = {0};
+  made = reinterpret_cast<chorus_comm_t*>(1);
+  CHECK(chorus_comm_create_group(nullptr, ranks, 1, &made) == CHORUS_ERR_INVALID_ARGUMENT);
+  CHECK(made == nullptr);
+  made = reinterpret_cast<chorus_comm_t*>(1);
+  CHECK(chorus_comm_shrink(nullptr, nullptr, 0, &made) == CHORUS_ERR_INVALID_ARGUMENT);
+  CHECK(made == nullptr);
+  CHECK(std::string(chorus_last_error()) == "comm is null");
+  CHECK(chorus_comm_split(nullptr, 0, 0, nullptr) == CHORUS_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(chorus_last_error()) == "new_comm is null");
 }
 
 TEST_CASE("collectives, work and point-to-point among 3 ranks", "[c_api]") {
@@ -186,6 +213,105 @@ TEST_CASE("collectives, work and point-to-point among 3 ranks", "[c_api]") {
     INFO("rank " << rank);
     CHECK(failures[rank].empty());
     if (!failures[rank].empty()) FAIL_CHECK(failures[rank]);
+  }
+}
+
+TEST_CASE("split and groups among 4 ranks, a child outliving its parent", "[c_api]") {
+  const std::vector<std::string> failures = RunRanks(4, [](chorus_comm_t*& comm, int rank) {
+    // Bad arguments are found before anything is sent; the out-parameter is left NULL.
+    chorus_comm_t* made = reinterpret_cast<chorus_comm_t*>(1);
+    RANK_EXPECT(chorus_comm_split(comm, 0, 0, nullptr) == CHORUS_ERR_INVALID_ARGUMENT);
+    const int outside[] = {rank, 4}, twice[] = {rank, rank}, others[] = {(rank + 1) % 4};
+    RANK_EXPECT(chorus_comm_create_group(comm, outside, 2, &made) == CHORUS_ERR_INVALID_ARGUMENT);
+    RANK_EXPECT(made == nullptr);
+    RANK_EXPECT(std::string(chorus_last_error()).find("distinct ranks") != std::string::npos);
+    RANK_EXPECT(chorus_comm_create_group(comm, twice, 2, &made) == CHORUS_ERR_INVALID_ARGUMENT);
+    RANK_EXPECT(chorus_comm_create_group(comm, others, 1, &made) == CHORUS_ERR_INVALID_ARGUMENT);
+    RANK_EXPECT(chorus_comm_create_group(comm, nullptr, 1, &made) == CHORUS_ERR_INVALID_ARGUMENT);
+    RANK_EXPECT(chorus_comm_create_group(comm, nullptr, 0, &made) == CHORUS_ERR_INVALID_ARGUMENT);
+    RANK_EXPECT(chorus_comm_create_group(comm, outside, 1, nullptr) ==
+                CHORUS_ERR_INVALID_ARGUMENT);
+
+    // Two colors, each ranked by descending parent rank: {2, 0} and {3, 1}.
+    const int color = rank % 2;
+    RANK_CHECK(chorus_comm_split(comm, color, -rank, &made));
+    OwnedComm half = Owned(made);
+    RANK_EXPECT(chorus_comm_size(half.get()) == 2);
+    RANK_EXPECT(chorus_comm_rank(half.get()) == (rank < 2 ? 1 : 0));
+    std::vector<int32_t> members;
+    RANK_CHECK(Members(half.get(), rank, &members));
+    RANK_EXPECT((members == std::vector<int32_t>{color + 2, color}));
+    int32_t sum = -1;
+    RANK_CHECK(chorus_allreduce(half.get(), &rank, &sum, 1, CHORUS_INT32, CHORUS_SUM, nullptr));
+    RANK_EXPECT(sum == 2 * color + 2);
+
+    // Rank 3 has no color: NULL and OK. The others keep their order.
+    made = reinterpret_cast<chorus_comm_t*>(1);
+    RANK_CHECK(chorus_comm_split(comm, rank == 3 ? CHORUS_NO_COLOR : 5, 0, &made));
+    OwnedComm three = Owned(made);
+    if (rank == 3) {
+      RANK_EXPECT(three == nullptr);
+    } else {
+      RANK_EXPECT(three != nullptr && chorus_comm_size(three.get()) == 3);
+      RANK_CHECK(Members(three.get(), rank, &members));
+      RANK_EXPECT((members == std::vector<int32_t>{0, 1, 2}));
+      RANK_CHECK(chorus_allreduce(three.get(), &rank, &sum, 1, CHORUS_INT32, CHORUS_SUM, nullptr));
+      RANK_EXPECT(sum == 0 + 1 + 2);
+    }
+
+    // A group of ranks 3 and 1, in that order, made by them alone while ranks 0 and 2 go on.
+    if (rank % 2 == 1) {
+      const int group_ranks[] = {3, 1};
+      RANK_CHECK(chorus_comm_create_group(comm, group_ranks, 2, &made));
+      OwnedComm group = Owned(made);
+      RANK_EXPECT(chorus_comm_size(group.get()) == 2);
+      RANK_EXPECT(chorus_comm_rank(group.get()) == (rank == 3 ? 0 : 1));
+      RANK_CHECK(Members(group.get(), rank, &members));
+      RANK_EXPECT((members == std::vector<int32_t>{3, 1}));
+      RANK_CHECK(chorus_allreduce(group.get(), &rank, &sum, 1, CHORUS_INT32, CHORUS_MAX, nullptr));
+      RANK_EXPECT(sum == 3);
+    }
+
+    // The parent destroyed first: its child keeps the connections and goes on.
+    RANK_CHECK(chorus_barrier(comm, nullptr));
+    chorus_comm_destroy(comm);
+    comm = nullptr;
+    RANK_CHECK(chorus_allreduce(half.get(), &rank, &sum, 1, CHORUS_INT32, CHORUS_MIN, nullptr));
+    RANK_EXPECT(sum == color);
+    return std::string();
+  });
+  for (int rank = 0; rank < 4; ++rank) {
+    INFO("rank " << rank << ": " << failures[rank]);
+    CHECK(failures[rank].empty());
+  }
+}
+
+TEST_CASE("shrink: the survivors go on without an excluded rank", "[c_api]") {
+  const std::vector<std::string> failures = RunRanks(3, [](chorus_comm_t* comm, int rank) {
+    // Rank 2 is excluded: it never calls shrink, and nothing waits on it.
+    if (rank == 2) return std::string();
+    chorus_comm_t* made = reinterpret_cast<chorus_comm_t*>(1);
+    const int self[] = {rank}, outside[] = {3}, twice[] = {2, 2}, excluded[] = {2};
+    RANK_EXPECT(chorus_comm_shrink(comm, self, 1, &made) == CHORUS_ERR_INVALID_ARGUMENT);
+    RANK_EXPECT(made == nullptr);
+    RANK_EXPECT(chorus_comm_shrink(comm, outside, 1, &made) == CHORUS_ERR_INVALID_ARGUMENT);
+    RANK_EXPECT(chorus_comm_shrink(comm, twice, 2, &made) == CHORUS_ERR_INVALID_ARGUMENT);
+    RANK_EXPECT(chorus_comm_shrink(comm, nullptr, 1, &made) == CHORUS_ERR_INVALID_ARGUMENT);
+    RANK_EXPECT(chorus_comm_shrink(comm, excluded, 1, nullptr) == CHORUS_ERR_INVALID_ARGUMENT);
+
+    RANK_CHECK(chorus_comm_shrink(comm, excluded, 1, &made));
+    OwnedComm survivors = Owned(made);
+    RANK_EXPECT(chorus_comm_size(survivors.get()) == 2);
+    RANK_EXPECT(chorus_comm_rank(survivors.get()) == rank);
+    double value = rank + 1, sum = 0;
+    RANK_CHECK(
+        chorus_allreduce(survivors.get(), &value, &sum, 1, CHORUS_FLOAT64, CHORUS_SUM, nullptr));
+    RANK_EXPECT(sum == 3.0);
+    return std::string();
+  });
+  for (int rank = 0; rank < 3; ++rank) {
+    INFO("rank " << rank << ": " << failures[rank]);
+    CHECK(failures[rank].empty());
   }
 }
 

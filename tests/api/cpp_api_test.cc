@@ -1,9 +1,11 @@
 // The C++ API (header-only over the C API) on the static libchorus.a that //:chorus builds:
-// Status and StatusOr, errors from each layer, a Work that never started, and collectives among
-// 2 ranks that are threads of this process over one file store.
+// Status and StatusOr, errors from each layer, a Work that never started, collectives among 2
+// ranks, and Split, CreateGroup and Shrink among 3, the ranks being threads of this process over
+// one file store.
 #include <stdlib.h>
 
 #include <catch2/catch.hpp>
+#include <functional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -49,13 +51,26 @@ TEST_CASE("each layer reports errors as values", "[cpp_api]") {
   CHECK(device.status().message().find("carrier-pigeon") != std::string::npos);
 }
 
-TEST_CASE("collectives, work and point-to-point among 2 ranks", "[cpp_api]") {
+// Runs body(rank, store_url) on `size` threads over a fresh file store, and returns each rank's
+// first failure ("" if none).
+std::vector<std::string> RunRanks(
+    int size, const std::function<std::string(int, const std::string&)>& body) {
   const char* base = getenv("TEST_TMPDIR");
   std::string dir = std::string(base ? base : "/tmp") + "/cpp_api_test.XXXXXX";
   REQUIRE(mkdtemp(dir.data()) != nullptr);
-  std::vector<std::string> failures(2);
-  auto rank_body = [&](int rank) -> std::string {
-    auto store = chorus::Store::Open("file://" + dir);
+  std::vector<std::string> failures(size);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < size; ++rank) {
+    threads.emplace_back([&, rank] { failures[rank] = body(rank, "file://" + dir); });
+  }
+  for (std::thread& thread : threads) thread.join();
+  std::system(("rm -rf '" + dir + "'").c_str());
+  return failures;
+}
+
+TEST_CASE("collectives, work and point-to-point among 2 ranks", "[cpp_api]") {
+  auto rank_body = [](int rank, const std::string& url) -> std::string {
+    auto store = chorus::Store::Open(url);
     auto device = chorus::Device::Create("tcp");
     if (!store.ok() || !device.ok()) return "setup";
     chorus::CommunicatorOptions options;
@@ -106,12 +121,67 @@ TEST_CASE("collectives, work and point-to-point among 2 ranks", "[cpp_api]") {
     if (comm.FlightRecorderDump().find("alltoallv") == std::string::npos) return "dump";
     return "";
   };
-  std::thread other([&] { failures[1] = rank_body(1); });
-  failures[0] = rank_body(0);
-  other.join();
-  std::system(("rm -rf '" + dir + "'").c_str());
+  const std::vector<std::string> failures = RunRanks(2, rank_body);
   CHECK(failures[0] == "");
   CHECK(failures[1] == "");
+}
+
+TEST_CASE("Split, CreateGroup and Shrink among 3 ranks", "[cpp_api]") {
+  auto rank_body = [](int rank, const std::string& url) -> std::string {
+    auto store = chorus::Store::Open(url);
+    auto device = chorus::Device::Create("tcp");
+    if (!store.ok() || !device.ok()) return "setup";
+    chorus::CommunicatorOptions options;
+    options.timeout_seconds = 30;
+    auto comm = chorus::Communicator::Create(*store, "cpp-split", *device, rank, 3, options);
+    if (!comm.ok()) return comm.status().ToString();
+
+    // Ranks 2 and 0, in that order; rank 1 has no color and gets an empty Communicator.
+    chorus::StatusOr<chorus::Communicator> pair =
+        comm->Split(rank == 1 ? chorus::Communicator::kNoColor : 0, -rank);
+    if (!pair.ok()) return "Split: " + pair.status().ToString();
+    int32_t sum = -1;
+    if (rank == 1) {
+      if (*pair || pair->rank() != -1 || pair->size() != 0) return "no color: not empty";
+      Status s = pair->AllReduce(&rank, &sum, 1, DataType::kInt32, ReduceOp::kSum);
+      if (s.kind() != ErrorKind::kInvalidArgument) return "empty AllReduce: " + s.ToString();
+    } else {
+      std::vector<int32_t> members(2, -1);
+      Status s = pair->AllGather(&rank, members.data(), 1, DataType::kInt32);
+      if (!s.ok() || members != std::vector<int32_t>{2, 0}) return "Split order: " + s.ToString();
+      s = pair->AllReduce(&rank, &sum, 1, DataType::kInt32, ReduceOp::kSum);
+      if (!s.ok() || sum != 2) return "Split AllReduce: " + s.ToString();
+    }
+
+    // A group of ranks 2 and 1, made by them alone while rank 0 goes on.
+    auto bad = comm->CreateGroup({rank, 3});
+    if (bad.ok() || bad.status().kind() != ErrorKind::kInvalidArgument) return "bad group";
+    if (rank > 0) {
+      auto group = comm->CreateGroup({2, 1});
+      if (!group.ok()) return "CreateGroup: " + group.status().ToString();
+      if (group->rank() != 2 - rank || group->size() != 2) return "group ranks";
+      Status s = group->AllReduce(&rank, &sum, 1, DataType::kInt32, ReduceOp::kMax);
+      if (!s.ok() || sum != 2) return "group AllReduce: " + s.ToString();
+    }
+
+    // Ranks 0 and 1 go on without rank 2, which leaves without calling Shrink.
+    if (rank == 2) return "";
+    auto self = comm->Shrink({rank});
+    if (self.ok() || self.status().kind() != ErrorKind::kInvalidArgument) return "Shrink self";
+    auto survivors = comm->Shrink({2});
+    if (!survivors.ok()) return "Shrink: " + survivors.status().ToString();
+    if (survivors->rank() != rank || survivors->size() != 2) return "Shrink ranks";
+    { chorus::Communicator parent = std::move(*comm); }  // destroyed before its successor
+    double value = rank + 1, total = 0;
+    Status s = survivors->AllReduce(&value, &total, 1, DataType::kFloat64, ReduceOp::kSum);
+    if (!s.ok() || total != 3.0) return "shrunk AllReduce: " + s.ToString();
+    return "";
+  };
+  const std::vector<std::string> failures = RunRanks(3, rank_body);
+  for (int rank = 0; rank < 3; ++rank) {
+    INFO("rank " << rank);
+    CHECK(failures[rank] == "");
+  }
 }
 
 }  // namespace

@@ -61,6 +61,14 @@ Status CheckAllPerRank([[maybe_unused]] const chorus_comm_t* comm, const Args&..
 
 }  // namespace detail
 
+template <typename CFunction, typename... Args>
+inline StatusOr<Communicator> Communicator::Make(CFunction c_function, const Args&... args) {
+  chorus_comm_t* handle = nullptr;
+  Status status = detail::FromC(c_function(args..., &handle));
+  if (!status.ok()) return status;
+  return Communicator(handle);
+}
+
 inline StatusOr<Communicator> Communicator::Create(Store& store, const std::string& name,
                                                    Device& device, int rank, int size,
                                                    const CommunicatorOptions& options) {
@@ -70,11 +78,20 @@ inline StatusOr<Communicator> Communicator::Create(Store& store, const std::stri
   c_options.worker_threads = options.worker_threads;
   c_options.algorithm_rules =
       options.algorithm_rules.empty() ? nullptr : options.algorithm_rules.c_str();
-  chorus_comm_t* handle = nullptr;
-  Status status = detail::FromC(chorus_comm_create(
-      store.c_handle(), name.c_str(), device.c_handle(), rank, size, &c_options, &handle));
-  if (!status.ok()) return status;
-  return Communicator(handle);
+  return Make(chorus_comm_create, store.c_handle(), name.c_str(), device.c_handle(), rank, size,
+              &c_options);
+}
+
+inline StatusOr<Communicator> Communicator::Split(int color, int key) {
+  return Make(chorus_comm_split, handle_.get(), color, key);
+}
+
+inline StatusOr<Communicator> Communicator::CreateGroup(const std::vector<int>& ranks) {
+  return Make(chorus_comm_create_group, handle_.get(), ranks.data(), ranks.size());
+}
+
+inline StatusOr<Communicator> Communicator::Shrink(const std::vector<int>& excluded) {
+  return Make(chorus_comm_shrink, handle_.get(), excluded.data(), excluded.size());
 }
 
 inline std::string Communicator::FlightRecorderDump() const {
