@@ -214,12 +214,9 @@ absl::Status Main(int argc, char** argv) {
   CHORUS_ASSIGN_OR_RETURN(const std::vector<std::string> algorithms,
                           SelectedAlgorithms(options));
   CHORUS_ASSIGN_OR_RETURN(const RankIdentity identity, ReadRankIdentity());
-  std::string store_url = options.tool_flags.at("store");
-  if (store_url.empty()) {
-    CHORUS_RETURN_IF_ERROR(ReadStoreUrl().status());  // names CHORUS_STORE when it is unusable
-    store_url = *GetEnv("CHORUS_STORE");
-  }
-  CHORUS_ASSIGN_OR_RETURN(const StoreUrl url, ParseStoreUrl(store_url));
+  const std::string& store_flag = options.tool_flags.at("store");
+  CHORUS_ASSIGN_OR_RETURN(const StoreUrl url, store_flag.empty() ? StoreUrlFromEnvironment()
+                                                                  : ParseStoreUrl(store_flag));
   const std::vector<BenchmarkOptions> sweeps = SweepsByTypeAndOp(options);
   for (const BenchmarkOptions& sweep : sweeps) {
     CHORUS_RETURN_IF_ERROR(ValidateForRanks(sweep, identity.size));
@@ -235,7 +232,7 @@ absl::Status Main(int argc, char** argv) {
     std::fflush(stdout);
   }
 
-  CHORUS_ASSIGN_OR_RETURN(const std::unique_ptr<Store> store, OpenStore(store_url));
+  CHORUS_ASSIGN_OR_RETURN(const std::unique_ptr<Store> store, OpenStore(url));
   CHORUS_ASSIGN_OR_RETURN(const std::unique_ptr<Device> device, CreateDevice(transport));
   CommunicatorOptions comm_options;
   // The rank-0 probe takes a few seconds while the others wait in the rendezvous.

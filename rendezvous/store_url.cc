@@ -129,25 +129,35 @@ absl::StatusOr<StoreUrl> ParseStoreUrl(absl::string_view url) {
 }
 
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(absl::string_view url) {
-  CHORUS_ASSIGN_OR_RETURN(StoreUrl parsed, ParseStoreUrl(url));
-  if (parsed.kind == StoreUrl::Kind::kFile) {
-    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store,
-                            FileStore::Open(parsed.file_directory));
+  CHORUS_ASSIGN_OR_RETURN(const StoreUrl parsed, ParseStoreUrl(url));
+  return OpenStore(parsed);
+}
+
+absl::StatusOr<std::unique_ptr<Store>> OpenStore(const StoreUrl& url) {
+  if (url.kind == StoreUrl::Kind::kFile) {
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(url.file_directory));
     return std::unique_ptr<Store>(std::move(store));
   }
-  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<RedisStore> redis,
-                          RedisStore::Connect(std::move(parsed.redis)));
-  if (parsed.prefix.empty()) return std::unique_ptr<Store>(std::move(redis));
-  return std::unique_ptr<Store>(std::make_unique<PrefixStore>(parsed.prefix, std::move(redis)));
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<RedisStore> redis, RedisStore::Connect(url.redis));
+  if (url.prefix.empty()) return std::unique_ptr<Store>(std::move(redis));
+  return std::unique_ptr<Store>(std::make_unique<PrefixStore>(url.prefix, std::move(redis)));
+}
+
+absl::StatusOr<StoreUrl> StoreUrlFromEnvironment() {
+  const std::optional<std::string> url = GetEnv("CHORUS_STORE");
+  if (!url) {
+    return InvalidArgumentError(absl::StrCat(
+        "CHORUS_STORE is not set; set it to the store all ranks meet in: ", kForms,
+        " (chorusrun sets it)"));
+  }
+  absl::StatusOr<StoreUrl> parsed = ParseStoreUrl(*url);
+  if (!parsed.ok()) return Annotate(parsed.status(), absl::StrCat("CHORUS_STORE='", *url, "'"));
+  return parsed;
 }
 
 absl::StatusOr<std::unique_ptr<Store>> OpenStoreFromEnvironment() {
-  const std::optional<std::string> url = GetEnv("CHORUS_STORE");
-  if (!url) {
-    return InvalidArgumentError(
-        absl::StrCat("CHORUS_STORE is not set; set it to the store all ranks meet in: ", kForms));
-  }
-  absl::StatusOr<std::unique_ptr<Store>> store = OpenStore(*url);
+  CHORUS_ASSIGN_OR_RETURN(const StoreUrl url, StoreUrlFromEnvironment());
+  absl::StatusOr<std::unique_ptr<Store>> store = OpenStore(url);
   if (!store.ok()) return Annotate(store.status(), "CHORUS_STORE");
   return store;
 }

@@ -34,8 +34,13 @@ absl::StatusOr<StoreUrl> ParseStoreUrl(absl::string_view url);
 
 // Parses and opens (a Redis store connects and checks the server answers).
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(absl::string_view url);
+absl::StatusOr<std::unique_ptr<Store>> OpenStore(const StoreUrl& url);
 
-// OpenStore(value of CHORUS_STORE); kInvalidArgument when the variable is unset.
+// The one reader of CHORUS_STORE: its value, parsed. kInvalidArgument naming the variable when it
+// is unset or malformed.
+absl::StatusOr<StoreUrl> StoreUrlFromEnvironment();
+
+// OpenStore(StoreUrlFromEnvironment()).
 absl::StatusOr<std::unique_ptr<Store>> OpenStoreFromEnvironment();
 
 }  // namespace chorus

@@ -22,6 +22,7 @@
 #include "chorus/benchmarks/sweep.h"
 #include "chorus/core/status.h"
 #include "chorus/integrations/launcher/rank_env.h"
+#include "chorus/rendezvous/store_url.h"
 #include "gloo/allreduce_bcube.h"
 #include "gloo/allreduce_halving_doubling.h"
 #include "gloo/allreduce_ring.h"
@@ -222,7 +223,7 @@ struct Rendezvous {
   std::unique_ptr<gloo::rendezvous::PrefixStore> store;
 };
 
-absl::StatusOr<Rendezvous> OpenStore(const StoreUrl& url) {
+absl::StatusOr<Rendezvous> OpenGlooStore(const StoreUrl& url) {
   Rendezvous rendezvous;
   absl::Status status = CatchGloo("store", [&] {
     if (url.kind == StoreUrl::Kind::kFile) {
@@ -288,7 +289,7 @@ absl::Status Main(int argc, char** argv) {
     return InvalidArgumentError("--timeout takes a whole number of seconds >= 1");
   }
   CHORUS_ASSIGN_OR_RETURN(const RankIdentity identity, ReadRankIdentity());
-  CHORUS_ASSIGN_OR_RETURN(const StoreUrl url, ReadStoreUrl());
+  CHORUS_ASSIGN_OR_RETURN(const StoreUrl url, StoreUrlFromEnvironment());
   if (url.kind == StoreUrl::Kind::kRedis &&
       (!url.redis.username.empty() || !url.redis.password.empty())) {
     return InvalidArgumentError("Gloo's RedisStore cannot authenticate; use a Redis without "
@@ -306,7 +307,7 @@ absl::Status Main(int argc, char** argv) {
     std::fflush(stdout);
   }
 
-  CHORUS_ASSIGN_OR_RETURN(Rendezvous rendezvous, OpenStore(url));
+  CHORUS_ASSIGN_OR_RETURN(Rendezvous rendezvous, OpenGlooStore(url));
   CHORUS_ASSIGN_OR_RETURN(const auto context, Connect(identity, *rendezvous.store, timeout_s));
   std::vector<RunReport> runs;
   for (const BenchmarkOptions& sweep : SweepsByTypeAndOp(options)) {

@@ -62,16 +62,4 @@ absl::StatusOr<RankIdentity> ReadRankIdentity() {
       "program with chorusrun -n <ranks>, torchrun, or srun)");
 }
 
-absl::StatusOr<StoreUrl> ReadStoreUrl() {
-  const std::optional<std::string> url = GetEnv("CHORUS_STORE");
-  if (!url) {
-    return InvalidArgumentError(
-        "CHORUS_STORE is not set: set it to file:///shared/dir or redis://host:port/prefix (or "
-        "start the program with chorusrun, which sets it)");
-  }
-  auto parsed = ParseStoreUrl(*url);
-  if (!parsed.ok()) return Annotate(parsed.status(), absl::StrCat("CHORUS_STORE='", *url, "'"));
-  return parsed;
-}
-
 }  // namespace chorus

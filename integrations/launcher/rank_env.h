@@ -1,10 +1,10 @@
-// A rank's identity and rendezvous store, read from the environment a launcher sets:
+// A rank's identity, read from the environment a launcher sets:
 //
 //   rank / size   CHORUS_RANK + CHORUS_SIZE (chorusrun), else RANK + WORLD_SIZE (torchrun),
 //                 else SLURM_PROCID + SLURM_NTASKS (srun); the first pair with either variable
 //                 set is used, and both of that pair must then be set and valid.
 //   local rank    CHORUS_LOCAL_RANK, LOCAL_RANK or SLURM_LOCALID (same order); -1 when unset.
-//   store         CHORUS_STORE: a store URL (see rendezvous/store_url.h)
+// (The store comes from CHORUS_STORE, read by StoreUrlFromEnvironment in rendezvous/store_url.h.)
 //
 // Every error names the variable, the value and what would be accepted.
 #ifndef CHORUS_INTEGRATIONS_LAUNCHER_RANK_ENV_H_
@@ -14,7 +14,6 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "chorus/rendezvous/store_url.h"
 
 namespace chorus {
 
@@ -29,10 +28,6 @@ struct RankIdentity {
 // when one of a pair is missing, or when rank is not in [0, size).
 absl::StatusOr<RankIdentity> ReadRankIdentity();
 
-// Parses CHORUS_STORE with rendezvous's ParseStoreUrl (file:///dir or
-// redis://[[user]:password@]host[:port][/prefix]); InvalidArgument naming the variable when it
-// is unset or unusable. OpenStoreFromEnvironment() (rendezvous/store_url.h) opens it instead.
-absl::StatusOr<StoreUrl> ReadStoreUrl();
 
 }  // namespace chorus
 

@@ -96,31 +96,5 @@ TEST_CASE("identity errors name the variables") {
   }
 }
 
-TEST_CASE("CHORUS_STORE is read and parsed, and its errors name it") {
-  SetEnvironment({{"CHORUS_STORE", "redis://localhost:7000/job7"}});
-  const auto redis = ReadStoreUrl();
-  REQUIRE(redis.ok());
-  CHECK(redis->kind == StoreUrl::Kind::kRedis);
-  CHECK(redis->redis.host == "localhost");
-  CHECK(redis->redis.port == 7000);
-  CHECK(redis->prefix == "job7");
-
-  SetEnvironment({{"CHORUS_STORE", "file:///tmp/chorus-ab12"}});
-  const auto file = ReadStoreUrl();
-  REQUIRE(file.ok());
-  CHECK(file->kind == StoreUrl::Kind::kFile);
-  CHECK(file->file_directory == "/tmp/chorus-ab12");
-
-  SetEnvironment({});
-  const auto unset = ReadStoreUrl();
-  CHECK(GetErrorKind(unset.status()) == ErrorKind::kInvalidArgument);
-  CHECK(Mentions(unset.status(), "CHORUS_STORE is not set"));
-
-  SetEnvironment({{"CHORUS_STORE", "ftp://x"}});
-  const auto bad = ReadStoreUrl();
-  CHECK(GetErrorKind(bad.status()) == ErrorKind::kInvalidArgument);
-  CHECK(Mentions(bad.status(), "CHORUS_STORE='ftp://x'"));
-}
-
 }  // namespace
 }  // namespace chorus

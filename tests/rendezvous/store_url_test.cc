@@ -110,6 +110,31 @@ TEST_CASE("opening a redis URL with a prefix keeps keys under the prefix") {
   CHECK(absl::StrContains((*prefixed)->Describe(), "comm-3/"));
 }
 
+TEST_CASE("CHORUS_STORE is read and parsed in one place, and its errors name it") {
+  setenv("CHORUS_STORE", "redis://localhost:7000/job7", 1);
+  const auto redis = StoreUrlFromEnvironment();
+  REQUIRE(redis.ok());
+  CHECK(redis->kind == StoreUrl::Kind::kRedis);
+  CHECK(redis->redis.host == "localhost");
+  CHECK(redis->redis.port == 7000);
+  CHECK(redis->prefix == "job7");
+  setenv("CHORUS_STORE", "file:///tmp/chorus-ab12", 1);
+  const auto file = StoreUrlFromEnvironment();
+  REQUIRE(file.ok());
+  CHECK(file->kind == StoreUrl::Kind::kFile);
+  CHECK(file->file_directory == "/tmp/chorus-ab12");
+  unsetenv("CHORUS_STORE");
+  const auto unset = StoreUrlFromEnvironment();
+  CHECK(GetErrorKind(unset.status()) == ErrorKind::kInvalidArgument);
+  CHECK(absl::StrContains(unset.status().message(), "CHORUS_STORE is not set"));
+  CHECK(absl::StrContains(unset.status().message(), "chorusrun sets it"));
+  setenv("CHORUS_STORE", "ftp://x", 1);
+  const auto bad = StoreUrlFromEnvironment();
+  CHECK(GetErrorKind(bad.status()) == ErrorKind::kInvalidArgument);
+  CHECK(absl::StrContains(bad.status().message(), "CHORUS_STORE='ftp://x'"));
+  unsetenv("CHORUS_STORE");
+}
+
 TEST_CASE("CHORUS_STORE selects the store") {
   TempDir dir;
   unsetenv("CHORUS_STORE");
@@ -118,7 +143,7 @@ TEST_CASE("CHORUS_STORE selects the store") {
   CHECK(absl::StrContains(unset.status().message(), "CHORUS_STORE is not set"));
   setenv("CHORUS_STORE", "redis://host:bad", 1);
   const auto bad = OpenStoreFromEnvironment();
-  CHECK(absl::StrContains(bad.status().message(), "CHORUS_STORE: store URL"));
+  CHECK(absl::StrContains(bad.status().message(), "CHORUS_STORE='redis://host:bad': store URL"));
   setenv("CHORUS_STORE", ("file://" + dir.path()).c_str(), 1);
   const auto good = OpenStoreFromEnvironment();
   CHECK(good.ok());
