@@ -74,7 +74,7 @@ absl::Status ApplyEnvironment(CommunicatorOptions& options) {
 }
 
 absl::StatusOr<CommunicatorSettings> ResolveSettings(const CommunicatorOptions& given,
-                                                     absl::string_view device_kind) {
+                                                     const LinkProfile& remote_link) {
   CommunicatorSettings settings;
   settings.options = given;
   CHORUS_RETURN_IF_ERROR(ApplyEnvironment(settings.options));
@@ -89,7 +89,7 @@ absl::StatusOr<CommunicatorSettings> ResolveSettings(const CommunicatorOptions& 
   if (!parsed.ok()) return Annotate(parsed.status(), "CommunicatorOptions::algorithm_rules");
   settings.rules.insert(settings.rules.end(), parsed->begin(), parsed->end());
   const CostParams& given_cost = settings.options.cost;
-  settings.cost = DefaultCostParams(device_kind);
+  settings.cost = LinkCost(remote_link);
   if (given_cost.alpha_us > 0) settings.cost.alpha_us = given_cost.alpha_us;
   if (given_cost.beta_ns_per_byte > 0) settings.cost.beta_ns_per_byte = given_cost.beta_ns_per_byte;
   if (given_cost.gamma_ns_per_byte > 0) {
@@ -122,7 +122,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
   if (name.empty()) return InvalidArgumentError("a communicator needs a non-empty name");
   ScopedLogRank log_rank(rank);
   CHORUS_ASSIGN_OR_RETURN(const CommunicatorSettings settings,
-                          ResolveSettings(given, device.kind()));
+                          ResolveSettings(given, device.Links().remote));
   // This creation's keys carry a generation of their own, so a name can be created again
   // once destroyed without a rank ever reading the previous communicator's addresses.
   absl::StatusOr<std::unique_ptr<GroupGeneration>> scoped =
@@ -162,13 +162,14 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Assemble(
                                                         ? "the mesh's host layout"
                                                         : "CommunicatorOptions::host_of_rank"));
   }
-  // Within a host the hybrid transport uses shared memory; other transports use the same link
-  // to every peer.
+  // The options' costs price the links between hosts; a device whose links within a host are
+  // of another kind (shared memory beside TCP) prices those itself.
+  const DeviceLinks links = device.Links();
   const CostParams local_cost =
-      device.kind() == "hybrid" ? DefaultCostParams("shm") : settings.cost;
+      links.local == links.remote ? settings.cost : LinkCost(links.local);
   CommTuning tuning;
   tuning.segment_bytes =
-      options.segment_bytes != 0 ? options.segment_bytes : DefaultSegmentBytes(device.kind());
+      options.segment_bytes != 0 ? options.segment_bytes : links.remote.segment_bytes;
   tuning.pipeline_depth = options.pipeline_depth;
   tuning.streaming_bytes =
       options.streaming_bytes != 0 ? options.streaming_bytes : LastLevelCacheBytes();

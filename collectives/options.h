@@ -26,8 +26,8 @@ struct CollectiveOptions {
 };
 
 // Link costs of the alpha-beta-gamma model: time = messages * alpha + bytes * beta +
-// reduced bytes * gamma. Zero fields take the device kind's defaults (DefaultCostParams in
-// selector.h).
+// reduced bytes * gamma. Zero fields take the device's own figures for its links between hosts
+// (Device::Links in transport/transport.h).
 struct CostParams {
   double alpha_us = 0;           // per message
   double beta_ns_per_byte = 0;   // per byte on the wire
@@ -52,8 +52,8 @@ struct CommunicatorOptions {
   // few: a segment whose receive is not posted yet must be buffered and copied by the
   // transport; the cost is 16 segments of scratch for the ring's partials. 1 MiB rather than
   // 256 KiB: every segment costs a wake-up (docs/benchmarks.md, "Why the defaults are what they
-  // are"). 0 (the default): the device kind's segment (DefaultSegmentBytes in selector.h: 2 MiB
-  // over shm, else 1 MiB); a segment at least the message's size
+  // are"). 0 (the default): the segment the device prefers for its links between hosts
+  // (Device::Links: 2 MiB over shm, else 1 MiB); a segment at least the message's size
   // (CHORUS_COLL_SEGMENT_BYTES=inf) turns pipelining off.
   size_t segment_bytes = 0;
   int pipeline_depth = 16;

@@ -102,15 +102,8 @@ absl::StatusOr<CostParams> ParseCostParams(absl::string_view text) {
   return params;
 }
 
-CostParams DefaultCostParams(absl::string_view device_kind) {
-  // Calibrated with tests/collectives:cost_probe (docs/collectives.md, "Selection").
-  if (device_kind == "inproc") return {15.0, 0.075, 0.1};
-  if (device_kind == "shm") return {2.0, 0.035, 0.05};
-  return {25.0, 1.3, 0.1};  // loopback TCP
-}
-
-size_t DefaultSegmentBytes(absl::string_view device_kind) {
-  return device_kind == "shm" ? size_t{2} << 20 : size_t{1} << 20;
+CostParams LinkCost(const LinkProfile& link) {
+  return {link.alpha_us, link.beta_ns_per_byte, link.gamma_ns_per_byte};
 }
 
 namespace {

@@ -41,17 +41,8 @@ absl::StatusOr<std::vector<AlgorithmRule>> ParseAlgorithmRules(absl::string_view
 // "the device's default"), the grammar of CHORUS_COLL_COST.
 absl::StatusOr<CostParams> ParseCostParams(absl::string_view text);
 
-// The alpha/beta/gamma defaults for a device kind ("tcp", "inproc", ...), calibrated with
-// tests/collectives:cost_probe (docs/collectives.md, "Selection"); unknown kinds get the tcp
-// values.
-CostParams DefaultCostParams(absl::string_view device_kind);
-
-// The pipeline segment for a device kind (CommunicatorOptions::segment_bytes 0): 2 MiB over shm,
-// 1 MiB otherwise. Over shm every segment costs a rendezvous while its bytes cost only CPU
-// copies, so fewer, larger segments pay less per byte; over TCP, where each byte pays two kernel
-// copies anyway, the larger segment gains nothing. The measurements behind both are in
-// docs/benchmarks.md, "Why the defaults are what they are".
-size_t DefaultSegmentBytes(absl::string_view device_kind);
+// The cost-model constants of a link (Device::Links: every device says what its links cost).
+CostParams LinkCost(const LinkProfile& link);
 
 // Immutable after construction; thread-safe.
 class Selector {

@@ -143,6 +143,27 @@ struct MeshOptions {
   absl::Duration connect_timeout = absl::Seconds(30);
 };
 
+// What one kind of link costs and how it is best used: what the collectives' cost model and
+// pipelining take from a device instead of knowing transports by name. The figures come from
+// tests/collectives:cost_probe (docs/collectives.md, "Selection").
+struct LinkProfile {
+  double alpha_us = 0;           // the latency of one message
+  double beta_ns_per_byte = 0;   // time per byte moved over the link
+  double gamma_ns_per_byte = 0;  // time per byte to reduce what arrives over it
+  size_t segment_bytes = 0;      // the pipelining segment that suits it
+  bool operator==(const LinkProfile& other) const {
+    return alpha_us == other.alpha_us && beta_ns_per_byte == other.beta_ns_per_byte &&
+           gamma_ns_per_byte == other.gamma_ns_per_byte && segment_bytes == other.segment_bytes;
+  }
+};
+
+// A device's links to ranks on other hosts and on this host; the same profile twice for a device
+// with one kind of link.
+struct DeviceLinks {
+  LinkProfile remote;
+  LinkProfile local;
+};
+
 // A transport instance. Thread-safe.
 class Device {
  public:
@@ -153,6 +174,9 @@ class Device {
 
   // This device's address as other processes reach it (for logs and the bootstrap).
   virtual std::string address() const = 0;
+
+  // What its links cost (the collectives' defaults; CommunicatorOptions can override them).
+  virtual DeviceLinks Links() const = 0;
 
   // Creates the mesh of ranks [0, size) in which this process is `rank`: publishes this
   // device's address through `store` (which the caller has already scoped to one communicator,

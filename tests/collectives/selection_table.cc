@@ -13,6 +13,9 @@
 #include "absl/strings/str_cat.h"
 #include "chorus/collectives/selector.h"
 #include "chorus/core/types.h"
+#include "chorus/transport/inproc/inproc_device.h"
+#include "chorus/transport/shm/shm_device.h"
+#include "chorus/transport/tcp/tcp_device.h"
 
 namespace chorus {
 namespace {
@@ -72,8 +75,8 @@ int RunHybrid() {
       const int ranks = hosts * per_host;
       std::vector<int> labels;
       for (int r = 0; r < ranks; ++r) labels.push_back(r / per_host);
-      const Selector selector({}, DefaultCostParams("tcp"), DefaultSegmentBytes("tcp"),
-                              *Topology::FromLabels(labels, ranks), DefaultCostParams("shm"));
+      const Selector selector({}, LinkCost(tcp::kTcpLink), tcp::kTcpLink.segment_bytes,
+                              *Topology::FromLabels(labels, ranks), LinkCost(kShmLink));
       std::printf("| %s | %d x %d | %s |\n", std::string(CollectiveKindName(kind)).c_str(), hosts,
                   per_host, Ranges(selector, kind, ranks).c_str());
     }
@@ -83,8 +86,10 @@ int RunHybrid() {
 
 int Run(const std::string& device_kind) {
   if (device_kind == "hybrid") return RunHybrid();
-  const Selector selector({}, DefaultCostParams(device_kind),
-                          DefaultSegmentBytes(device_kind));
+  const LinkProfile link = device_kind == "shm"      ? kShmLink
+                           : device_kind == "inproc" ? InprocDevice::kInprocLink
+                                                     : tcp::kTcpLink;
+  const Selector selector({}, LinkCost(link), link.segment_bytes);
   std::printf("device %s: the cost model's pick by size (4 B - 1 GiB, powers of two)\n\n",
               device_kind.c_str());
   std::printf("| collective | ranks | picks |\n|---|---|---|\n");

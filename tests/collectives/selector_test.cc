@@ -10,6 +10,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "chorus/core/status.h"
+#include "chorus/transport/shm/shm_device.h"
+#include "chorus/transport/tcp/tcp_device.h"
 #include "tests/collectives/world.h"
 #include "tests/transport/captured_log.h"
 #include "tests/transport/scoped_env.h"
@@ -82,14 +84,14 @@ TEST_CASE("cost parameters parse and reject nonsense", "[selector]") {
   CHECK(GetErrorKind(ParseCostParams("alpha=3").status()) == ErrorKind::kInvalidArgument);
   CHECK(GetErrorKind(ParseCostParams("beta_ns=-1").status()) == ErrorKind::kInvalidArgument);
   // A huge alpha makes latency dominate: the selector moves to the fewest-step algorithm.
-  CostParams slow = DefaultCostParams("tcp");
+  CostParams slow = LinkCost(tcp::kTcpLink);
   slow.alpha_us = 1e6;
   const Selector selector({}, slow, 256 * 1024);
   CHECK(Chosen(selector, AllReduceArgs(1 << 20), 8) == "recursive_doubling");
 }
 
 TEST_CASE("the cost model picks latency algorithms for small messages", "[selector]") {
-  const Selector tcp({}, DefaultCostParams("tcp"), 256 * 1024);
+  const Selector tcp({}, LinkCost(tcp::kTcpLink), 256 * 1024);
   CHECK(Chosen(tcp, AllReduceArgs(64), 8) == "recursive_doubling");
   CHECK(Chosen(tcp, AllReduceArgs(1024), 4) == "recursive_doubling");
   const std::string large = Chosen(tcp, AllReduceArgs(64 << 20), 8);
@@ -110,7 +112,7 @@ TEST_CASE("the cost model picks latency algorithms for small messages", "[select
 
 TEST_CASE("rules and per-call choices override the model", "[selector]") {
   const Selector selector(*ParseAlgorithmRules("allreduce:0-1k=binomial,1k-inf=double_binary_tree"),
-                          DefaultCostParams("tcp"), 256 * 1024);
+                          LinkCost(tcp::kTcpLink), 256 * 1024);
   CHECK(Chosen(selector, AllReduceArgs(100), 8) == "binomial");
   CHECK(Chosen(selector, AllReduceArgs(1024), 8) == "double_binary_tree");
   CHECK(Chosen(selector, AllReduceArgs(100), 8, "ring") == "ring");
@@ -201,8 +203,8 @@ TEST_CASE("the model considers hierarchical only on a layout of several hosts", 
     const int size = static_cast<int>(labels.size());
     return *Topology::FromLabels(labels, size);
   };
-  const CostParams tcp = DefaultCostParams("tcp");
-  const CostParams shm = DefaultCostParams("shm");
+  const CostParams tcp = LinkCost(tcp::kTcpLink);
+  const CostParams shm = LinkCost(kShmLink);
   const Selector two_hosts({}, tcp, 1 << 20, layout({0, 0, 1, 1}), shm);
   const Selector flat({}, tcp, 1 << 20, layout({0, 0, 0, 0}), shm);
   const Selector one_per_host({}, tcp, 1 << 20, layout({0, 1, 2, 3}), shm);

@@ -29,6 +29,9 @@ class HybridDevice final : public Device {
                         network_->address(), ")");
   }
 
+  // Between hosts its network device's link, within a host its local device's.
+  DeviceLinks Links() const override { return {network_->Links().remote, local_->Links().local}; }
+
   absl::StatusOr<std::unique_ptr<Mesh>> CreateMesh(Store& store, int rank, int size,
                                                    const MeshOptions& options,
                                                    Deadline deadline) override {

@@ -77,6 +77,8 @@ class ShmDevice final : public Device {
     return absl::StrCat("shm1:", LocalHostIdentity(), ":", getpid());
   }
 
+  DeviceLinks Links() const override { return {kShmLink, kShmLink}; }
+
   absl::StatusOr<std::unique_ptr<Mesh>> CreateMesh(Store& store, int rank, int size,
                                                    const MeshOptions& options,
                                                    Deadline deadline) override {

@@ -45,6 +45,7 @@ class TcpDevice : public Device {
 
   absl::string_view kind() const override { return "tcp"; }
   std::string address() const override { return address_; }
+  DeviceLinks Links() const override { return {kTcpLink, kTcpLink}; }
 
   absl::StatusOr<std::unique_ptr<Mesh>> CreateMesh(Store& store, int rank, int size,
                                                    const MeshOptions& options,

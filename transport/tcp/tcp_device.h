@@ -23,6 +23,11 @@ absl::StatusOr<SocketAddress> SelectListenAddress(const TcpDeviceOptions& option
 // requests then progress only while someone waits on them.
 absl::StatusOr<std::unique_ptr<Device>> CreateTcpDevice(const TcpDeviceOptions& options);
 
+// A TCP link as calibrated on loopback. Each byte pays two kernel copies whatever the segment,
+// so segments larger than 1 MiB gain nothing (docs/benchmarks.md, "Why the defaults are what
+// they are").
+inline constexpr LinkProfile kTcpLink = {25.0, 1.3, 0.1, size_t{1} << 20};
+
 // CreateTcpDevice(TcpDeviceOptions::FromEnv()).
 absl::StatusOr<std::unique_ptr<Device>> CreateTcpDeviceFromEnv();
 
