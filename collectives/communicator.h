@@ -269,8 +269,12 @@ class Communicator {
   // named by `suffix` under this communicator.
   absl::StatusOr<std::unique_ptr<Communicator>> CreateChild(const std::string& suffix,
                                                             std::vector<int> members);
-  // rank_ended_ for a communicator whose rank i is rank ranks[i] here.
-  RankEnded RenumberedRankEnded(std::vector<int> ranks) const;
+  // Assemble for a communicator made from this one, whose rank i is rank ranks[i] here: this
+  // one's settings and device, with the host layout and RankEnded renumbered.
+  absl::StatusOr<std::unique_ptr<Communicator>> AssembleFrom(std::string name, int rank,
+                                                             std::vector<int> ranks,
+                                                             std::shared_ptr<Store> store,
+                                                             std::shared_ptr<Mesh> mesh) const;
 
   // The collective path: validate, choose, number, then run here or on a worker.
   absl::Status Run(CollectiveArgs args, const CollectiveOptions& options);

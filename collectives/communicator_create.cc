@@ -98,6 +98,9 @@ absl::StatusOr<CommunicatorSettings> ResolveSettings(const CommunicatorOptions& 
   return settings;
 }
 
+// Where a survivor of a Shrink publishes the ranks it excludes.
+std::string ExcludedKey(int rank) { return absl::StrCat("excluded/", rank); }
+
 // 64 bits of FNV-1a over a rank list, naming a group in keys and logs.
 uint64_t RanksDigest(absl::Span<const int> ranks) {
   uint64_t hash = 0xcbf29ce484222325ull;
@@ -270,22 +273,26 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::CreateChild(
   std::string child_name = absl::StrCat(name(), "/", suffix);
   // Parent and child share connections: their tags must differ (collectives/tag.h).
   while (CommunicatorTagId(child_name) == state_->tag_id()) child_name += "'";
-  CommunicatorSettings settings = *settings_;
-  settings.options.host_of_rank.clear();
-  for (int member : members) {
-    settings.options.host_of_rank.push_back(state_->topology().HostOf(member));
-  }
-  const int child_size = static_cast<int>(members.size());
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<MeshView> view,
                           MeshView::Create(state_->shared_mesh(), members));
   const int child_rank = view->rank();
   auto store = std::make_shared<PrefixStore>(suffix, state_->shared_store());
-  return Assemble(std::move(child_name), child_rank, child_size, std::move(store),
-                  std::move(view), device_, settings, RenumberedRankEnded(members));
+  return AssembleFrom(std::move(child_name), child_rank, std::move(members), std::move(store),
+                      std::move(view));
 }
 
-Communicator::RankEnded Communicator::RenumberedRankEnded(std::vector<int> ranks) const {
-  return [parent = rank_ended_, ranks = std::move(ranks)](int r) { return parent(ranks[r]); };
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::AssembleFrom(
+    std::string name, int rank, std::vector<int> ranks, std::shared_ptr<Store> store,
+    std::shared_ptr<Mesh> mesh) const {
+  CommunicatorSettings settings = *settings_;
+  settings.options.host_of_rank.clear();
+  for (int r : ranks) settings.options.host_of_rank.push_back(state_->topology().HostOf(r));
+  const int size = static_cast<int>(ranks.size());
+  RankEnded rank_ended = [parent = rank_ended_, ranks = std::move(ranks)](int r) {
+    return parent(ranks[r]);
+  };
+  return Assemble(std::move(name), rank, size, std::move(store), std::move(mesh), device_,
+                  settings, std::move(rank_ended));
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Shrink(
@@ -316,9 +323,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Shrink(
   // Every survivor must exclude the same ranks: each publishes its set and reads the others'.
   const std::string mine = absl::StrJoin(gone, ",");
   CHORUS_RETURN_IF_ERROR(
-      Annotate(shrink_store->Set(absl::StrCat("excluded/", rank()), mine), what));
+      Annotate(shrink_store->Set(ExcludedKey(rank()), mine), what));
   std::vector<std::string> keys;
-  for (int r : survivors) keys.push_back(absl::StrCat("excluded/", r));
+  for (int r : survivors) keys.push_back(ExcludedKey(r));
   // Read in slices: between them, a survivor that has not come yet is checked for having gone,
   // so a rank that dies now fails the call at once instead of at the deadline.
   absl::StatusOr<std::vector<std::string>> sets;
@@ -331,7 +338,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Shrink(
     std::vector<int> missing;
     for (int r : survivors) {
       absl::StatusOr<std::optional<std::string>> set =
-          shrink_store->TryGet(absl::StrCat("excluded/", r));
+          shrink_store->TryGet(ExcludedKey(r));
       if (set.ok() && !set->has_value()) missing.push_back(r);
     }
     for (int r : missing) {
@@ -368,11 +375,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Shrink(
     return Annotate(mesh.status(), absl::StrCat(what, ": creating the survivors' ",
                                                 device_.kind(), " mesh"));
   }
-  CommunicatorSettings settings = *settings_;
-  settings.options.host_of_rank.clear();
-  for (int r : survivors) settings.options.host_of_rank.push_back(state_->topology().HostOf(r));
-  return Assemble(absl::StrCat(name(), "/", suffix), new_rank, new_size, std::move(shrink_store),
-                  *std::move(mesh), device_, settings, RenumberedRankEnded(survivors));
+  return AssembleFrom(absl::StrCat(name(), "/", suffix), new_rank, std::move(survivors),
+                      std::move(shrink_store), *std::move(mesh));
 }
 
 }  // namespace chorus

@@ -48,24 +48,18 @@ class MeshView::ViewConnection final : public Connection {
   int peer() const override { return peer_; }
 
   RequestPtr Send(Tag tag, ConstMemoryRef buffer) override {
-    if (absl::Status aborted = view_.Aborted(); !aborted.ok()) {
-      return MakeFailedRequest(RequestKind::kSend, peer_, tag, std::move(aborted));
-    }
-    return view_.Adopt(inner_.Send(tag, buffer), peer_);
+    return view_.Post(RequestKind::kSend, peer_, tag, absl::OkStatus(),
+                      [&] { return inner_.Send(tag, buffer); });
   }
 
   RequestPtr Recv(Tag tag, MemoryRef buffer) override {
-    if (absl::Status aborted = view_.Aborted(); !aborted.ok()) {
-      return MakeFailedRequest(RequestKind::kRecv, peer_, tag, std::move(aborted));
-    }
-    return view_.Adopt(inner_.Recv(tag, buffer), peer_);
+    return view_.Post(RequestKind::kRecv, peer_, tag, absl::OkStatus(),
+                      [&] { return inner_.Recv(tag, buffer); });
   }
 
   RequestPtr RecvWithSink(Tag tag, MemoryRef buffer, RecvSink* sink) override {
-    if (absl::Status aborted = view_.Aborted(); !aborted.ok()) {
-      return MakeFailedRequest(RequestKind::kRecv, peer_, tag, std::move(aborted));
-    }
-    return view_.Adopt(inner_.RecvWithSink(tag, buffer, sink), peer_);
+    return view_.Post(RequestKind::kRecv, peer_, tag, absl::OkStatus(),
+                      [&] { return inner_.RecvWithSink(tag, buffer, sink); });
   }
 
  private:
@@ -136,17 +130,24 @@ absl::StatusOr<std::vector<int>> MeshView::ParentRanks(absl::Span<const int> pee
 
 RequestPtr MeshView::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer) {
   absl::StatusOr<std::vector<int>> parent_ranks = ParentRanks(peers);
-  absl::Status refused = parent_ranks.ok() ? Aborted() : parent_ranks.status();
-  if (!refused.ok()) return MakeFailedRequest(RequestKind::kRecv, -1, tag, std::move(refused));
-  return Adopt(parent_->RecvFromAny(*parent_ranks, tag, buffer), -1);
+  return Post(RequestKind::kRecv, -1, tag, parent_ranks.status(),
+              [&] { return parent_->RecvFromAny(*parent_ranks, tag, buffer); });
 }
 
 RequestPtr MeshView::RecvFromAnyPart(absl::Span<const int> peers, Tag tag, MemoryRef buffer,
                                      std::shared_ptr<ReceiveClaim> claim, int part) {
   absl::StatusOr<std::vector<int>> parent_ranks = ParentRanks(peers);
-  absl::Status refused = parent_ranks.ok() ? Aborted() : parent_ranks.status();
-  if (!refused.ok()) return MakeFailedRequest(RequestKind::kRecv, -1, tag, std::move(refused));
-  return Adopt(parent_->RecvFromAnyPart(*parent_ranks, tag, buffer, std::move(claim), part), -1);
+  return Post(RequestKind::kRecv, -1, tag, parent_ranks.status(), [&] {
+    return parent_->RecvFromAnyPart(*parent_ranks, tag, buffer, std::move(claim), part);
+  });
+}
+
+template <typename PostOnParent>
+RequestPtr MeshView::Post(RequestKind kind, int peer, Tag tag, absl::Status refused,
+                          PostOnParent post_on_parent) {
+  if (refused.ok()) refused = Aborted();
+  if (!refused.ok()) return MakeFailedRequest(kind, peer, tag, std::move(refused));
+  return Adopt(post_on_parent(), peer);
 }
 
 RequestPtr MeshView::Adopt(RequestPtr inner, int peer) {

@@ -55,6 +55,11 @@ class MeshView final : public Mesh {
 
   // The parent's ranks of `peers` (view ranks), or an error naming the first one out of range.
   absl::StatusOr<std::vector<int>> ParentRanks(absl::Span<const int> peers) const;
+  // Posts a request on the parent through `post_on_parent` and adopts it, unless `refused` (a bad
+  // argument) or the view's abort fails it at once, without touching the parent.
+  template <typename PostOnParent>
+  RequestPtr Post(RequestKind kind, int peer, Tag tag, absl::Status refused,
+                  PostOnParent post_on_parent);
   // A request posted on the parent, as the view's: `peer` is its view rank (-1 for a receive
   // from any of several peers, whose sender is translated when it completes). Registered so
   // that Abort can cancel it.
