@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
-#include <list>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -16,14 +15,15 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "chorus/core/status.h"
+#include "chorus/transport/matching/match_table.h"
 
 namespace chorus {
 namespace {
 
 class Fabric;
 
-// A send or receive posted on a fabric. Lives in the queue of the receiving rank's endpoint
-// until matched or cancelled; that endpoint's mutex guards every access to its buffer.
+// A send or receive posted on a fabric. Lives in the match table of the receiving rank's
+// inbox until matched or cancelled; that inbox's mutex guards every access to its buffer.
 class InprocRequest : public Request {
  public:
   InprocRequest(RequestKind kind, int peer, Tag tag, std::shared_ptr<Fabric> fabric, int owner)
@@ -31,7 +31,7 @@ class InprocRequest : public Request {
 
   void Cancel() override;
 
-  // The rank whose endpoint queues this request (the receiver's, for sends and receives).
+  // The rank whose inbox queues this request (the receiver's, for sends and receives).
   int owner() const { return owner_; }
 
   ConstMemoryRef send_buffer;
@@ -46,23 +46,20 @@ class InprocRequest : public Request {
 
 using InprocRequestPtr = std::shared_ptr<InprocRequest>;
 
-// The queues of one receiving rank. Matching and copying happen under `mu`, so once a
-// request has been removed under it (cancelled or completed) its buffer is never touched again.
-struct Endpoint {
+// The receiving side of one rank: its posted receives and the sends that reached it before
+// their receive (a send waits as itself, and is copied once when matched). Matching and
+// copying happen under `mu`, so once a request has been removed under it (cancelled or
+// completed) its buffer is never touched again.
+struct Inbox {
+  explicit Inbox(int size) : table(size) {}
   std::mutex mu;
   bool joined ABSL_GUARDED_BY(mu) = false;
   bool closed ABSL_GUARDED_BY(mu) = false;
   std::string close_reason ABSL_GUARDED_BY(mu);
-  std::list<InprocRequestPtr> recvs ABSL_GUARDED_BY(mu);  // posted, oldest first
-  std::list<InprocRequestPtr> sends ABSL_GUARDED_BY(mu);  // unmatched, oldest first
+  matching::MatchTable<InprocRequestPtr, InprocRequestPtr> table ABSL_GUARDED_BY(mu);
 };
 
-bool Accepts(const InprocRequest& recv, int sender, Tag tag) {
-  return recv.tag() == tag &&
-         std::find(recv.sources.begin(), recv.sources.end(), sender) != recv.sources.end();
-}
-
-// Copies a matched message and completes both requests. Caller holds the endpoint's mutex.
+// Copies a matched message and completes both requests. Caller holds the inbox's mutex.
 void Deliver(InprocRequest& send, InprocRequest& recv) {
   const size_t bytes = send.send_buffer.size;
   if (bytes > recv.recv_buffer.size) {
@@ -81,41 +78,46 @@ void Deliver(InprocRequest& send, InprocRequest& recv) {
 // The meshes of one communicator in this process. Thread-safe.
 class Fabric {
  public:
-  Fabric(std::string id, int size) : id_(std::move(id)), endpoints_(size), closed_(size) {}
+  Fabric(std::string id, int size) : id_(std::move(id)), closed_(size) {
+    for (int rank = 0; rank < size; ++rank) inboxes_.push_back(std::make_unique<Inbox>(size));
+  }
 
   const std::string& id() const { return id_; }
-  int size() const { return static_cast<int>(endpoints_.size()); }
+  int size() const { return static_cast<int>(inboxes_.size()); }
 
   absl::Status Join(int rank) {
-    Endpoint& endpoint = endpoints_[rank];
-    std::lock_guard<std::mutex> lock(endpoint.mu);
-    if (endpoint.joined) {
+    Inbox& inbox = *inboxes_[rank];
+    std::lock_guard<std::mutex> lock(inbox.mu);
+    if (inbox.joined) {
       return InvalidArgumentError(absl::StrCat("inproc fabric ", id_, ": rank ", rank,
                                                " joined twice; every rank needs its own rank "
                                                "number"));
     }
-    endpoint.joined = true;
+    inbox.joined = true;
     return absl::OkStatus();
   }
 
   void Post(const InprocRequestPtr& request) {
-    Endpoint& endpoint = endpoints_[request->owner()];
-    std::lock_guard<std::mutex> lock(endpoint.mu);
+    Inbox& inbox = *inboxes_[request->owner()];
+    std::lock_guard<std::mutex> lock(inbox.mu);
     if (request->kind() == RequestKind::kSend) {
-      PostSend(endpoint, request);
+      PostSend(inbox, request);
     } else {
-      PostRecv(endpoint, request);
+      PostRecv(inbox, request);
     }
   }
 
   void Cancel(InprocRequest* request) {
-    Endpoint& endpoint = endpoints_[request->owner()];
-    std::lock_guard<std::mutex> lock(endpoint.mu);
-    auto& queue = request->kind() == RequestKind::kSend ? endpoint.sends : endpoint.recvs;
-    auto it = std::find_if(queue.begin(), queue.end(),
-                           [request](const InprocRequestPtr& r) { return r.get() == request; });
-    if (it == queue.end()) return;  // already matched
-    queue.erase(it);
+    Inbox& inbox = *inboxes_[request->owner()];
+    std::lock_guard<std::mutex> lock(inbox.mu);
+    const bool removed =
+        request->kind() == RequestKind::kSend
+            ? inbox.table.EraseUnexpected(request->sender, request->tag(),
+                                          [request](const auto& arrived) {
+                                            return arrived.message.get() == request;
+                                          })
+            : inbox.table.Unpost(request->sources.front(), request->tag(), *request);
+    if (!removed) return;  // already matched
     request->Complete(AbortedError(absl::StrCat(
                           "inproc: ", request->kind() == RequestKind::kSend ? "send" : "receive",
                           " (tag ", absl::Hex(request->tag()), ") was cancelled")),
@@ -127,105 +129,94 @@ class Fabric {
   void Close(int rank, absl::string_view reason) {
     const std::string gone = absl::StrCat("rank ", rank, " closed its connection (", reason, ")");
     closed_[rank].store(true, std::memory_order_release);
+    const absl::Status aborted =
+        AbortedError(absl::StrCat("inproc: mesh of rank ", rank, " aborted: ", reason));
     {
-      Endpoint& own = endpoints_[rank];
+      Inbox& own = *inboxes_[rank];
       std::lock_guard<std::mutex> lock(own.mu);
       if (own.closed) return;
       own.closed = true;
       own.close_reason = std::string(reason);
-      for (const InprocRequestPtr& recv : own.recvs) {
-        recv->Complete(
-            AbortedError(absl::StrCat("inproc: mesh of rank ", rank, " aborted: ", reason)), 0);
+      for (int peer = 0; peer < size(); ++peer) {
+        for (const auto& [tag, recv] : own.table.TakePosted(peer)) recv->Complete(aborted, 0);
+        own.table.RetainUnexpected(peer, [&](const auto& arrived) {
+          arrived.message->Complete(PeerUnavailableError(absl::StrCat("inproc: ", gone), rank), 0);
+          return false;
+        });
       }
-      own.recvs.clear();
-      for (const InprocRequestPtr& send : own.sends) {
-        send->Complete(PeerUnavailableError(absl::StrCat("inproc: ", gone), rank), 0);
-      }
-      own.sends.clear();
+      own.table.Clear();
     }
     for (int other = 0; other < size(); ++other) {
       if (other == rank) continue;
-      Endpoint& endpoint = endpoints_[other];
-      std::lock_guard<std::mutex> lock(endpoint.mu);
-      endpoint.sends.remove_if([&](const InprocRequestPtr& send) {
-        if (send->sender != rank) return false;
-        send->Complete(
-            AbortedError(absl::StrCat("inproc: mesh of rank ", rank, " aborted: ", reason)), 0);
-        return true;
+      Inbox& inbox = *inboxes_[other];
+      std::lock_guard<std::mutex> lock(inbox.mu);
+      inbox.table.RetainUnexpected(rank, [&](const auto& arrived) {
+        arrived.message->Complete(aborted, 0);
+        return false;
       });
-      endpoint.recvs.remove_if([&](const InprocRequestPtr& recv) {
-        const bool all_gone = std::all_of(recv->sources.begin(), recv->sources.end(),
-                                          [&](int source) { return IsClosed(source); });
-        if (!all_gone) return false;
+      for (const auto& [tag, recv] : inbox.table.TakePosted(rank)) {
+        if (!AllClosed(recv->sources)) continue;  // still posted on its live sources
+        inbox.table.Unpost(rank, tag, *recv);
         recv->Complete(PeerUnavailableError(absl::StrCat("inproc: ", gone), rank), 0);
-        return true;
-      });
+      }
     }
   }
 
  private:
-  // Read without any endpoint mutex (two closing ranks must not wait on each other): the flag
+  // Read without any inbox mutex (two closing ranks must not wait on each other): the flag
   // is set before Close() scans the queues and never cleared, so a request posted during the
   // scan either is found by it or sees the flag.
   bool IsClosed(int rank) const { return closed_[rank].load(std::memory_order_acquire); }
+  bool AllClosed(const std::vector<int>& ranks) const {
+    return std::all_of(ranks.begin(), ranks.end(), [&](int rank) { return IsClosed(rank); });
+  }
 
-  void PostSend(Endpoint& endpoint, const InprocRequestPtr& send)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(endpoint.mu) {
+  void PostSend(Inbox& inbox, const InprocRequestPtr& send) ABSL_EXCLUSIVE_LOCKS_REQUIRED(inbox.mu) {
     if (IsClosed(send->sender)) {
       send->Complete(AbortedError(absl::StrCat("inproc: mesh of rank ", send->sender, " aborted")),
                      0);
       return;
     }
-    if (endpoint.closed) {
+    if (inbox.closed) {
       send->Complete(
           PeerUnavailableError(absl::StrCat("inproc: rank ", send->owner(),
-                                            " closed its connection (", endpoint.close_reason, ")"),
+                                            " closed its connection (", inbox.close_reason, ")"),
                                send->owner()),
           0);
       return;
     }
-    for (auto it = endpoint.recvs.begin(); it != endpoint.recvs.end(); ++it) {
-      if (Accepts(**it, send->sender, send->tag())) {
-        InprocRequestPtr recv = *it;
-        endpoint.recvs.erase(it);
-        Deliver(*send, *recv);
-        return;
-      }
+    if (std::optional<InprocRequestPtr> recv = inbox.table.PopPosted(send->sender, send->tag())) {
+      Deliver(*send, **recv);
+      return;
     }
-    endpoint.sends.push_back(send);
+    inbox.table.AddUnexpected(send->sender, send->tag(), send);
   }
 
-  void PostRecv(Endpoint& endpoint, const InprocRequestPtr& recv)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(endpoint.mu) {
-    if (endpoint.closed) {
+  void PostRecv(Inbox& inbox, const InprocRequestPtr& recv) ABSL_EXCLUSIVE_LOCKS_REQUIRED(inbox.mu) {
+    if (inbox.closed) {
       recv->Complete(AbortedError(absl::StrCat("inproc: mesh of rank ", recv->owner(),
-                                               " aborted: ", endpoint.close_reason)),
+                                               " aborted: ", inbox.close_reason)),
                      0);
       return;
     }
-    for (auto it = endpoint.sends.begin(); it != endpoint.sends.end(); ++it) {
-      if (Accepts(*recv, (*it)->sender, (*it)->tag())) {
-        InprocRequestPtr send = *it;
-        endpoint.sends.erase(it);
-        Deliver(*send, *recv);
-        return;
-      }
+    const int from = inbox.table.OldestUnexpectedAmong(recv->sources, recv->tag());
+    if (from >= 0) {
+      Deliver(**inbox.table.PopUnexpected(from, recv->tag()), *recv);
+      return;
     }
-    const bool all_gone = std::all_of(recv->sources.begin(), recv->sources.end(),
-                                      [&](int source) { return IsClosed(source); });
-    if (all_gone) {
+    if (AllClosed(recv->sources)) {
       recv->Complete(PeerUnavailableError(absl::StrCat("inproc: rank ", recv->sources.front(),
                                                        " closed its connection"),
                                           recv->sources.front()),
                      0);
       return;
     }
-    endpoint.recvs.push_back(recv);
+    inbox.table.PostOnEach(recv->sources, recv->tag(), recv);
   }
 
  private:
   const std::string id_;
-  std::vector<Endpoint> endpoints_;
+  std::vector<std::unique_ptr<Inbox>> inboxes_;
   std::vector<std::atomic<bool>> closed_;
 };
 
@@ -323,18 +314,10 @@ class InprocMesh : public Mesh {
   RequestPtr RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer) override {
     auto request = std::make_shared<InprocRequest>(RequestKind::kRecv, -1, tag, fabric_, rank_);
     request->recv_buffer = buffer;
-    for (int peer : peers) {
-      if (peer < 0 || peer >= size() || peer == rank_) {
-        request->Complete(
-            InvalidArgumentError(absl::StrCat("inproc: RecvFromAny on rank ", rank_, " names rank ",
-                                              peer, ", not a peer in a mesh of ", size())),
-            0);
-        return request;
-      }
-      request->sources.push_back(peer);
-    }
-    if (request->sources.empty()) {
-      request->Complete(InvalidArgumentError("inproc: RecvFromAny needs at least one peer"), 0);
+    request->sources.assign(peers.begin(), peers.end());
+    const absl::Status peers_ok = matching::CheckAnyPeers(peers, rank_, size());
+    if (!peers_ok.ok()) {
+      request->Complete(peers_ok, 0);
       return request;
     }
     fabric_->Post(request);

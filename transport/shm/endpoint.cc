@@ -21,7 +21,6 @@
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
 #include "chorus/transport/shm/doorbell.h"
-#include "chorus/transport/shm/tag_queue.h"
 
 namespace chorus::shm {
 namespace {
@@ -122,7 +121,6 @@ struct Endpoint::Unexpected {
     kPulling,    // being pulled through the staging area into a buffer of ours
   };
   Kind kind = Kind::kData;
-  uint64_t arrival = 0;   // endpoint-wide order, so RecvFromAny takes the oldest
   Bytes data;             // kData
   uint32_t slot_ref = 0;  // kAnnounced, kPulling
   uint64_t length = 0;
@@ -179,8 +177,6 @@ struct Endpoint::Peer {
   AreaView in;
   RingReader reader;
   uint64_t chunks_consumed = 0;
-  absl::flat_hash_map<Tag, TagQueue<std::shared_ptr<ShmRequest>>> posted;
-  absl::flat_hash_map<Tag, TagQueue<Unexpected>> unexpected;
   absl::flat_hash_map<int, InboundStream> inbound_streams;  // by slot index
   std::chrono::steady_clock::time_point last_pull_at;       // when the last held message is due
   // The peer's arena, mapped (read-only) when the first message announced from it arrives;
@@ -206,7 +202,8 @@ Endpoint::Endpoint(Config config)
       size_(config.size),
       job_hash_(config.job_hash),
       inbox_(std::move(config.inbox)),
-      header_(inbox_->header()) {
+      header_(inbox_->header()),
+      matching_(config.size) {
   peers_.resize(size_);
   for (int r = 0; r < size_; ++r) {
     Peer& peer = peers_[r];
@@ -323,7 +320,7 @@ RequestPtr Endpoint::Recv(int peer_rank, Tag tag, MemoryRef buffer, RecvSink* si
         Complete(*request, peer.failure);
       } else {
         request->stage_ = ShmRequest::Stage::kPosted;
-        peer.posted[tag].push_back(request);
+        matching_.Post(peer_rank, tag, request);
       }
     }
     TrackIfPending(request);
@@ -342,15 +339,7 @@ RequestPtr Endpoint::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef
     request->claim_ = std::move(claim);
     request->part_ = part;
     absl::Status check = CheckBuffer(buffer.type, buffer.data, buffer.size);
-    std::vector<int> sorted(peers.begin(), peers.end());
-    std::sort(sorted.begin(), sorted.end());
-    if (peers.empty() || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end() ||
-        sorted.front() < 0 || sorted.back() >= size_ ||
-        std::binary_search(sorted.begin(), sorted.end(), rank_)) {
-      check = InvalidArgumentError(
-          absl::StrCat("shm: RecvFromAny on rank ", rank_, " needs distinct peers in [0, ", size_,
-                       ") other than itself; got [", absl::StrJoin(peers, ","), "]"));
-    }
+    if (check.ok()) check = matching::CheckAnyPeers(peers, rank_, size_);
     if (check.ok()) check = closed_;
     if (!check.ok()) {
       Complete(*request, std::move(check));
@@ -359,19 +348,9 @@ RequestPtr Endpoint::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef
       // Take the oldest message waiting on any of the peers.
       bool matched = false;
       while (!matched) {
-        Peer* oldest = nullptr;
-        uint64_t oldest_arrival = 0;
-        for (int r : peers) {
-          auto it = peers_[r].unexpected.find(tag);
-          if (it == peers_[r].unexpected.end()) continue;
-          const uint64_t arrival = it->second.front().arrival;
-          if (oldest == nullptr || arrival < oldest_arrival) {
-            oldest = &peers_[r];
-            oldest_arrival = arrival;
-          }
-        }
-        if (oldest == nullptr) break;
-        matched = MatchUnexpected(*oldest, request);
+        const int oldest = matching_.OldestUnexpectedAmong(peers, tag);
+        if (oldest < 0) break;
+        matched = MatchUnexpected(peers_[oldest], request);
       }
       if (!matched) {
         absl::Status failure = AnyFailure(peers);
@@ -381,9 +360,11 @@ RequestPtr Endpoint::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef
           Complete(*request, WithdrawnPartError(rank_));  // settled already: never posted
         } else {
           request->stage_ = ShmRequest::Stage::kPosted;
+          std::vector<int> live;
           for (int r : peers) {
-            if (peers_[r].failure.ok()) peers_[r].posted[tag].push_back(request);
+            if (peers_[r].failure.ok()) live.push_back(r);
           }
+          matching_.PostOnEach(live, tag, request);
         }
       }
     }
@@ -608,9 +589,8 @@ void Endpoint::DeliverEager(Peer& peer, Tag tag, const char* data, uint64_t leng
     return;
   }
   Unexpected message;
-  message.arrival = next_arrival_++;
   message.data = Bytes::CopyOf(data, length);
-  peer.unexpected[tag].push_back(std::move(message));
+  matching_.AddUnexpected(peer.rank, tag, std::move(message));
 }
 
 void Endpoint::FinishEagerReceive(ShmRequest& request, int from, const char* data,
@@ -645,12 +625,11 @@ void Endpoint::DeliverAnnouncement(Peer& peer, const Record& record) {
     // the hold time, so the sender completes even if no receive comes for a while.
     Unexpected message;
     message.kind = Unexpected::Kind::kAnnounced;
-    message.arrival = next_arrival_++;
     message.slot_ref = record.slot_ref;
     message.length = record.length;
     message.address = record.arg;
-    Hold(peer, record.tag, message.arrival, record.length);
-    peer.unexpected[record.tag].push_back(std::move(message));
+    const uint64_t arrival = matching_.AddUnexpected(peer.rank, record.tag, std::move(message));
+    Hold(peer, record.tag, arrival, record.length);
     return;
   }
   const Claim claim =
@@ -815,14 +794,12 @@ void Endpoint::PullExpiredAnnouncements() {
     const HeldAnnouncement held = held_.front();
     held_.pop_front();
     Peer& peer = peers_[held.peer];
-    auto queue = peer.unexpected.find(held.tag);
-    if (queue == peer.unexpected.end() || !peer.failure.ok()) continue;
-    auto message = std::find_if(queue->second.begin(), queue->second.end(),
-                                [&](const Unexpected& m) { return m.arrival == held.arrival; });
+    if (!peer.failure.ok()) continue;
+    const auto is_held = [&](const Matching::Arrived& a) { return a.arrival == held.arrival; };
+    Matching::Arrived* arrived = matching_.FindUnexpected(peer.rank, held.tag, is_held);
     // Gone (matched, withdrawn, failed) or no longer a bare descriptor: nothing to do.
-    if (message == queue->second.end() || message->kind != Unexpected::Kind::kAnnounced) {
-      continue;
-    }
+    if (arrived == nullptr || arrived->message.kind != Unexpected::Kind::kAnnounced) continue;
+    Unexpected* message = &arrived->message;
     bool keep = true;
     switch (ClaimAnnouncement(peer, message->slot_ref, message->length, message->address,
                               message->length)) {
@@ -858,10 +835,7 @@ void Endpoint::PullExpiredAnnouncements() {
         break;
       }
     }
-    if (!keep) {
-      queue->second.erase(message);
-      if (queue->second.empty()) peer.unexpected.erase(queue);
-    }
+    if (!keep) matching_.EraseUnexpected(peer.rank, held.tag, is_held);
   }
   next_pull_ns_.store(held_.empty() ? std::numeric_limits<int64_t>::max()
                                     : held_.front().pull_at.time_since_epoch().count(),
@@ -888,14 +862,13 @@ void Endpoint::TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& reque
 }
 
 void Endpoint::FinishPulled(Peer& peer, InboundStream& stream) {
-  auto queue = peer.unexpected.find(stream.tag);
-  if (queue == peer.unexpected.end()) return;
-  auto message = std::find_if(queue->second.begin(), queue->second.end(), [&](const Unexpected& m) {
-    return m.kind == Unexpected::Kind::kPulling && m.slot_ref == stream.slot_ref;
-  });
-  if (message == queue->second.end()) return;
-  message->kind = Unexpected::Kind::kData;
-  message->data = std::move(stream.held);
+  Matching::Arrived* arrived =
+      matching_.FindUnexpected(peer.rank, stream.tag, [&](const Matching::Arrived& a) {
+        return a.message.kind == Unexpected::Kind::kPulling && a.message.slot_ref == stream.slot_ref;
+      });
+  if (arrived == nullptr) return;
+  arrived->message.kind = Unexpected::Kind::kData;
+  arrived->message.data = std::move(stream.held);
 }
 
 void Endpoint::OnClearToSend(Peer& peer, uint32_t slot_ref) {
@@ -1070,34 +1043,21 @@ bool Endpoint::PushStreams(Peer& peer, bool* wrote) {
 // Matching
 
 ShmRequest* Endpoint::PeekPosted(Peer& peer, Tag tag) {
-  auto it = peer.posted.find(tag);
-  return it == peer.posted.end() ? nullptr : it->second.front().get();
+  std::shared_ptr<ShmRequest>* front = matching_.FrontPosted(peer.rank, tag);
+  return front == nullptr ? nullptr : front->get();
 }
 
 std::shared_ptr<ShmRequest> Endpoint::TakePosted(Peer& peer, Tag tag) {
-  auto it = peer.posted.find(tag);
-  if (it == peer.posted.end()) return nullptr;
-  std::shared_ptr<ShmRequest> request = it->second.pop_front();
-  if (it->second.empty()) peer.posted.erase(it);
-  if (!request->any_peers_.empty()) RemoveFromPosted(*request, peer.rank);
-  return request;
+  return matching_.PopPosted(peer.rank, tag).value_or(nullptr);
 }
 
-void Endpoint::RemoveFromPosted(ShmRequest& request, int except_peer) {
-  std::vector<int> single;
-  if (request.any_peers_.empty()) single.push_back(request.peer());
-  for (int r : request.any_peers_.empty() ? single : request.any_peers_) {
-    if (r == except_peer) continue;
-    auto it = peers_[r].posted.find(request.tag());
-    if (it == peers_[r].posted.end()) continue;
-    auto& queue = it->second;
-    queue.erase(std::remove_if(queue.begin(), queue.end(),
-                               [&](const std::shared_ptr<ShmRequest>& posted) {
-                                 return posted.get() == &request;
-                               }),
-                queue.end());
-    if (queue.empty()) peers_[r].posted.erase(it);
+void Endpoint::Unpost(ShmRequest& request) {
+  if (request.any_peers_.empty()) {
+    matching_.Unpost(request.peer(), request.tag(), request);
+    return;
   }
+  // Posted on the peers that were live then, each of which may have failed since.
+  for (int r : request.any_peers_) matching_.Unpost(r, request.tag(), request);
 }
 
 bool Endpoint::WinClaim(ShmRequest& request, bool tentative) {
@@ -1105,7 +1065,7 @@ bool Endpoint::WinClaim(ShmRequest& request, bool tentative) {
   if (tentative ? request.claim_->Hold(request.part_) : request.claim_->TryClaim(request.part_)) {
     return true;
   }
-  RemoveFromPosted(request, -1);
+  Unpost(request);
   Complete(request, WithdrawnPartError(rank_));
   return false;
 }
@@ -1120,15 +1080,10 @@ void Endpoint::SettleClaim(ShmRequest& request, bool taken) {
 }
 
 bool Endpoint::MatchUnexpected(Peer& peer, const std::shared_ptr<ShmRequest>& request) {
-  auto it = peer.unexpected.find(request->tag());
-  while (it != peer.unexpected.end()) {
-    const bool announced = it->second.front().kind == Unexpected::Kind::kAnnounced;
+  while (const Matching::Arrived* oldest = matching_.OldestUnexpected(peer.rank, request->tag())) {
+    const bool announced = oldest->message.kind == Unexpected::Kind::kAnnounced;
     if (!WinClaim(*request, /*tentative=*/announced)) return true;  // settled: withdrawn
-    Unexpected message = it->second.pop_front();
-    if (it->second.empty()) {
-      peer.unexpected.erase(it);
-      it = peer.unexpected.end();
-    }
+    Unexpected message = *matching_.PopUnexpected(peer.rank, request->tag());
     switch (message.kind) {
       case Unexpected::Kind::kData:
         FinishEagerReceive(*request, peer.rank, message.data.data.get(), message.data.size);
@@ -1192,7 +1147,7 @@ void Endpoint::Cancel(ShmRequest& request) {
         break;
       }
       case ShmRequest::Stage::kPosted:
-        RemoveFromPosted(request, -1);
+        Unpost(request);
         Complete(request, cancelled);
         break;
       case ShmRequest::Stage::kStreaming:
@@ -1284,17 +1239,13 @@ void Endpoint::FailPeer(Peer& peer, absl::Status status, bool departed) {
   }
   peer.failure = status;
   peer.departed = departed;
-  auto posted = std::move(peer.posted);
-  peer.posted.clear();
-  for (auto& [tag, queue] : posted) {
-    for (const std::shared_ptr<ShmRequest>& request : queue) {
-      if (!request->any_peers_.empty()) {
-        // A peer that left in good order does not fail a receive another peer may satisfy.
-        if (AnyFailure(request->any_peers_).ok()) continue;
-        RemoveFromPosted(*request, peer.rank);
-      }
-      Complete(*request, status);
+  for (const auto& [tag, request] : matching_.TakePosted(peer.rank)) {
+    if (!request->any_peers_.empty()) {
+      // A peer that left in good order does not fail a receive another peer may satisfy.
+      if (AnyFailure(request->any_peers_).ok()) continue;
+      Unpost(*request);
     }
+    Complete(*request, status);
   }
   for (const std::shared_ptr<ShmRequest>& request : peer.send_queue) Complete(*request, status);
   peer.send_queue.clear();
@@ -1310,19 +1261,9 @@ void Endpoint::FailPeer(Peer& peer, absl::Status status, bool departed) {
   peer.control_queue.clear();
   // Messages that arrived in full stay receivable; descriptors and partial pulls of large ones
   // are useless without their sender.
-  for (auto it = peer.unexpected.begin(); it != peer.unexpected.end();) {
-    auto& queue = it->second;
-    queue.erase(std::remove_if(queue.begin(), queue.end(),
-                               [](const Unexpected& message) {
-                                 return message.kind != Unexpected::Kind::kData;
-                               }),
-                queue.end());
-    if (queue.empty()) {
-      peer.unexpected.erase(it++);
-    } else {
-      ++it;
-    }
-  }
+  matching_.RetainUnexpected(peer.rank, [](const Matching::Arrived& arrived) {
+    return arrived.message.kind == Unexpected::Kind::kData;
+  });
 }
 
 absl::Status Endpoint::AnyFailure(absl::Span<const int> peers) const {
@@ -1355,14 +1296,13 @@ void Endpoint::CloseWith(absl::Status status, uint32_t how) {
   all.reserve(pending_.size());
   for (auto& [raw, request] : pending_) all.push_back(request);
   for (const std::shared_ptr<ShmRequest>& request : all) Complete(*request, status);
+  matching_.Clear();
   for (Peer& peer : peers_) {
-    peer.posted.clear();
     peer.send_queue.clear();
     for (auto& request : peer.announced) request.reset();
     peer.streams.clear();
     peer.inbound_streams.clear();
     peer.control_queue.clear();
-    peer.unexpected.clear();
   }
   held_.clear();
   // Tell the peers: those attached to us see `closed` on their next poll; ring the ones we

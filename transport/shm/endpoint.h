@@ -23,6 +23,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/types/span.h"
+#include "chorus/transport/matching/match_table.h"
 #include "chorus/transport/receive_claim.h"
 #include "chorus/transport/request.h"
 #include "chorus/transport/shm/arena.h"
@@ -117,6 +118,7 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
   struct InboundStream;
   struct HeldAnnouncement;
   enum class Claim { kWithdrawn, kTooLong, kRead, kStage };
+  using Matching = matching::MatchTable<std::shared_ptr<ShmRequest>, Unexpected>;
 
   explicit Endpoint(Config config);
 
@@ -147,7 +149,8 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
   // --- matching (mu_ held) ---
   ShmRequest* PeekPosted(Peer& peer, Tag tag) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   std::shared_ptr<ShmRequest> TakePosted(Peer& peer, Tag tag) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void RemoveFromPosted(ShmRequest& request, int except_peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes a posted receive off every peer it is posted on (cancelled, withdrawn or failed).
+  void Unpost(ShmRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // True when `request` may take a message: always, unless it is a part of a shared receive
   // (Mesh::RecvFromAnyPart) whose claim another part won; then it is unposted and completed as
   // withdrawn. `tentative` only holds the claim, for a message that may turn out withdrawn by
@@ -244,7 +247,7 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
   std::vector<Peer> peers_ ABSL_GUARDED_BY(mu_);  // index = rank; this rank's entry unused
   std::vector<int> active_ ABSL_GUARDED_BY(mu_);  // connected, not failed: polled by Progress
   uint64_t seen_attach_epoch_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t next_arrival_ ABSL_GUARDED_BY(mu_) = 0;
+  Matching matching_ ABSL_GUARDED_BY(mu_);
   std::deque<HeldAnnouncement> held_ ABSL_GUARDED_BY(mu_);                  // in due order
   std::atomic<int64_t> next_pull_ns_{std::numeric_limits<int64_t>::max()};  // steady clock
   // Every request from creation to completion, so Abort and peer failure can reach them.

@@ -41,12 +41,11 @@ struct OutFrame {
   uint64_t payload_sent = 0;
 };
 
-// A posted receive. A RecvFromAny receive is one slot queued on several connections.
+// A posted receive. A RecvFromAny receive is one slot posted on several peers.
 struct RecvSlot {
   std::shared_ptr<TcpRequest> request;
   uint8_t* data = nullptr;
   size_t capacity = 0;
-  std::vector<int> peers;  // RecvFromAny: every peer it is queued on; else just the one
   // Mesh::RecvFromAnyPart: the claim shared with the receive's parts on other meshes.
   std::shared_ptr<ReceiveClaim> claim;
   int part = 0;
@@ -61,7 +60,6 @@ struct InboundMessage {
   Tag tag = 0;
   uint64_t size = 0;
   uint64_t received = 0;
-  uint64_t arrival = 0;  // mesh-wide arrival order, for RecvFromAny
   bool complete = false;
   // Where the payload goes: the matched receive's buffer (zero copy), or `buffered` when it
   // arrived before its receive (then copied), or nowhere (`discard`: too long for its

@@ -90,14 +90,13 @@ RequestPtr TcpConnection::Recv(Tag tag, MemoryRef buffer) {
   slot->request = request;
   slot->data = static_cast<uint8_t*>(buffer.data);
   slot->capacity = buffer.size;
-  slot->peers = {peer_};
   if (TakeUnexpected(tag, slot)) return request;
   if (state_ == State::kFailed) {
     request->Finish(failure_, 0);
     return request;
   }
   request->set_owner(this);
-  Post(slot);
+  mesh_.matching().Post(peer_, tag, slot);
   return request;
 }
 
@@ -138,46 +137,20 @@ void TcpConnection::AssignFrames(const std::shared_ptr<OutboundMessage>& message
 
 // --- Receiving ---------------------------------------------------------------------------
 
-const InboundMessage* TcpConnection::OldestUnexpected(Tag tag) const {
-  const auto it = unexpected_.find(tag);
-  return it == unexpected_.end() ? nullptr : it->second.front().get();
-}
-
 bool TcpConnection::TakeUnexpected(Tag tag, const std::shared_ptr<RecvSlot>& slot) {
-  const auto it = unexpected_.find(tag);
-  if (it == unexpected_.end()) return false;
-  std::shared_ptr<InboundMessage> message = std::move(it->second.front());
-  it->second.pop_front();
-  if (it->second.empty()) unexpected_.erase(it);
-  Match(message, slot);
+  std::optional<std::shared_ptr<InboundMessage>> message =
+      mesh_.matching().PopUnexpected(peer_, tag);
+  if (!message.has_value()) return false;
+  Match(*message, slot);
   return true;
 }
 
-void TcpConnection::Post(const std::shared_ptr<RecvSlot>& slot) {
-  posted_[slot->request->tag()].push_back(slot);
-}
-
-void TcpConnection::Unpost(Tag tag, const RecvSlot* slot) {
-  const auto it = posted_.find(tag);
-  if (it == posted_.end()) return;
-  auto& queue = it->second;
-  queue.erase(std::remove_if(queue.begin(), queue.end(),
-                             [slot](const auto& posted) { return posted.get() == slot; }),
-              queue.end());
-  if (queue.empty()) posted_.erase(it);
-}
-
 std::shared_ptr<RecvSlot> TcpConnection::PopPosted(Tag tag) {
-  while (true) {
-    const auto it = posted_.find(tag);
-    if (it == posted_.end()) return nullptr;
-    std::shared_ptr<RecvSlot> slot = std::move(it->second.front());
-    it->second.pop_front();
-    if (it->second.empty()) posted_.erase(it);
-    if (slot->peers.size() > 1) mesh_.UnpostElsewhere(*slot, peer_);
-    if (slot->WinClaim()) return slot;
-    slot->request->Finish(WithdrawnPartError(mesh_.rank()), 0);
+  while (std::optional<std::shared_ptr<RecvSlot>> slot = mesh_.matching().PopPosted(peer_, tag)) {
+    if ((*slot)->WinClaim()) return *slot;
+    (*slot)->request->Finish(WithdrawnPartError(mesh_.rank()), 0);
   }
+  return nullptr;
 }
 
 void TcpConnection::Match(const std::shared_ptr<InboundMessage>& message,
@@ -250,7 +223,6 @@ FrameTarget TcpConnection::OnFrameHeader(Stream& stream, const FrameHeader& head
   message->seq = header.seq;
   message->tag = header.tag;
   message->size = header.total_length;
-  message->arrival = mesh_.NextArrival();
   if (std::shared_ptr<RecvSlot> slot = PopPosted(header.tag)) {
     Match(message, slot);
   } else {
@@ -262,7 +234,7 @@ FrameTarget TcpConnection::OnFrameHeader(Stream& stream, const FrameHeader& head
             absl::StrCat("no memory to buffer an unexpected message of ", message->size, " bytes"));
       }
     }
-    unexpected_[header.tag].push_back(message);
+    mesh_.matching().AddUnexpected(peer_, header.tag, message);
   }
   if (message->size == 0) {
     OnMessageComplete(message);
@@ -284,7 +256,7 @@ void TcpConnection::OnMessageComplete(const std::shared_ptr<InboundMessage>& mes
   message->complete = true;
   inbound_.erase(message->seq);
   if (!message->discard && message->slot != nullptr) Deliver(*message);
-  // Otherwise a buffered message waits in unexpected_ for its receive.
+  // Otherwise a buffered message waits in the match table for its receive.
   FailIfPeerGone();
 }
 
@@ -299,14 +271,13 @@ void TcpConnection::CancelLocked(TcpRequest& request) {
 }
 
 void TcpConnection::ForgetRecv(const TcpRequest& request) {
-  const auto posted = posted_.find(request.tag());
-  if (posted != posted_.end()) {
-    for (const auto& slot : posted->second) {
-      if (slot->request.get() == &request) {
-        Unpost(request.tag(), slot.get());
-        return;
-      }
-    }
+  TcpMesh::Matching& matching = mesh_.matching();
+  const std::shared_ptr<RecvSlot>* posted = matching.FindPosted(
+      peer_, request.tag(), [&](const auto& slot) { return slot->request.get() == &request; });
+  if (posted != nullptr) {
+    const std::shared_ptr<RecvSlot> slot = *posted;  // Unpost drops the table's reference
+    matching.Unpost(peer_, request.tag(), *slot);
+    return;
   }
   for (auto& [seq, message] : inbound_) {
     if (message->slot != nullptr && message->slot->request.get() == &request) {
@@ -590,8 +561,7 @@ void TcpConnection::FailIfPeerGone() {
 }
 
 size_t TcpConnection::PendingCount() const {
-  size_t count = unassigned_sends_.size() + inbound_.size();
-  for (const auto& [tag, slots] : posted_) count += slots.size();
+  size_t count = unassigned_sends_.size() + inbound_.size() + mesh_.matching().PostedCount(peer_);
   for (const auto& stream : streams_) {
     if (stream != nullptr) count += stream->send_queue().size();
   }
@@ -622,13 +592,10 @@ void TcpConnection::Fail(const absl::Status& status) {
   }
   streams_.clear();
   for (const auto& message : sends) message->request->Finish(status, 0);
-  auto posted = std::move(posted_);
-  posted_.clear();
-  for (auto& [tag, slots] : posted) {
-    for (const auto& slot : slots) {
-      if (slot->peers.size() > 1) mesh_.UnpostElsewhere(*slot, peer_);
-      slot->request->Finish(status, 0, peer_);
-    }
+  TcpMesh::Matching& matching = mesh_.matching();
+  for (const auto& [tag, slot] : matching.TakePosted(peer_)) {
+    matching.Unpost(peer_, tag, *slot);  // a receive from any peer fails with any of them
+    slot->request->Finish(status, 0, peer_);
   }
   auto inbound = std::move(inbound_);
   inbound_.clear();
@@ -639,17 +606,7 @@ void TcpConnection::Fail(const absl::Status& status) {
     message->slot.reset();
   }
   // Messages that arrived whole stay receivable; the partial ones are gone.
-  for (auto it = unexpected_.begin(); it != unexpected_.end();) {
-    auto& queue = it->second;
-    queue.erase(std::remove_if(queue.begin(), queue.end(),
-                               [](const auto& message) { return !message->complete; }),
-                queue.end());
-    if (queue.empty()) {
-      unexpected_.erase(it++);
-    } else {
-      ++it;
-    }
-  }
+  matching.RetainUnexpected(peer_, [](const auto& arrived) { return arrived.message->complete; });
 }
 
 }  // namespace chorus::tcp

@@ -1,6 +1,6 @@
 // A TCP connection to one peer of a mesh: sets itself up (dialing with retries, or adopting
 // the peer's dial), cuts sends into frames over its streams, and matches arriving messages to
-// posted receives in (peer, tag) FIFO order.
+// posted receives through the mesh's match table.
 #ifndef CHORUS_TRANSPORT_TCP_TCP_CONNECTION_H_
 #define CHORUS_TRANSPORT_TCP_TCP_CONNECTION_H_
 
@@ -11,7 +11,6 @@
 #include <string>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "chorus/core/deadline.h"
 #include "chorus/transport/tcp/handshake.h"
@@ -49,13 +48,10 @@ class TcpConnection : public Connection, public StreamOwner, public RequestOwner
   bool failed() const { return state_ == State::kFailed; }
   const absl::Status& failure() const { return failure_; }
 
-  // --- Receives posted on several peers (Mesh::RecvFromAny) ---
-  // The oldest buffered message with `tag`, or null.
-  const InboundMessage* OldestUnexpected(Tag tag) const;
-  // Gives the oldest buffered message with `tag` to `slot`; false if there is none.
+  // --- Receives, also those posted on several peers (Mesh::RecvFromAny) ---
+  // Gives the oldest message from this peer with `tag` that arrived before its receive to
+  // `slot`; false if there is none.
   bool TakeUnexpected(Tag tag, const std::shared_ptr<RecvSlot>& slot);
-  void Post(const std::shared_ptr<RecvSlot>& slot);
-  void Unpost(Tag tag, const RecvSlot* slot);
   // Forgets a cancelled receive: unposts it, or discards the message it was receiving.
   void ForgetRecv(const TcpRequest& request);
 
@@ -125,8 +121,7 @@ class TcpConnection : public Connection, public StreamOwner, public RequestOwner
   bool peer_closed_ = false;
   uint64_t last_announced_seq_ = 0;
   std::map<uint64_t, std::shared_ptr<InboundMessage>> inbound_;  // announced, not whole
-  absl::flat_hash_map<Tag, std::deque<std::shared_ptr<RecvSlot>>> posted_;
-  absl::flat_hash_map<Tag, std::deque<std::shared_ptr<InboundMessage>>> unexpected_;
+  // Posted receives and messages that arrived first live in the mesh's match table.
 };
 
 }  // namespace chorus::tcp

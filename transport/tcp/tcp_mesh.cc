@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <utility>
 
-#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "chorus/core/logging.h"
@@ -28,7 +27,8 @@ TcpMesh::TcpMesh(std::shared_ptr<TcpContext> context, int rank, int size,
       size_(size),
       options_(options),
       mesh_id_(mesh_id),
-      connections_(size) {
+      connections_(size),
+      matching_(size) {
   std::lock_guard<std::mutex> lock(engine().mu());
   context_->meshes[mesh_id_] = this;
   engine().AddTickable(this);
@@ -92,19 +92,9 @@ RequestPtr TcpMesh::RecvFromAnyPart(absl::Span<const int> peers, Tag tag, Memory
       std::make_shared<TcpRequest>(RequestKind::kRecv, -1, tag, engine_ptr(),
                                    absl::StrCat("any of ranks [", absl::StrJoin(peers, ", "), "]"));
   auto lock = engine().LockForPosting();
-  absl::flat_hash_set<int> seen;
-  for (int peer : peers) {
-    if (peer < 0 || peer >= size_ || peer == rank_ || !seen.insert(peer).second) {
-      request->Finish(
-          InvalidArgumentError(absl::StrCat(
-              "RecvFromAny on rank ", rank_, ": peer list [", absl::StrJoin(peers, ", "),
-              "] must name distinct other ranks of [0, ", size_, ")")),
-          0);
-      return request;
-    }
-  }
-  if (peers.empty()) {
-    request->Finish(InvalidArgumentError("RecvFromAny needs at least one peer"), 0);
+  const absl::Status peers_ok = matching::CheckAnyPeers(peers, rank_, size_);
+  if (!peers_ok.ok()) {
+    request->Finish(peers_ok, 0);
     return request;
   }
   if (buffer.type != MemoryType::kHost) {
@@ -119,23 +109,14 @@ RequestPtr TcpMesh::RecvFromAnyPart(absl::Span<const int> peers, Tag tag, Memory
   slot->request = request;
   slot->data = static_cast<uint8_t*>(buffer.data);
   slot->capacity = buffer.size;
-  slot->peers.assign(peers.begin(), peers.end());
   slot->claim = std::move(claim);
   slot->part = part;
+  for (int peer : peers) ConnectionLocked(peer);
   // A message already here wins, the earliest arrival first.
-  TcpConnection* oldest = nullptr;
-  uint64_t oldest_arrival = 0;
-  for (int peer : peers) {
-    TcpConnection* connection = ConnectionLocked(peer);
-    const InboundMessage* message = connection->OldestUnexpected(tag);
-    if (message != nullptr && (oldest == nullptr || message->arrival < oldest_arrival)) {
-      oldest = connection;
-      oldest_arrival = message->arrival;
-    }
-  }
-  if (oldest != nullptr) {
+  const int oldest = matching_.OldestUnexpectedAmong(peers, tag);
+  if (oldest >= 0) {
     if (slot->WinClaim()) {
-      oldest->TakeUnexpected(tag, slot);
+      connections_[oldest]->TakeUnexpected(tag, slot);
     } else {
       request->Finish(WithdrawnPartError(rank_), 0);
     }
@@ -153,16 +134,8 @@ RequestPtr TcpMesh::RecvFromAnyPart(absl::Span<const int> peers, Tag tag, Memory
     }
   }
   request->set_owner(this);
-  for (int peer : peers) connections_[peer]->Post(slot);
+  matching_.PostOnEach(peers, tag, slot);
   return request;
-}
-
-void TcpMesh::UnpostElsewhere(const RecvSlot& slot, int matched_peer) {
-  for (int peer : slot.peers) {
-    if (peer != matched_peer && connections_[peer] != nullptr) {
-      connections_[peer]->Unpost(slot.request->tag(), &slot);
-    }
-  }
 }
 
 void TcpMesh::CancelLocked(TcpRequest& request) {

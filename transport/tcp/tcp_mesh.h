@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "chorus/transport/matching/match_table.h"
 #include "chorus/transport/tcp/handshake.h"
 #include "chorus/transport/tcp/progress_engine.h"
 #include "chorus/transport/tcp/socket.h"
@@ -65,9 +66,9 @@ class TcpMesh : public Mesh, public Tickable, public RequestOwner {
   const PeerEndpoint& peer_endpoint(int peer) const { return peers_[peer]; }
   // OK, or the kAborted status every request fails with after Abort().
   const absl::Status& aborted() const { return aborted_; }
-  uint64_t NextArrival() { return ++arrivals_; }
-  // Removes a RecvFromAny slot from every connection but `matched_peer`'s.
-  void UnpostElsewhere(const RecvSlot& slot, int matched_peer);
+  // Posted receives and messages that arrived first, per peer.
+  using Matching = matching::MatchTable<std::shared_ptr<RecvSlot>, std::shared_ptr<InboundMessage>>;
+  Matching& matching() { return matching_; }
   std::string PeerLabel(int peer) const;
 
  private:
@@ -85,7 +86,7 @@ class TcpMesh : public Mesh, public Tickable, public RequestOwner {
   std::vector<PeerEndpoint> peers_;
   std::vector<std::unique_ptr<TcpConnection>> connections_;
   absl::Status aborted_;
-  uint64_t arrivals_ = 0;
+  Matching matching_;
 };
 
 }  // namespace chorus::tcp

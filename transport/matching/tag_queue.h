@@ -1,16 +1,16 @@
-// The shm endpoint's per-tag queues (posted receives, messages that arrived first): FIFO, with
-// the first entry inline, because collectives use each tag once, so posting and matching
+// One tag's queue in a match table (posted receives, or messages that arrived first): FIFO,
+// with the first entry inline, because collectives use each tag once, so posting and matching
 // allocate nothing, and O(1) amortised at the front however deep a tag's queue grows (point-to-
-// point tags repeat). Not thread-safe (the endpoint's mutex guards it).
-#ifndef CHORUS_TRANSPORT_SHM_TAG_QUEUE_H_
-#define CHORUS_TRANSPORT_SHM_TAG_QUEUE_H_
+// point tags repeat). Not thread-safe (the match table's owner guards it).
+#ifndef CHORUS_TRANSPORT_MATCHING_TAG_QUEUE_H_
+#define CHORUS_TRANSPORT_MATCHING_TAG_QUEUE_H_
 
 #include <cstddef>
 #include <utility>
 
 #include "absl/container/inlined_vector.h"
 
-namespace chorus::shm {
+namespace chorus::matching {
 
 template <typename T>
 class TagQueue {
@@ -18,6 +18,7 @@ class TagQueue {
   using iterator = typename absl::InlinedVector<T, 1>::iterator;
 
   bool empty() const { return head_ == items_.size(); }
+  size_t size() const { return items_.size() - head_; }
   T& front() { return items_[head_]; }
   void push_back(T value) { items_.push_back(std::move(value)); }
   // Removes the front entry and returns it.
@@ -55,6 +56,6 @@ class TagQueue {
   size_t head_ = 0;  // entries before it were taken
 };
 
-}  // namespace chorus::shm
+}  // namespace chorus::matching
 
-#endif  // CHORUS_TRANSPORT_SHM_TAG_QUEUE_H_
+#endif  // CHORUS_TRANSPORT_MATCHING_TAG_QUEUE_H_

@@ -1,4 +1,4 @@
-// The shm endpoint's per-tag FIFO: order kept through its compactions, removals from the
+// A match table's per-tag FIFO: order kept through its compactions, removals from the
 // middle, and move-only entries.
 #include <catch2/catch.hpp>
 
@@ -6,9 +6,9 @@
 #include <memory>
 #include <vector>
 
-#include "chorus/transport/shm/tag_queue.h"
+#include "chorus/transport/matching/tag_queue.h"
 
-namespace chorus::shm {
+namespace chorus::matching {
 namespace {
 
 std::vector<int> Contents(TagQueue<int>& queue) { return {queue.begin(), queue.end()}; }
@@ -54,4 +54,4 @@ TEST_CASE("a tag queue holds move-only entries") {
 }
 
 }  // namespace
-}  // namespace chorus::shm
+}  // namespace chorus::matching
