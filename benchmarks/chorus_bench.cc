@@ -172,10 +172,10 @@ class ChorusTarget : public CollectiveTarget {
     if (options_.tool_flags.at("buffers") != "shared") {
       return CollectiveTarget::AllocateBuffer(bytes);
     }
-    CHORUS_ASSIGN_OR_RETURN(void* data, AllocateSharedMemory(bytes));
+    CHORUS_ASSIGN_OR_RETURN(void* data, shm::AllocateSharedMemory(bytes));
     std::memset(data, 0, bytes);  // touched once, like the heap buffers
     return std::shared_ptr<std::byte>(static_cast<std::byte*>(data),
-                                      [](std::byte* p) { FreeSharedMemory(p).IgnoreError(); });
+                                      [](std::byte* p) { shm::FreeSharedMemory(p).IgnoreError(); });
   }
 
   // For `auto`: the algorithms the selector picked over the sweep, e.g. "auto (ring)".

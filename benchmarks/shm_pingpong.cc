@@ -47,7 +47,7 @@ Deadline Soon() { return Deadline::After(absl::Seconds(30)); }
 
 absl::Status RunRank(int rank, const std::string& store_dir, const Settings& settings) {
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(store_dir));
-  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, CreateShmDevice());
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, shm::CreateShmDevice());
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Mesh> mesh,
                           device->CreateMesh(*store, rank, 2, MeshOptions{}, Soon()));
   CHORUS_ASSIGN_OR_RETURN(Connection * peer, mesh->GetConnection(1 - rank));

@@ -23,9 +23,9 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDeviceByName(
     absl::string_view transport, const tcp::TcpDeviceOptions& tcp_options) {
   CHORUS_RETURN_IF_ERROR(CheckTransportName(transport));
   if (transport == "tcp") return tcp::CreateTcpDevice(tcp_options);
-  if (transport == "shm") return CreateShmDevice();
+  if (transport == "shm") return shm::CreateShmDevice();
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> network, tcp::CreateTcpDevice(tcp_options));
-  absl::StatusOr<std::unique_ptr<Device>> local = CreateShmDevice();
+  absl::StatusOr<std::unique_ptr<Device>> local = shm::CreateShmDevice();
   if (!local.ok()) {
     // A malformed CHORUS_SHM_* value is the user's to fix, never a silent fallback.
     if (GetErrorKind(local.status()) == ErrorKind::kInvalidArgument) return local.status();

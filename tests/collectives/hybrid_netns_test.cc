@@ -38,7 +38,7 @@ constexpr absl::Duration kRunTimeout = absl::Minutes(3);
 absl::StatusOr<std::unique_ptr<Device>> EnterHostAndCreateDevice(const NetnsHosts& hosts,
                                                                  int host) {
   CHORUS_RETURN_IF_ERROR(hosts.Enter(host));
-  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> local, CreateShmDevice());
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> local, shm::CreateShmDevice());
   tcp::TcpDeviceOptions options;
   options.address = hosts.address(host);
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> network, tcp::CreateTcpDevice(options));

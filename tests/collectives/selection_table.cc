@@ -76,7 +76,7 @@ int RunHybrid() {
       std::vector<int> labels;
       for (int r = 0; r < ranks; ++r) labels.push_back(r / per_host);
       const Selector selector({}, LinkCost(tcp::kTcpLink), tcp::kTcpLink.segment_bytes,
-                              *Topology::FromLabels(labels, ranks), LinkCost(kShmLink));
+                              *Topology::FromLabels(labels, ranks), LinkCost(shm::kShmLink));
       std::printf("| %s | %d x %d | %s |\n", std::string(CollectiveKindName(kind)).c_str(), hosts,
                   per_host, Ranges(selector, kind, ranks).c_str());
     }
@@ -86,7 +86,7 @@ int RunHybrid() {
 
 int Run(const std::string& device_kind) {
   if (device_kind == "hybrid") return RunHybrid();
-  const LinkProfile link = device_kind == "shm"      ? kShmLink
+  const LinkProfile link = device_kind == "shm"      ? shm::kShmLink
                            : device_kind == "inproc" ? InprocDevice::kInprocLink
                                                      : tcp::kTcpLink;
   const Selector selector({}, LinkCost(link), link.segment_bytes);

@@ -204,7 +204,7 @@ TEST_CASE("the model considers hierarchical only on a layout of several hosts", 
     return *Topology::FromLabels(labels, size);
   };
   const CostParams tcp = LinkCost(tcp::kTcpLink);
-  const CostParams shm = LinkCost(kShmLink);
+  const CostParams shm = LinkCost(chorus::shm::kShmLink);
   const Selector two_hosts({}, tcp, 1 << 20, layout({0, 0, 1, 1}), shm);
   const Selector flat({}, tcp, 1 << 20, layout({0, 0, 0, 0}), shm);
   const Selector one_per_host({}, tcp, 1 << 20, layout({0, 1, 2, 3}), shm);

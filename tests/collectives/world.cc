@@ -58,7 +58,7 @@ std::string TransportName(TransportKind kind) {
 
 absl::StatusOr<std::unique_ptr<Device>> MakeDevice(TransportKind kind, int rank) {
   if (kind == TransportKind::kInproc) return std::unique_ptr<Device>(new InprocDevice());
-  if (kind == TransportKind::kShm) return CreateShmDevice();
+  if (kind == TransportKind::kShm) return shm::CreateShmDevice();
   if (kind == TransportKind::kHybrid) {
     return HybridTransport("hybrid", [](int r) { return r / 2; }).create_device(rank);
   }

@@ -18,6 +18,11 @@
 
 namespace chorus::shm_testing {
 
+using shm::AllocateSharedMemory;
+using shm::CreateShmDevice;
+using shm::FreeSharedMemory;
+using shm::ShmOptions;
+
 // Returns an error naming the failed condition (and extra context) from a rank body.
 #define SHM_EXPECT(condition, ...)                                                    \
   do {                                                                                \

@@ -21,15 +21,15 @@ std::string RandomBytes(std::mt19937_64& random, size_t count) {
 
 // Communicator::Create scopes its mesh's keys under "chorus/comm/<name>/g<k>/mesh/" (k = 1 for
 // a name's first creation in a store: rendezvous/group_generation.h), and
-// ExchangeAddresses (rendezvous/bootstrap.h) stores each rank's endpoint (handshake.h) under
-// "addr/<rank>", rank 0's record prefixed with the job id in 16 hex digits.
+// ExchangeAddresses (rendezvous/bootstrap.h) stores each rank's published address (handshake.h)
+// under "addr/<rank>", rank 0's record prefixed with the job id in 16 hex digits.
 absl::StatusOr<PublishedRanks> ReadPublishedRanks(Store& store, absl::string_view comm_name,
                                                   int ranks) {
   PublishedRanks published;
   for (int rank = 0; rank < ranks; ++rank) {
-    CHORUS_ASSIGN_OR_RETURN(std::string record,
-                            store.Get(absl::StrCat("chorus/comm/", comm_name, "/g1/mesh/addr/", rank),
-                                      Deadline::After(absl::Seconds(20))));
+    CHORUS_ASSIGN_OR_RETURN(std::string record, store.Get(absl::StrCat("chorus/comm/", comm_name,
+                                                                       "/g1/mesh/addr/", rank),
+                                                          Deadline::After(absl::Seconds(20))));
     if (rank == 0) {
       if (record.size() < kJobIdDigits ||
           !absl::SimpleHexAtoi(record.substr(0, kJobIdDigits), &published.job_id)) {
@@ -37,11 +37,11 @@ absl::StatusOr<PublishedRanks> ReadPublishedRanks(Store& store, absl::string_vie
       }
       record.erase(0, kJobIdDigits);
     }
-    CHORUS_ASSIGN_OR_RETURN(tcp::Endpoint endpoint, tcp::ParseEndpoint(record));
+    CHORUS_ASSIGN_OR_RETURN(tcp::PublishedAddress rank_address, tcp::ParsePublishedAddress(record));
     CHORUS_ASSIGN_OR_RETURN(tcp::SocketAddress address,
-                            tcp::SocketAddress::Parse(endpoint.socket_address));
+                            tcp::SocketAddress::Parse(rank_address.socket_address));
     published.addresses.push_back(address);
-    published.mesh_ids.push_back(endpoint.mesh_id);
+    published.mesh_ids.push_back(rank_address.mesh_id);
   }
   return published;
 }

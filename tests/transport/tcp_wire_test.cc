@@ -1,4 +1,4 @@
-// The TCP transport's pure codecs: frame headers, handshakes, endpoints, interface lists.
+// The TCP transport's pure codecs: frame headers, handshakes, published addresses, interface lists.
 #include <catch2/catch.hpp>
 #include <cstring>
 
@@ -94,17 +94,17 @@ TEST_CASE("handshakes round-trip and every malformed field is refused") {
   CHECK_FALSE(DecodeReply(reply).ok());
 }
 
-TEST_CASE("endpoints round-trip; malformed ones are refused") {
-  const Endpoint endpoint{"[::1]:4000", 0xABCDEF0123456789ull};
-  const std::string text = FormatEndpoint(endpoint);
+TEST_CASE("published addresses round-trip; malformed ones are refused") {
+  const PublishedAddress published{"[::1]:4000", 0xABCDEF0123456789ull};
+  const std::string text = FormatPublishedAddress(published);
   CHECK(text == "[::1]:4000;mesh=abcdef0123456789");
-  auto parsed = ParseEndpoint(text);
+  auto parsed = ParsePublishedAddress(text);
   REQUIRE(parsed.ok());
   CHECK(parsed->socket_address == "[::1]:4000");
-  CHECK(parsed->mesh_id == endpoint.mesh_id);
-  CHECK_FALSE(ParseEndpoint("127.0.0.1:4000").ok());
-  CHECK_FALSE(ParseEndpoint(";mesh=12").ok());
-  CHECK_FALSE(ParseEndpoint("1.2.3.4:5;mesh=zz").ok());
+  CHECK(parsed->mesh_id == published.mesh_id);
+  CHECK_FALSE(ParsePublishedAddress("127.0.0.1:4000").ok());
+  CHECK_FALSE(ParsePublishedAddress(";mesh=12").ok());
+  CHECK_FALSE(ParsePublishedAddress("1.2.3.4:5;mesh=zz").ok());
 }
 
 TEST_CASE("socket addresses parse and print for IPv4 and IPv6") {

@@ -28,7 +28,7 @@ TransportFactory Tcp(std::string name, int streams) {
 
 TransportFactory HybridTransport(std::string name, std::function<int(int rank)> host_of) {
   return {std::move(name), [host_of](int rank) -> absl::StatusOr<std::unique_ptr<Device>> {
-            CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> local, CreateShmDevice());
+            CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> local, shm::CreateShmDevice());
             CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> network, LoopbackTcpDevice(1));
             HybridOptions options;
             options.host_id = absl::StrCat("test-host-", host_of(rank));
@@ -40,7 +40,7 @@ const std::vector<TransportFactory>& ConformanceTransports() {
   static const auto* transports = new std::vector<TransportFactory>{
       Tcp("tcp", 1),
       Tcp("tcp-4-streams", 4),
-      {"shm", [](int) { return CreateShmDevice(); }},
+      {"shm", [](int) { return shm::CreateShmDevice(); }},
       // Rank 0 on a host of its own, the others together: the two-rank cases cross hosts (TCP
       // through the hybrid mesh) and the three-rank RecvFromAny case takes from two peers on
       // one other host. hybrid_test.cc covers shared memory inside the hybrid mesh, the

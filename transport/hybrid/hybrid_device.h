@@ -2,7 +2,7 @@
 // chosen per peer from host identities exchanged through the store. See
 // docs/transport-hybrid.md.
 //
-//   auto device = chorus::CreateHybridDevice(*chorus::CreateShmDevice(),
+//   auto device = chorus::CreateHybridDevice(*chorus::shm::CreateShmDevice(),
 //                                            *chorus::tcp::CreateTcpDeviceFromEnv());
 //   auto mesh = (*device)->CreateMesh(store, rank, size, {}, deadline);
 //

@@ -13,10 +13,10 @@
 #include "chorus/core/status.h"
 #include "chorus/rendezvous/bootstrap.h"
 #include "chorus/transport/shm/arena.h"
-#include "chorus/transport/shm/endpoint.h"
+#include "chorus/transport/shm/engine.h"
 #include "chorus/transport/shm/segment.h"
 
-namespace chorus {
+namespace chorus::shm {
 namespace {
 
 constexpr uint64_t kMinRingBytes = shm::kPageBytes;
@@ -27,11 +27,11 @@ bool IsPowerOfTwo(uint64_t value) { return value != 0 && (value & (value - 1)) =
 
 class ShmMesh final : public Mesh {
  public:
-  explicit ShmMesh(std::shared_ptr<shm::Endpoint> endpoint) : endpoint_(std::move(endpoint)) {}
-  ~ShmMesh() override { endpoint_->Shutdown(); }
+  explicit ShmMesh(std::shared_ptr<shm::Engine> engine) : engine_(std::move(engine)) {}
+  ~ShmMesh() override { engine_->Shutdown(); }
 
-  int rank() const override { return endpoint_->rank(); }
-  int size() const override { return endpoint_->size(); }
+  int rank() const override { return engine_->rank(); }
+  int size() const override { return engine_->size(); }
 
   absl::StatusOr<Connection*> GetConnection(int peer) override {
     if (peer < 0 || peer >= size() || peer == rank()) {
@@ -39,22 +39,22 @@ class ShmMesh final : public Mesh {
                                                peer, "; peers are [0, ", size(),
                                                ") other than itself"));
     }
-    return endpoint_->GetConnection(peer);
+    return engine_->GetConnection(peer);
   }
 
   RequestPtr RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer) override {
-    return endpoint_->RecvFromAny(peers, tag, buffer);
+    return engine_->RecvFromAny(peers, tag, buffer);
   }
 
   RequestPtr RecvFromAnyPart(absl::Span<const int> peers, Tag tag, MemoryRef buffer,
                              std::shared_ptr<ReceiveClaim> claim, int part) override {
-    return endpoint_->RecvFromAny(peers, tag, buffer, std::move(claim), part);
+    return engine_->RecvFromAny(peers, tag, buffer, std::move(claim), part);
   }
 
-  void Abort(absl::string_view reason) override { endpoint_->Abort(reason); }
+  void Abort(absl::string_view reason) override { engine_->Abort(reason); }
 
  private:
-  const std::shared_ptr<shm::Endpoint> endpoint_;
+  const std::shared_ptr<shm::Engine> engine_;
 };
 
 // A stable 64-bit hash (FNV-1a): the same in every process, unlike absl::Hash.
@@ -96,7 +96,7 @@ class ShmDevice final : public Device {
                       absl::StrCat("shm: rank ", rank, " exchanging inbox addresses through ",
                                    store.Describe()));
     }
-    shm::Endpoint::Config config;
+    shm::Engine::Config config;
     config.options = options_;
     config.rank = rank;
     config.size = size;
@@ -111,7 +111,7 @@ class ShmDevice final : public Device {
     }
     CHORUS_LOG(kDebug, "shm") << "rank " << rank << " of " << size << ": inbox " << my_address
                               << ", job " << absl::StrCat(absl::Hex(exchanged->job_id));
-    return std::unique_ptr<Mesh>(new ShmMesh(shm::Endpoint::Start(std::move(config))));
+    return std::unique_ptr<Mesh>(new ShmMesh(shm::Engine::Start(std::move(config))));
   }
 
  private:
@@ -197,4 +197,4 @@ absl::Status FreeSharedMemory(void* data) {
   return arena->Free(data);
 }
 
-}  // namespace chorus
+}  // namespace chorus::shm

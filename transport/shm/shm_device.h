@@ -19,11 +19,11 @@
 #include "chorus/transport/shm/single_copy.h"
 #include "chorus/transport/transport.h"
 
-namespace chorus {
+namespace chorus::shm {
 
 struct ShmOptions {
   // How large messages move (CHORUS_SHM_SINGLE_COPY=auto|cma|staging).
-  shm::SingleCopyMode single_copy = shm::SingleCopyMode::kAuto;
+  SingleCopyMode single_copy = SingleCopyMode::kAuto;
   // Bytes of each directed ring (CHORUS_SHM_RING_BYTES); a power of two, 4 KiB to 64 MiB.
   uint64_t ring_bytes = uint64_t{256} << 10;
   // Messages up to this size are copied through the ring; larger ones take the single-copy path
@@ -76,6 +76,6 @@ absl::StatusOr<void*> AllocateSharedMemory(size_t bytes);
 // other pointer. The buffer must not be in use by a pending request.
 absl::Status FreeSharedMemory(void* data);
 
-}  // namespace chorus
+}  // namespace chorus::shm
 
 #endif  // CHORUS_TRANSPORT_SHM_SHM_DEVICE_H_

@@ -47,7 +47,7 @@ class Acceptor::Handshake : public EventHandler {
   Hello hello;
 };
 
-Acceptor::Acceptor(TcpContext* context, ScopedFd listener)
+Acceptor::Acceptor(DeviceState* context, ScopedFd listener)
     : context_(context), engine_(*context->engine), listener_(std::move(listener)) {
   token_ = engine_.Register(listener_.get(), EPOLLIN, this);
   engine_.AddTickable(this);

@@ -15,7 +15,7 @@
 #include "chorus/transport/tcp/handshake.h"
 #include "chorus/transport/tcp/progress_engine.h"
 #include "chorus/transport/tcp/socket.h"
-#include "chorus/transport/tcp/tcp_context.h"
+#include "chorus/transport/tcp/device_state.h"
 
 namespace chorus::tcp {
 
@@ -24,7 +24,7 @@ class TcpMesh;
 // Every method, the constructor and the destructor run with the engine's mutex held.
 class Acceptor : public EventHandler, public Tickable {
  public:
-  Acceptor(TcpContext* context, ScopedFd listener);
+  Acceptor(DeviceState* context, ScopedFd listener);
   ~Acceptor() override;
 
   void OnEvents(uint32_t events) override;
@@ -43,7 +43,7 @@ class Acceptor : public EventHandler, public Tickable {
   void Drop(Handshake& handshake);
   void PauseAccepting();
 
-  TcpContext* const context_;
+  DeviceState* const context_;
   ProgressEngine& engine_;
   ScopedFd listener_;
   uint64_t token_ = 0;

@@ -120,21 +120,21 @@ absl::StatusOr<HandshakeVerdict> DecodeReply(absl::Span<const uint8_t> bytes) {
   return static_cast<HandshakeVerdict>(verdict);
 }
 
-std::string FormatEndpoint(const Endpoint& endpoint) {
-  return absl::StrCat(endpoint.socket_address, kMeshField,
-                      absl::StrFormat("%016x", endpoint.mesh_id));
+std::string FormatPublishedAddress(const PublishedAddress& published) {
+  return absl::StrCat(published.socket_address, kMeshField,
+                      absl::StrFormat("%016x", published.mesh_id));
 }
 
-absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view text) {
+absl::StatusOr<PublishedAddress> ParsePublishedAddress(absl::string_view text) {
   const size_t field = text.rfind(kMeshField);
-  Endpoint endpoint;
+  PublishedAddress published;
   if (field == absl::string_view::npos || field == 0 ||
-      !absl::SimpleHexAtoi(text.substr(field + kMeshField.size()), &endpoint.mesh_id)) {
-    return InvalidArgumentError(
-        absl::StrCat("'", text, "' is not a TCP endpoint of the form <host:port>;mesh=<hex id>"));
+      !absl::SimpleHexAtoi(text.substr(field + kMeshField.size()), &published.mesh_id)) {
+    return InvalidArgumentError(absl::StrCat(
+        "'", text, "' is not a published TCP address of the form <host:port>;mesh=<hex id>"));
   }
-  endpoint.socket_address = std::string(text.substr(0, field));
-  return endpoint;
+  published.socket_address = std::string(text.substr(0, field));
+  return published;
 }
 
 }  // namespace chorus::tcp

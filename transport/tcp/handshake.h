@@ -1,4 +1,4 @@
-// The connection handshake and the endpoint string a mesh publishes through the store. Pure
+// The connection handshake and the address string a mesh publishes through the store. Pure
 // functions over bytes and strings (no sockets, no state) so a fuzzer can target them.
 //
 // The dialer sends a Hello (64 bytes); the acceptor answers with a Reply (16 bytes) if the
@@ -85,13 +85,13 @@ absl::StatusOr<HandshakeVerdict> DecodeReply(absl::Span<const uint8_t> bytes);
 // What a rank publishes through the bootstrap exchange: its device's socket address and the
 // id of its mesh, "<host:port>;mesh=<16 hex digits>", e.g. "127.0.0.1:40123;mesh=00ab..." or
 // "[::1]:40123;mesh=...".
-struct Endpoint {
+struct PublishedAddress {
   std::string socket_address;
   uint64_t mesh_id = 0;
 };
 
-std::string FormatEndpoint(const Endpoint& endpoint);
-absl::StatusOr<Endpoint> ParseEndpoint(absl::string_view text);
+std::string FormatPublishedAddress(const PublishedAddress& published);
+absl::StatusOr<PublishedAddress> ParsePublishedAddress(absl::string_view text);
 
 }  // namespace chorus::tcp
 

@@ -327,9 +327,9 @@ void TcpConnection::CancelSend(const TcpRequest& request) {
 void TcpConnection::StartDial() {
   if (state_ != State::kConnecting || dial_stream_ != nullptr) return;
   ++dial_attempts_;
-  const PeerEndpoint& endpoint = mesh_.peer_endpoint(peer_);
+  const PeerAddress& target = mesh_.peer_address(peer_);
   const TcpDeviceOptions& options = mesh_.device_options();
-  absl::StatusOr<ScopedFd> fd = StartConnect(endpoint.address, options.socket_buffer_bytes);
+  absl::StatusOr<ScopedFd> fd = StartConnect(target.address, options.socket_buffer_bytes);
   if (!fd.ok()) {
     DialAttemptFailed(fd.status().message());
     return;
@@ -338,7 +338,7 @@ void TcpConnection::StartDial() {
   Hello hello;
   hello.stream_index = 0;
   hello.job_id = mesh_.job_id();
-  hello.target_mesh_id = endpoint.mesh_id;
+  hello.target_mesh_id = target.mesh_id;
   hello.source_mesh_id = mesh_.mesh_id();
   hello.source_rank = static_cast<uint32_t>(mesh_.rank());
   hello.target_rank = static_cast<uint32_t>(peer_);
@@ -413,9 +413,9 @@ void TcpConnection::OnDialResult(Stream& stream, absl::StatusOr<HandshakeVerdict
 
 void TcpConnection::DialExtraStreams() {
   const TcpDeviceOptions& options = mesh_.device_options();
-  const PeerEndpoint& endpoint = mesh_.peer_endpoint(peer_);
+  const PeerAddress& target = mesh_.peer_address(peer_);
   for (size_t index = 1; index < streams_.size(); ++index) {
-    absl::StatusOr<ScopedFd> fd = StartConnect(endpoint.address, options.socket_buffer_bytes);
+    absl::StatusOr<ScopedFd> fd = StartConnect(target.address, options.socket_buffer_bytes);
     if (!fd.ok()) {
       CHORUS_LOG(kWarn, "tcp") << "stream " << index << " to " << label_ << " could not be opened ("
                                << fd.status().message() << "); continuing with the other streams";
@@ -424,7 +424,7 @@ void TcpConnection::DialExtraStreams() {
     Hello hello;
     hello.stream_index = static_cast<uint32_t>(index);
     hello.job_id = mesh_.job_id();
-    hello.target_mesh_id = endpoint.mesh_id;
+    hello.target_mesh_id = target.mesh_id;
     hello.source_mesh_id = mesh_.mesh_id();
     hello.source_rank = static_cast<uint32_t>(mesh_.rank());
     hello.target_rank = static_cast<uint32_t>(peer_);

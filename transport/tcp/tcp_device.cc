@@ -10,7 +10,7 @@
 #include "chorus/transport/tcp/acceptor.h"
 #include "chorus/transport/tcp/handshake.h"
 #include "chorus/transport/tcp/progress_engine.h"
-#include "chorus/transport/tcp/tcp_context.h"
+#include "chorus/transport/tcp/device_state.h"
 #include "chorus/transport/tcp/tcp_mesh.h"
 
 namespace chorus::tcp {
@@ -26,7 +26,7 @@ constexpr size_t kCachedUnexpectedBytes = 64 << 20;
 // Thread-safe: the device's state is its context, guarded by the engine's mutex.
 class TcpDevice : public Device {
  public:
-  TcpDevice(std::shared_ptr<TcpContext> context, std::unique_ptr<Acceptor> acceptor)
+  TcpDevice(std::shared_ptr<DeviceState> context, std::unique_ptr<Acceptor> acceptor)
       : context_(std::move(context)),
         address_(context_->listen_address.ToString()),
         acceptor_(std::move(acceptor)) {}
@@ -62,18 +62,19 @@ class TcpDevice : public Device {
     auto mesh = std::make_unique<TcpMesh>(context_, rank, size, options, mesh_id);
     CHORUS_ASSIGN_OR_RETURN(
         BootstrapResult bootstrap,
-        ExchangeAddresses(store, rank, size, FormatEndpoint({address_, mesh_id}), deadline));
-    std::vector<PeerEndpoint> peers(size);
+        ExchangeAddresses(store, rank, size, FormatPublishedAddress({address_, mesh_id}),
+                          deadline));
+    std::vector<PeerAddress> peers(size);
     for (int peer = 0; peer < size; ++peer) {
-      absl::StatusOr<Endpoint> endpoint = ParseEndpoint(bootstrap.addresses[peer]);
+      absl::StatusOr<PublishedAddress> published = ParsePublishedAddress(bootstrap.addresses[peer]);
       absl::StatusOr<SocketAddress> address =
-          endpoint.ok() ? SocketAddress::Parse(endpoint->socket_address) : endpoint.status();
+          published.ok() ? SocketAddress::Parse(published->socket_address) : published.status();
       if (!address.ok()) {
         return Annotate(address.status(),
                         absl::StrCat("rank ", peer, " published an address through ",
-                                     store.Describe(), " that is not a TCP endpoint"));
+                                     store.Describe(), " that is not a published TCP address"));
       }
-      peers[peer] = {*address, endpoint->mesh_id};
+      peers[peer] = {*address, published->mesh_id};
     }
     {
       std::lock_guard<std::mutex> lock(context_->engine->mu());
@@ -87,7 +88,7 @@ class TcpDevice : public Device {
   }
 
  private:
-  const std::shared_ptr<TcpContext> context_;
+  const std::shared_ptr<DeviceState> context_;
   const std::string address_;
   std::unique_ptr<Acceptor> acceptor_;  // guarded by the engine's mutex
 };
@@ -135,7 +136,7 @@ absl::StatusOr<std::unique_ptr<Device>> CreateTcpDevice(const TcpDeviceOptions& 
   CHORUS_ASSIGN_OR_RETURN(ScopedFd listener, Listen(address, options.socket_buffer_bytes));
   CHORUS_ASSIGN_OR_RETURN(std::shared_ptr<ProgressEngine> engine,
                           ProgressEngine::Create(options.spin));
-  auto context = std::make_shared<TcpContext>();
+  auto context = std::make_shared<DeviceState>();
   context->engine = engine;
   context->options = options;
   context->listen_address = address;

@@ -20,7 +20,7 @@ uint64_t RandomId() {
   return id;
 }
 
-TcpMesh::TcpMesh(std::shared_ptr<TcpContext> context, int rank, int size,
+TcpMesh::TcpMesh(std::shared_ptr<DeviceState> context, int rank, int size,
                  const MeshOptions& options, uint64_t mesh_id)
     : context_(std::move(context)),
       rank_(rank),
@@ -52,7 +52,7 @@ std::string TcpMesh::PeerLabel(int peer) const {
   return absl::StrCat("rank ", peer, " (", peers_[peer].address.ToString(), ")");
 }
 
-void TcpMesh::SetPeers(uint64_t job_id, std::vector<PeerEndpoint> peers) {
+void TcpMesh::SetPeers(uint64_t job_id, std::vector<PeerAddress> peers) {
   job_id_ = job_id;
   peers_ = std::move(peers);
   ready_ = true;

@@ -1,4 +1,4 @@
-// One communicator's view of its peers over a TCP device: the peers' endpoints from the
+// One communicator's view of its peers over a TCP device: the peers' published addresses from the
 // bootstrap exchange, lazily created connections, RecvFromAny and Abort.
 #ifndef CHORUS_TRANSPORT_TCP_TCP_MESH_H_
 #define CHORUS_TRANSPORT_TCP_TCP_MESH_H_
@@ -16,14 +16,14 @@
 #include "chorus/transport/tcp/progress_engine.h"
 #include "chorus/transport/tcp/socket.h"
 #include "chorus/transport/tcp/tcp_connection.h"
-#include "chorus/transport/tcp/tcp_context.h"
+#include "chorus/transport/tcp/device_state.h"
 #include "chorus/transport/tcp/tcp_request.h"
 #include "chorus/transport/transport.h"
 
 namespace chorus::tcp {
 
 // A peer as the bootstrap exchange described it.
-struct PeerEndpoint {
+struct PeerAddress {
   SocketAddress address;
   uint64_t mesh_id = 0;
 };
@@ -33,7 +33,7 @@ class TcpMesh : public Mesh, public Tickable, public RequestOwner {
  public:
   // Registers the mesh under `mesh_id` with the device's context (so handshakes naming it
   // wait for it instead of being refused) and with the engine's timers.
-  TcpMesh(std::shared_ptr<TcpContext> context, int rank, int size, const MeshOptions& options,
+  TcpMesh(std::shared_ptr<DeviceState> context, int rank, int size, const MeshOptions& options,
           uint64_t mesh_id);
   // Fails every pending request with kAborted, closes every socket and unregisters.
   ~TcpMesh() override;
@@ -47,9 +47,9 @@ class TcpMesh : public Mesh, public Tickable, public RequestOwner {
   void Abort(absl::string_view reason) override;
 
   // --- With the engine's mutex held ---
-  // Completes the bootstrap: every rank's endpoint (index = rank). Handshakes are answered
+  // Completes the bootstrap: every rank's address (index = rank). Handshakes are answered
   // from then on.
-  void SetPeers(uint64_t job_id, std::vector<PeerEndpoint> peers);
+  void SetPeers(uint64_t job_id, std::vector<PeerAddress> peers);
   bool ready() const { return ready_; }
   HandshakeVerdict EvaluateHello(const Hello& hello) const;
   void AdoptStream(const Hello& hello, ScopedFd fd);
@@ -63,7 +63,7 @@ class TcpMesh : public Mesh, public Tickable, public RequestOwner {
   BufferPool& unexpected_buffers() const { return *context_->unexpected_buffers; }
   uint64_t job_id() const { return job_id_; }
   uint64_t mesh_id() const { return mesh_id_; }
-  const PeerEndpoint& peer_endpoint(int peer) const { return peers_[peer]; }
+  const PeerAddress& peer_address(int peer) const { return peers_[peer]; }
   // OK, or the kAborted status every request fails with after Abort().
   const absl::Status& aborted() const { return aborted_; }
   // Posted receives and messages that arrived first, per peer.
@@ -74,7 +74,7 @@ class TcpMesh : public Mesh, public Tickable, public RequestOwner {
  private:
   TcpConnection* ConnectionLocked(int peer);
 
-  const std::shared_ptr<TcpContext> context_;
+  const std::shared_ptr<DeviceState> context_;
   const int rank_;
   const int size_;
   const MeshOptions options_;
@@ -83,7 +83,7 @@ class TcpMesh : public Mesh, public Tickable, public RequestOwner {
   // Guarded by the engine's mutex.
   bool ready_ = false;
   uint64_t job_id_ = 0;
-  std::vector<PeerEndpoint> peers_;
+  std::vector<PeerAddress> peers_;
   std::vector<std::unique_ptr<TcpConnection>> connections_;
   absl::Status aborted_;
   Matching matching_;

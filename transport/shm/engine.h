@@ -5,8 +5,8 @@
 // inbox doorbell. A background thread watches peer liveness (pidfd) and makes progress only
 // while no thread waits, so requests that nobody waits on (IsDone() pollers, unexpected
 // messages filling a ring) still move.
-#ifndef CHORUS_TRANSPORT_SHM_ENDPOINT_H_
-#define CHORUS_TRANSPORT_SHM_ENDPOINT_H_
+#ifndef CHORUS_TRANSPORT_SHM_ENGINE_H_
+#define CHORUS_TRANSPORT_SHM_ENGINE_H_
 
 #include <array>
 #include <atomic>
@@ -36,21 +36,21 @@
 
 namespace chorus::shm {
 
-class Endpoint;
+class Engine;
 
 // A send or receive of the shm transport. Thread-safe like every Request; the fields below the
-// base class belong to the endpoint and are guarded by its mutex.
+// base class belong to the engine and are guarded by its mutex.
 class ShmRequest final : public Request {
  public:
-  ShmRequest(std::shared_ptr<Endpoint> endpoint, RequestKind kind, int peer, Tag tag, char* data,
+  ShmRequest(std::shared_ptr<Engine> engine, RequestKind kind, int peer, Tag tag, char* data,
              size_t size);
 
-  // Drives the endpoint's progress on the calling thread, then sleeps on the doorbell.
+  // Drives the engine's progress on the calling thread, then sleeps on the doorbell.
   absl::Status Wait(Deadline deadline) override;
   void Cancel() override;
 
  private:
-  friend class Endpoint;
+  friend class Engine;
   enum class Stage {
     kNew,
     kQueued,     // send: waiting for ring space or a rendezvous slot
@@ -60,7 +60,7 @@ class ShmRequest final : public Request {
     kDone,
   };
 
-  const std::shared_ptr<Endpoint> endpoint_;
+  const std::shared_ptr<Engine> engine_;
   char* data_;  // the caller's buffer, or private_copy_ once a streaming send is cancelled
   const size_t size_;
   std::unique_ptr<char[]> private_copy_;
@@ -77,8 +77,8 @@ class ShmRequest final : public Request {
 };
 
 // Thread-safe. Created by the device once the addresses are exchanged; the mesh calls
-// Shutdown() when it is destroyed, and requests keep the endpoint alive after that.
-class Endpoint : public std::enable_shared_from_this<Endpoint> {
+// Shutdown() when it is destroyed, and requests keep the engine alive after that.
+class Engine : public std::enable_shared_from_this<Engine> {
  public:
   struct Config {
     ShmOptions options;
@@ -89,9 +89,9 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
     std::vector<InboxAddress> addresses;  // index = rank
   };
 
-  // Builds the endpoint and starts its background thread.
-  static std::shared_ptr<Endpoint> Start(Config config);
-  ~Endpoint();
+  // Builds the engine and starts its background thread.
+  static std::shared_ptr<Engine> Start(Config config);
+  ~Engine();
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -120,7 +120,7 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
   enum class Claim { kWithdrawn, kTooLong, kRead, kStage };
   using Matching = matching::MatchTable<std::shared_ptr<ShmRequest>, Unexpected>;
 
-  explicit Endpoint(Config config);
+  explicit Engine(Config config);
 
   // --- progress (mu_ held) ---
   void Progress() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -265,4 +265,4 @@ class Endpoint : public std::enable_shared_from_this<Endpoint> {
 
 }  // namespace chorus::shm
 
-#endif  // CHORUS_TRANSPORT_SHM_ENDPOINT_H_
+#endif  // CHORUS_TRANSPORT_SHM_ENGINE_H_

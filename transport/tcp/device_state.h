@@ -1,7 +1,7 @@
 // What a TCP device shares with its meshes; it lives until the device and every mesh are gone,
 // so a mesh may outlive its device (it then has no background thread: waits drive progress).
-#ifndef CHORUS_TRANSPORT_TCP_TCP_CONTEXT_H_
-#define CHORUS_TRANSPORT_TCP_TCP_CONTEXT_H_
+#ifndef CHORUS_TRANSPORT_TCP_DEVICE_STATE_H_
+#define CHORUS_TRANSPORT_TCP_DEVICE_STATE_H_
 
 #include <cstdint>
 #include <memory>
@@ -16,7 +16,7 @@ namespace chorus::tcp {
 
 class TcpMesh;
 
-struct TcpContext {
+struct DeviceState {
   std::shared_ptr<ProgressEngine> engine;
   TcpDeviceOptions options;
   SocketAddress listen_address;
@@ -31,4 +31,4 @@ uint64_t RandomId();
 
 }  // namespace chorus::tcp
 
-#endif  // CHORUS_TRANSPORT_TCP_TCP_CONTEXT_H_
+#endif  // CHORUS_TRANSPORT_TCP_DEVICE_STATE_H_

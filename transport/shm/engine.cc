@@ -1,4 +1,4 @@
-#include "chorus/transport/shm/endpoint.h"
+#include "chorus/transport/shm/engine.h"
 
 #include <poll.h>
 #include <sched.h>
@@ -59,7 +59,7 @@ int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 
 // many polls: a clock read costs about as much as a poll of an idle ring.
 constexpr int kPollsPerClockRead = 16;
 
-// Polls between yields while spinning (Endpoint::yield_every_).
+// Polls between yields while spinning (Engine::yield_every_).
 constexpr int kYieldEveryOversubscribed = 8;
 constexpr int kYieldEveryDedicated = 256;
 
@@ -77,23 +77,23 @@ bool Oversubscribed(const std::vector<InboxAddress>& addresses) {
 
 }  // namespace
 
-// The Connection handed to users: a peer index over the endpoint.
+// The Connection handed to users: a peer index over the engine.
 class ShmConnection final : public Connection {
  public:
-  ShmConnection(Endpoint& endpoint, int peer) : endpoint_(endpoint), peer_(peer) {}
+  ShmConnection(Engine& engine, int peer) : engine_(engine), peer_(peer) {}
   int peer() const override { return peer_; }
   RequestPtr Send(Tag tag, ConstMemoryRef buffer) override {
-    return endpoint_.Send(peer_, tag, buffer);
+    return engine_.Send(peer_, tag, buffer);
   }
-  RequestPtr Recv(Tag tag, MemoryRef buffer) override { return endpoint_.Recv(peer_, tag, buffer); }
+  RequestPtr Recv(Tag tag, MemoryRef buffer) override { return engine_.Recv(peer_, tag, buffer); }
   // Eager messages and staging chunks go to the sink straight from shared memory, saving the
   // receiver a copy; a message read by cross-memory attach lands in the buffer.
   RequestPtr RecvWithSink(Tag tag, MemoryRef buffer, RecvSink* sink) override {
-    return endpoint_.Recv(peer_, tag, buffer, sink);
+    return engine_.Recv(peer_, tag, buffer, sink);
   }
 
  private:
-  Endpoint& endpoint_;
+  Engine& engine_;
   const int peer_;
 };
 
@@ -114,7 +114,7 @@ struct Bytes {
 };
 
 // A message that arrived before its receive was posted.
-struct Endpoint::Unexpected {
+struct Engine::Unexpected {
   enum class Kind {
     kData,       // all of it is here (eager, or pulled)
     kAnnounced,  // a large message's descriptor: the data is still in the sender's buffer
@@ -128,7 +128,7 @@ struct Endpoint::Unexpected {
 };
 
 // A large message coming through the staging area.
-struct Endpoint::InboundStream {
+struct Engine::InboundStream {
   enum class Into {
     kRequest,  // the matched receive (its buffer, or its sink)
     kHeld,     // `held`: pulled before any receive was posted
@@ -144,14 +144,14 @@ struct Endpoint::InboundStream {
 };
 
 // An unmatched announcement, to be pulled once its hold time is over.
-struct Endpoint::HeldAnnouncement {
+struct Engine::HeldAnnouncement {
   std::chrono::steady_clock::time_point pull_at;
   int peer = -1;
   Tag tag = 0;
   uint64_t arrival = 0;
 };
 
-struct Endpoint::Peer {
+struct Engine::Peer {
   int rank = -1;
   InboxAddress address;
   absl::Status failure;   // once set, later requests fail with it
@@ -186,15 +186,15 @@ struct Endpoint::Peer {
   bool arena_failed = false;
 };
 
-ShmRequest::ShmRequest(std::shared_ptr<Endpoint> endpoint, RequestKind kind, int peer, Tag tag,
+ShmRequest::ShmRequest(std::shared_ptr<Engine> engine, RequestKind kind, int peer, Tag tag,
                        char* data, size_t size)
-    : Request(kind, peer, tag), endpoint_(std::move(endpoint)), data_(data), size_(size) {}
+    : Request(kind, peer, tag), engine_(std::move(engine)), data_(data), size_(size) {}
 
-absl::Status ShmRequest::Wait(Deadline deadline) { return endpoint_->Wait(*this, deadline); }
+absl::Status ShmRequest::Wait(Deadline deadline) { return engine_->Wait(*this, deadline); }
 
-void ShmRequest::Cancel() { endpoint_->Cancel(*this); }
+void ShmRequest::Cancel() { engine_->Cancel(*this); }
 
-Endpoint::Endpoint(Config config)
+Engine::Engine(Config config)
     : options_(config.options),
       yield_every_(Oversubscribed(config.addresses) ? kYieldEveryOversubscribed
                                                     : kYieldEveryDedicated),
@@ -216,14 +216,14 @@ Endpoint::Endpoint(Config config)
   }
 }
 
-std::shared_ptr<Endpoint> Endpoint::Start(Config config) {
-  std::shared_ptr<Endpoint> endpoint(new Endpoint(std::move(config)));
-  endpoint->stop_event_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-  endpoint->background_ = std::thread([raw = endpoint.get()] { raw->BackgroundLoop(); });
-  return endpoint;
+std::shared_ptr<Engine> Engine::Start(Config config) {
+  std::shared_ptr<Engine> engine(new Engine(std::move(config)));
+  engine->stop_event_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  engine->background_ = std::thread([raw = engine.get()] { raw->BackgroundLoop(); });
+  return engine;
 }
 
-Endpoint::~Endpoint() {
+Engine::~Engine() {
   Shutdown();
   for (Peer& peer : peers_) {
     if (peer.pidfd >= 0) close(peer.pidfd);
@@ -234,13 +234,13 @@ Endpoint::~Endpoint() {
 // ------------------------------------------------------------------------------------------
 // Posting
 
-std::shared_ptr<ShmRequest> Endpoint::NewRequest(RequestKind kind, int peer, Tag tag, void* data,
+std::shared_ptr<ShmRequest> Engine::NewRequest(RequestKind kind, int peer, Tag tag, void* data,
                                                  size_t size) {
   return std::make_shared<ShmRequest>(shared_from_this(), kind, peer, tag, static_cast<char*>(data),
                                       size);
 }
 
-void Endpoint::TrackIfPending(const std::shared_ptr<ShmRequest>& request) {
+void Engine::TrackIfPending(const std::shared_ptr<ShmRequest>& request) {
   // Most small sends and many receives complete while they are posted; only the others need
   // an owner here (and the hash map insert and erase that costs).
   if (request->stage_ != ShmRequest::Stage::kDone) pending_.emplace(request.get(), request);
@@ -271,13 +271,13 @@ absl::Status CheckBuffer(MemoryType type, const void* data, size_t size) {
 
 }  // namespace
 
-Connection* Endpoint::GetConnection(int peer) {
+Connection* Engine::GetConnection(int peer) {
   std::lock_guard<std::mutex> lock(mu_);
   Connect(peers_[peer]);
   return peers_[peer].connection.get();
 }
 
-RequestPtr Endpoint::Send(int peer_rank, Tag tag, ConstMemoryRef buffer) {
+RequestPtr Engine::Send(int peer_rank, Tag tag, ConstMemoryRef buffer) {
   std::shared_ptr<ShmRequest> request;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -303,7 +303,7 @@ RequestPtr Endpoint::Send(int peer_rank, Tag tag, ConstMemoryRef buffer) {
   return request;
 }
 
-RequestPtr Endpoint::Recv(int peer_rank, Tag tag, MemoryRef buffer, RecvSink* sink) {
+RequestPtr Engine::Recv(int peer_rank, Tag tag, MemoryRef buffer, RecvSink* sink) {
   std::shared_ptr<ShmRequest> request;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -329,7 +329,7 @@ RequestPtr Endpoint::Recv(int peer_rank, Tag tag, MemoryRef buffer, RecvSink* si
   return request;
 }
 
-RequestPtr Endpoint::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer,
+RequestPtr Engine::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer,
                                  std::shared_ptr<ReceiveClaim> claim, int part) {
   std::shared_ptr<ShmRequest> request;
   {
@@ -377,7 +377,7 @@ RequestPtr Endpoint::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef
 // ------------------------------------------------------------------------------------------
 // Connecting
 
-void Endpoint::Connect(Peer& peer) {
+void Engine::Connect(Peer& peer) {
   if (peer.connected || !peer.failure.ok()) return;
   const std::string who = absl::StrCat("rank ", peer.rank, " (pid ", peer.address.pid, ")");
   if (peer.address.host != LocalHostIdentity()) {
@@ -431,7 +431,7 @@ void Endpoint::Connect(Peer& peer) {
                            << LargePathName(peer.large_path);
 }
 
-void Endpoint::FailUnreachable(Peer& peer, absl::Status status) {
+void Engine::FailUnreachable(Peer& peer, absl::Status status) {
   // A peer that sent to us and then exited or closed its mesh before we attached back: every
   // send it completed is whole in our inbox (eager records, and nothing else, since only our
   // replies complete a large one), so it is still delivered before the peer counts as gone.
@@ -439,7 +439,7 @@ void Endpoint::FailUnreachable(Peer& peer, absl::Status status) {
   FailPeer(peer, std::move(status));
 }
 
-absl::StatusOr<LargePath> Endpoint::ChooseLargePath(const Peer& peer) const {
+absl::StatusOr<LargePath> Engine::ChooseLargePath(const Peer& peer) const {
   const bool same_process = peer.address.pid == getpid();
   if (options_.single_copy == SingleCopyMode::kStaging) return LargePath::kStaging;
   if (options_.single_copy == SingleCopyMode::kAuto && same_process) return LargePath::kMemcpy;
@@ -472,7 +472,7 @@ absl::StatusOr<LargePath> Endpoint::ChooseLargePath(const Peer& peer) const {
   return LargePath::kStaging;
 }
 
-void Endpoint::ScanAttachments() {
+void Engine::ScanAttachments() {
   const uint64_t epoch = header_.attach_epoch.load(std::memory_order_acquire);
   if (epoch == seen_attach_epoch_) return;
   seen_attach_epoch_ = epoch;
@@ -497,7 +497,7 @@ void Endpoint::ScanAttachments() {
 // ------------------------------------------------------------------------------------------
 // Progress
 
-void Endpoint::Progress() {
+void Engine::Progress() {
   ScanAttachments();
   if (!held_.empty()) PullExpiredAnnouncements();
   for (size_t i = 0; i < active_.size(); ++i) {
@@ -524,7 +524,7 @@ void Endpoint::Progress() {
                 active_.end());
 }
 
-void Endpoint::Drain(Peer& peer) {
+void Engine::Drain(Peer& peer) {
   bool consumed = false;
   bool corrupt = false;
   while (peer.failure.ok()) {
@@ -553,7 +553,7 @@ void Endpoint::Drain(Peer& peer) {
   }
 }
 
-void Endpoint::HandleRecord(Peer& peer, const Record& record, const char* payload) {
+void Engine::HandleRecord(Peer& peer, const Record& record, const char* payload) {
   const bool slot_ok = SlotIndex(record.slot_ref) < kSlotsPerPeer;
   switch (record.type) {
     case RecordType::kEager:
@@ -582,7 +582,7 @@ void Endpoint::HandleRecord(Peer& peer, const Record& record, const char* payloa
   }
 }
 
-void Endpoint::DeliverEager(Peer& peer, Tag tag, const char* data, uint64_t length) {
+void Engine::DeliverEager(Peer& peer, Tag tag, const char* data, uint64_t length) {
   while (std::shared_ptr<ShmRequest> request = TakePosted(peer, tag)) {
     if (!WinClaim(*request, /*tentative=*/false)) continue;
     FinishEagerReceive(*request, peer.rank, data, length);
@@ -593,7 +593,7 @@ void Endpoint::DeliverEager(Peer& peer, Tag tag, const char* data, uint64_t leng
   matching_.AddUnexpected(peer.rank, tag, std::move(message));
 }
 
-void Endpoint::FinishEagerReceive(ShmRequest& request, int from, const char* data,
+void Engine::FinishEagerReceive(ShmRequest& request, int from, const char* data,
                                   uint64_t length) {
   if (length > request.size_) {
     Complete(request,
@@ -608,11 +608,11 @@ void Endpoint::FinishEagerReceive(ShmRequest& request, int from, const char* dat
   Complete(request, absl::OkStatus(), length, from);
 }
 
-void Endpoint::Store(ShmRequest& request, uint64_t offset, const char* data, uint64_t length) {
+void Engine::Store(ShmRequest& request, uint64_t offset, const char* data, uint64_t length) {
   Deliver(request.sink_, request.data_, offset, data, length);
 }
 
-void Endpoint::DeliverAnnouncement(Peer& peer, const Record& record) {
+void Engine::DeliverAnnouncement(Peer& peer, const Record& record) {
   // Drained from a peer we never attached to (FailUnreachable): without our kFinished or
   // kClearToSend its send cannot have completed, and its buffer is out of reach.
   if (!peer.connected) return;
@@ -640,7 +640,7 @@ void Endpoint::DeliverAnnouncement(Peer& peer, const Record& record) {
                    record.arg);
 }
 
-void Endpoint::Hold(Peer& peer, Tag tag, uint64_t arrival, uint64_t length) {
+void Engine::Hold(Peer& peer, Tag tag, uint64_t arrival, uint64_t length) {
   // One sender's held messages are pulled one after another: a message's hold starts when the
   // one held before it from the same sender is due. A pipelined sender announces many segments
   // at once and the receiver works through them in order, so each gets the time its
@@ -665,7 +665,7 @@ void Endpoint::Hold(Peer& peer, Tag tag, uint64_t arrival, uint64_t length) {
   next_pull_ns_.store(held_.front().pull_at.time_since_epoch().count(), std::memory_order_relaxed);
 }
 
-int Endpoint::UnclaimedSlots(const Peer& peer) const {
+int Engine::UnclaimedSlots(const Peer& peer) const {
   // The sender's slot words, not our queues: a bounded look (64 words) however many messages
   // wait unmatched, and a slot its sender withdrew no longer counts.
   int unclaimed = 0;
@@ -675,7 +675,7 @@ int Endpoint::UnclaimedSlots(const Peer& peer) const {
   return unclaimed;
 }
 
-Endpoint::Claim Endpoint::ClaimAnnouncement(Peer& peer, uint32_t slot_ref, uint64_t length,
+Engine::Claim Engine::ClaimAnnouncement(Peer& peer, uint32_t slot_ref, uint64_t length,
                                             uint64_t address, size_t capacity) {
   const uint32_t generation = SlotGeneration(slot_ref);
   Claim claim = Claim::kRead;
@@ -695,7 +695,7 @@ Endpoint::Claim Endpoint::ClaimAnnouncement(Peer& peer, uint32_t slot_ref, uint6
   return claim;
 }
 
-void Endpoint::ReceiveAnnounced(Peer& peer, const std::shared_ptr<ShmRequest>& request, Claim claim,
+void Engine::ReceiveAnnounced(Peer& peer, const std::shared_ptr<ShmRequest>& request, Claim claim,
                                 uint32_t slot_ref, uint64_t length, uint64_t address) {
   switch (claim) {
     case Claim::kWithdrawn:
@@ -725,7 +725,7 @@ void Endpoint::ReceiveAnnounced(Peer& peer, const std::shared_ptr<ShmRequest>& r
   }
 }
 
-absl::Status Endpoint::ReadAnnounced(Peer& peer, char* into, RecvSink* sink, uint32_t slot_ref,
+absl::Status Engine::ReadAnnounced(Peer& peer, char* into, RecvSink* sink, uint32_t slot_ref,
                                      uint64_t length, uint64_t address) {
   absl::Status status;
   if (const char* source = InPlace(peer, address, length)) {
@@ -746,7 +746,7 @@ absl::Status Endpoint::ReadAnnounced(Peer& peer, char* into, RecvSink* sink, uin
       peer.rank);
 }
 
-const char* Endpoint::InPlace(Peer& peer, uint64_t address, uint64_t length) {
+const char* Engine::InPlace(Peer& peer, uint64_t address, uint64_t length) {
   const char* const at = reinterpret_cast<const char*>(address);
   if (peer.large_path == LargePath::kMemcpy) return at;
   if (peer.address.pid == getpid()) {  // forced off memcpy: only the arena, which is ours
@@ -779,7 +779,7 @@ const char* Endpoint::InPlace(Peer& peer, uint64_t address, uint64_t length) {
   return peer.arena->data() + (address - peer.arena_base);
 }
 
-void Endpoint::PublishArena(const Arena& arena) {
+void Engine::PublishArena(const Arena& arena) {
   const Arena::Identity& identity = arena.identity();
   header_.arena_fd = identity.fd;
   header_.arena_base = identity.base;
@@ -788,7 +788,7 @@ void Endpoint::PublishArena(const Arena& arena) {
   arena_published_ = true;
 }
 
-void Endpoint::PullExpiredAnnouncements() {
+void Engine::PullExpiredAnnouncements() {
   const auto now = std::chrono::steady_clock::now();
   while (!held_.empty() && held_.front().pull_at <= now) {
     const HeldAnnouncement held = held_.front();
@@ -842,7 +842,7 @@ void Endpoint::PullExpiredAnnouncements() {
                       std::memory_order_relaxed);
 }
 
-void Endpoint::TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& request,
+void Engine::TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& request,
                             const Unexpected& message) {
   InboundStream& stream = peer.inbound_streams[SlotIndex(message.slot_ref)];
   if (message.length > request->size_) {
@@ -861,7 +861,7 @@ void Endpoint::TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& reque
   request->source_ = peer.rank;
 }
 
-void Endpoint::FinishPulled(Peer& peer, InboundStream& stream) {
+void Engine::FinishPulled(Peer& peer, InboundStream& stream) {
   Matching::Arrived* arrived =
       matching_.FindUnexpected(peer.rank, stream.tag, [&](const Matching::Arrived& a) {
         return a.message.kind == Unexpected::Kind::kPulling && a.message.slot_ref == stream.slot_ref;
@@ -871,7 +871,7 @@ void Endpoint::FinishPulled(Peer& peer, InboundStream& stream) {
   arrived->message.data = std::move(stream.held);
 }
 
-void Endpoint::OnClearToSend(Peer& peer, uint32_t slot_ref) {
+void Engine::OnClearToSend(Peer& peer, uint32_t slot_ref) {
   const std::shared_ptr<ShmRequest>& request = peer.announced[SlotIndex(slot_ref)];
   if (request == nullptr || request->slot_ref_ != slot_ref) return;
   // A send that failed meanwhile has nothing to stream; a cancelled one streams its private copy.
@@ -880,7 +880,7 @@ void Endpoint::OnClearToSend(Peer& peer, uint32_t slot_ref) {
   peer.streams.push_back(request);
 }
 
-void Endpoint::OnChunk(Peer& peer, const Record& record) {
+void Engine::OnChunk(Peer& peer, const Record& record) {
   auto it = peer.inbound_streams.find(SlotIndex(record.slot_ref));
   const uint64_t chunk_bytes = peer.in.chunk_bytes();
   if (it == peer.inbound_streams.end() || it->second.slot_ref != record.slot_ref ||
@@ -913,7 +913,7 @@ void Endpoint::OnChunk(Peer& peer, const Record& record) {
   WriteControl(peer, RecordType::kFinished, slot_ref, kFinishDelivered);
 }
 
-void Endpoint::OnFinished(Peer& peer, uint32_t slot_ref, uint64_t outcome) {
+void Engine::OnFinished(Peer& peer, uint32_t slot_ref, uint64_t outcome) {
   const int slot = SlotIndex(slot_ref);
   std::shared_ptr<ShmRequest> request = peer.announced[slot];
   if (request == nullptr || request->slot_ref_ != slot_ref) return;
@@ -932,7 +932,7 @@ void Endpoint::OnFinished(Peer& peer, uint32_t slot_ref, uint64_t outcome) {
 // ------------------------------------------------------------------------------------------
 // Writing to a peer
 
-void Endpoint::WriteControl(Peer& peer, RecordType type, uint32_t slot_ref, uint64_t length) {
+void Engine::WriteControl(Peer& peer, RecordType type, uint32_t slot_ref, uint64_t length) {
   Record record{};
   record.type = type;
   record.slot_ref = slot_ref;
@@ -941,7 +941,7 @@ void Endpoint::WriteControl(Peer& peer, RecordType type, uint32_t slot_ref, uint
   Flush(peer);
 }
 
-void Endpoint::Flush(Peer& peer) {
+void Engine::Flush(Peer& peer) {
   if (!peer.connected || !peer.failure.ok()) return;
   if (!FlushOnce(peer)) return;
   // Blocked on space: ask the consumer to ring us when it frees some, then look once more in
@@ -950,7 +950,7 @@ void Endpoint::Flush(Peer& peer) {
   FlushOnce(peer);
 }
 
-bool Endpoint::FlushOnce(Peer& peer) {
+bool Engine::FlushOnce(Peer& peer) {
   bool wrote = false;
   bool blocked = false;
   while (!peer.control_queue.empty()) {
@@ -967,7 +967,7 @@ bool Endpoint::FlushOnce(Peer& peer) {
   return blocked;
 }
 
-bool Endpoint::FlushSends(Peer& peer, bool* wrote) {
+bool Engine::FlushSends(Peer& peer, bool* wrote) {
   while (!peer.send_queue.empty()) {
     ShmRequest& request = *peer.send_queue.front();
     Record record{};
@@ -1008,7 +1008,7 @@ bool Endpoint::FlushSends(Peer& peer, bool* wrote) {
   return false;
 }
 
-bool Endpoint::PushStreams(Peer& peer, bool* wrote) {
+bool Engine::PushStreams(Peer& peer, bool* wrote) {
   const AreaView& out = peer.outbox->area();
   while (!peer.streams.empty()) {
     ShmRequest& request = *peer.streams.front();
@@ -1042,16 +1042,16 @@ bool Endpoint::PushStreams(Peer& peer, bool* wrote) {
 // ------------------------------------------------------------------------------------------
 // Matching
 
-ShmRequest* Endpoint::PeekPosted(Peer& peer, Tag tag) {
+ShmRequest* Engine::PeekPosted(Peer& peer, Tag tag) {
   std::shared_ptr<ShmRequest>* front = matching_.FrontPosted(peer.rank, tag);
   return front == nullptr ? nullptr : front->get();
 }
 
-std::shared_ptr<ShmRequest> Endpoint::TakePosted(Peer& peer, Tag tag) {
+std::shared_ptr<ShmRequest> Engine::TakePosted(Peer& peer, Tag tag) {
   return matching_.PopPosted(peer.rank, tag).value_or(nullptr);
 }
 
-void Endpoint::Unpost(ShmRequest& request) {
+void Engine::Unpost(ShmRequest& request) {
   if (request.any_peers_.empty()) {
     matching_.Unpost(request.peer(), request.tag(), request);
     return;
@@ -1060,7 +1060,7 @@ void Endpoint::Unpost(ShmRequest& request) {
   for (int r : request.any_peers_) matching_.Unpost(r, request.tag(), request);
 }
 
-bool Endpoint::WinClaim(ShmRequest& request, bool tentative) {
+bool Engine::WinClaim(ShmRequest& request, bool tentative) {
   if (request.claim_ == nullptr) return true;
   if (tentative ? request.claim_->Hold(request.part_) : request.claim_->TryClaim(request.part_)) {
     return true;
@@ -1070,7 +1070,7 @@ bool Endpoint::WinClaim(ShmRequest& request, bool tentative) {
   return false;
 }
 
-void Endpoint::SettleClaim(ShmRequest& request, bool taken) {
+void Engine::SettleClaim(ShmRequest& request, bool taken) {
   if (request.claim_ == nullptr) return;
   if (taken) {
     request.claim_->Confirm(request.part_);
@@ -1079,7 +1079,7 @@ void Endpoint::SettleClaim(ShmRequest& request, bool taken) {
   }
 }
 
-bool Endpoint::MatchUnexpected(Peer& peer, const std::shared_ptr<ShmRequest>& request) {
+bool Engine::MatchUnexpected(Peer& peer, const std::shared_ptr<ShmRequest>& request) {
   while (const Matching::Arrived* oldest = matching_.OldestUnexpected(peer.rank, request->tag())) {
     const bool announced = oldest->message.kind == Unexpected::Kind::kAnnounced;
     if (!WinClaim(*request, /*tentative=*/announced)) return true;  // settled: withdrawn
@@ -1109,7 +1109,7 @@ bool Endpoint::MatchUnexpected(Peer& peer, const std::shared_ptr<ShmRequest>& re
 // ------------------------------------------------------------------------------------------
 // Completion, cancellation, failure
 
-void Endpoint::Complete(ShmRequest& request, absl::Status status, size_t bytes, int from) {
+void Engine::Complete(ShmRequest& request, absl::Status status, size_t bytes, int from) {
   std::shared_ptr<ShmRequest> keep;  // the request may have no other owner
   auto it = pending_.find(&request);
   if (it != pending_.end()) {
@@ -1122,7 +1122,7 @@ void Endpoint::Complete(ShmRequest& request, absl::Status status, size_t bytes, 
   }
 }
 
-void Endpoint::Cancel(ShmRequest& request) {
+void Engine::Cancel(ShmRequest& request) {
   bool receiver_reading = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1194,7 +1194,7 @@ void Endpoint::Cancel(ShmRequest& request) {
   WakeWaitersIfCompleted();
 }
 
-void Endpoint::FinishCancelAfterRead(ShmRequest& request) {
+void Engine::FinishCancelAfterRead(ShmRequest& request) {
   // The receiver is copying straight out of this send's buffer. The promise of Cancel is that
   // the buffer is left alone once it returns, so wait (outside the lock; the copy runs at
   // memory speed) until the receiver is done, dies, or takes unreasonably long.
@@ -1230,7 +1230,7 @@ void Endpoint::FinishCancelAfterRead(ShmRequest& request) {
            AbortedError(absl::StrCat("shm: ", Describe(request, {}), " was cancelled"), peer_rank));
 }
 
-void Endpoint::FailPeer(Peer& peer, absl::Status status, bool departed) {
+void Engine::FailPeer(Peer& peer, absl::Status status, bool departed) {
   if (!peer.failure.ok()) return;
   if (departed) {
     CHORUS_LOG(kInfo, "shm") << "rank " << rank_ << ": " << status.message();
@@ -1266,7 +1266,7 @@ void Endpoint::FailPeer(Peer& peer, absl::Status status, bool departed) {
   });
 }
 
-absl::Status Endpoint::AnyFailure(absl::Span<const int> peers) const {
+absl::Status Engine::AnyFailure(absl::Span<const int> peers) const {
   // A peer that died or aborted fails the receive at once, so a survivor never waits out its
   // deadline on a dead rank; peers that destroyed their meshes fail it only once none is left.
   absl::Status last;
@@ -1279,7 +1279,7 @@ absl::Status Endpoint::AnyFailure(absl::Span<const int> peers) const {
   return last;
 }
 
-void Endpoint::CloseWith(absl::Status status, uint32_t how) {
+void Engine::CloseWith(absl::Status status, uint32_t how) {
   if (!closed_.ok()) return;
   closed_ = status;
   // Withdraw announced buffers nobody reads yet, so no peer starts reading them later.
@@ -1313,7 +1313,7 @@ void Endpoint::CloseWith(absl::Status status, uint32_t how) {
   active_.clear();
 }
 
-void Endpoint::Abort(absl::string_view reason) {
+void Engine::Abort(absl::string_view reason) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     CloseWith(AbortedError(absl::StrCat("shm: the mesh of rank ", rank_, " was aborted: ", reason)),
@@ -1322,7 +1322,7 @@ void Endpoint::Abort(absl::string_view reason) {
   WakeAll(header_);
 }
 
-void Endpoint::Shutdown() {
+void Engine::Shutdown() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     CloseWith(AbortedError(absl::StrCat("shm: the mesh of rank ", rank_, " was destroyed")),
@@ -1341,7 +1341,7 @@ void Endpoint::Shutdown() {
 // ------------------------------------------------------------------------------------------
 // Waiting and the background thread
 
-void Endpoint::PollOnce() {
+void Engine::PollOnce() {
   if (mu_.try_lock()) {
     if (closed_.ok()) Progress();
     mu_.unlock();
@@ -1349,7 +1349,7 @@ void Endpoint::PollOnce() {
   WakeWaitersIfCompleted();
 }
 
-void Endpoint::WakeWaitersIfCompleted() {
+void Engine::WakeWaitersIfCompleted() {
   if (!completed_since_wake_.load(std::memory_order_relaxed) ||
       !completed_since_wake_.exchange(false, std::memory_order_acq_rel)) {
     return;
@@ -1359,7 +1359,7 @@ void Endpoint::WakeWaitersIfCompleted() {
   if (sleeping_waiters_.fetch_add(0, std::memory_order_seq_cst) > 0) WakeAll(header_);
 }
 
-absl::Status Endpoint::Wait(ShmRequest& request, Deadline deadline) {
+absl::Status Engine::Wait(ShmRequest& request, Deadline deadline) {
   if (!request.IsDone()) {
     active_waiters_.fetch_add(1, std::memory_order_relaxed);
     // Poll the rings ourselves for a while: a message usually arrives within microseconds, and
@@ -1409,14 +1409,14 @@ absl::Status Endpoint::Wait(ShmRequest& request, Deadline deadline) {
   return request.status();
 }
 
-absl::Duration Endpoint::UntilNextPull() const {
+absl::Duration Engine::UntilNextPull() const {
   const int64_t at = next_pull_ns_.load(std::memory_order_relaxed);
   if (at == std::numeric_limits<int64_t>::max()) return absl::InfiniteDuration();
   const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
   return absl::Nanoseconds(std::max<int64_t>(0, at - now));
 }
 
-void Endpoint::BackgroundLoop() {
+void Engine::BackgroundLoop() {
   SetThreadLogRank(rank_);
   while (!stopping_.load(std::memory_order_acquire)) {
     if (active_waiters_.load(std::memory_order_relaxed) > 0) {
@@ -1435,7 +1435,7 @@ void Endpoint::BackgroundLoop() {
   }
 }
 
-void Endpoint::CheckLiveness(int timeout_ms) {
+void Engine::CheckLiveness(int timeout_ms) {
   std::vector<struct pollfd> fds;
   std::vector<int> ranks;
   std::vector<int> dead;
