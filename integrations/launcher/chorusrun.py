@@ -138,12 +138,22 @@ class PrefixedOutput:
             self.feed(b"\n")
 
 
+class RankExit:
+    """The selector entry of a rank's pidfd: it becomes readable when the rank exits."""
+
+    def __init__(self, rank):
+        self.rank = rank
+
+
 class Ranks:
-    """The rank processes, their output pumps and their stopping."""
+    """The rank processes, their output pumps, their exits in the order they happen, and
+    their stopping."""
 
     def __init__(self, command, size, store_url):
         self.processes = []
         self.selector = selectors.DefaultSelector()
+        self.open_pipes = 0
+        self.unreported_exits = 0
         for rank in range(size):
             env = dict(os.environ)
             env.update(CHORUS_RANK=str(rank), CHORUS_SIZE=str(size),
@@ -164,9 +174,27 @@ class Ranks:
                                (process.stderr, sys.stderr.buffer)):
                 os.set_blocking(pipe.fileno(), False)
                 self.selector.register(pipe, selectors.EVENT_READ, PrefixedOutput(rank, sink))
+                self.open_pipes += 1
+            # Exits are watched, not polled: the selector wakes the moment a rank exits and
+            # (epoll keeps its ready list in order) reports exits in the order they happened,
+            # so "rank N failed first" names the rank that did, not the lowest-numbered one
+            # of those that exited since the last look.
+            self.selector.register(os.pidfd_open(process.pid), selectors.EVENT_READ,
+                                   RankExit(rank))
+            self.unreported_exits += 1
 
-    def pump_output(self, timeout):
+    def pump(self, timeout):
+        """Forwards rank output for up to `timeout` s; returns the ranks that exited meanwhile,
+        in the order they exited."""
+        exited = []
         for key, _ in self.selector.select(timeout):
+            if isinstance(key.data, RankExit):
+                self.selector.unregister(key.fileobj)
+                os.close(key.fileobj)
+                self.processes[key.data.rank].wait()
+                exited.append(key.data.rank)
+                self.unreported_exits -= 1
+                continue
             try:
                 data = os.read(key.fd, 65536)
             except BlockingIOError:
@@ -177,9 +205,11 @@ class Ranks:
                 key.data.close()
                 self.selector.unregister(key.fileobj)
                 key.fileobj.close()
+                self.open_pipes -= 1
+        return exited
 
     def output_open(self):
-        return bool(self.selector.get_map())
+        return self.open_pipes > 0
 
     def signal_running(self, signum):
         for process in self.processes:
@@ -227,10 +257,10 @@ def run(args):
         exit_code = 0
         forwarded = 0
         all_exited = None  # when the last rank exited
-        while ranks.running() or ranks.output_open():
-            ranks.pump_output(POLL_SECONDS)
+        while ranks.unreported_exits > 0 or ranks.output_open():
+            exited = ranks.pump(POLL_SECONDS)
             now = time.monotonic()
-            if not ranks.running():
+            if ranks.unreported_exits == 0:
                 # A rank's background child may hold its pipes open; do not wait for it long.
                 all_exited = all_exited or now
                 if now > all_exited + OUTPUT_DRAIN_SECONDS:
@@ -244,9 +274,9 @@ def run(args):
                     exit_code = 128 + received[0]
                     stop_started = now
             if exit_code == 0:
-                for rank, process in enumerate(ranks.processes):
-                    code = process.poll()
-                    if code is not None and code != 0:
+                for rank in exited:
+                    code = ranks.processes[rank].returncode
+                    if code != 0:
                         exit_code = failed_rank_exit_code(rank)
                         others = len(ranks.running())
                         log("rank %d %s; stopping the other %d running rank(s); exit code %d"

@@ -124,6 +124,27 @@ class Failures(unittest.TestCase):
         self.assertIn("exit code 102", result.stderr)
         self.assertLess(result.seconds, 20)
 
+    def test_the_rank_that_failed_first_is_named_when_another_follows_it_at_once(self):
+        # Rank 2 fails; rank 0 notices within a millisecond and fails 10 ms later, as a rank
+        # whose peer died does. Rank 2 leaves a short-lived child holding its output open, so
+        # its exit closes no pipe and both exits fall within one of the launcher's looks: only
+        # the order the exits happened in can name rank 2.
+        with tempfile.TemporaryDirectory() as scratch:
+            for attempt in range(6):
+                marker = os.path.join(scratch, "rank2-failed-%d" % attempt)
+                result = chorusrun("-n", "4", *rank_program(
+                    "marker = %r\n"
+                    "rank = os.environ['CHORUS_RANK']\n"
+                    "if rank == '2':\n"
+                    "    time.sleep(0.3); os.spawnlp(os.P_NOWAIT, 'sleep', 'sleep', '1')\n"
+                    "    open(marker, 'w').close(); os._exit(1)\n"
+                    "if rank == '0':\n"
+                    "    while not os.path.exists(marker): time.sleep(0.001)\n"
+                    "    time.sleep(0.01); os._exit(1)\n"
+                    "time.sleep(120)" % marker))
+                self.assertEqual(result.returncode, 102, "attempt %d: %s" % (attempt, result.stderr))
+                self.assertIn("rank 2 exited with code 1", result.stderr)
+
     def test_a_rank_killed_by_a_signal_is_a_failure(self):
         result = chorusrun("-n", "2", *rank_program(
             "if os.environ['CHORUS_RANK'] == '1':\n"
