@@ -275,7 +275,7 @@ absl::Status Main(int argc, char** argv) {
 int main(int argc, char** argv) {
   const absl::Status status = chorus::bench::Main(argc, argv);
   if (!status.ok()) {
-    std::fprintf(stderr, "chorus_bench: %s\n", status.ToString().c_str());
+    std::fprintf(stderr, "chorus_bench: %s\n", chorus::ErrorText(status).c_str());
     return 1;
   }
   return 0;

@@ -150,7 +150,7 @@ int Main(int argc, char** argv) {
     if (children[rank] == 0) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       const absl::Status status = RunRank(rank, dir, settings);
-      if (!status.ok()) std::fprintf(stderr, "rank %d: %s\n", rank, status.ToString().c_str());
+      if (!status.ok()) std::fprintf(stderr, "rank %d: %s\n", rank, ErrorText(status).c_str());
       std::fflush(stdout);
       _exit(status.ok() ? 0 : 1);
     }

@@ -95,6 +95,11 @@ std::optional<int> ErrorPeerRank(const absl::Status& status) {
   return value;
 }
 
+std::string ErrorText(const absl::Status& status) {
+  if (status.ok()) return "ok";
+  return absl::StrCat(ErrorKindName(GetErrorKind(status)), ": ", status.message());
+}
+
 absl::Status Annotate(const absl::Status& status, absl::string_view context) {
   if (status.ok()) return status;
   absl::Status out(status.code(), absl::StrCat(context, ": ", status.message()));

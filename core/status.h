@@ -61,6 +61,10 @@ ErrorKind GetErrorKind(const absl::Status& status);
 // The peer rank attached by MakeError, if any.
 std::optional<int> ErrorPeerRank(const absl::Status& status);
 
+// What to print for a person: "<kind name>: <message>" ("peer unavailable: rank 2 ..."), or
+// "ok". absl::Status::ToString() would append the machine-readable payloads as well.
+std::string ErrorText(const absl::Status& status);
+
 // Returns `status` with `context` prepended to its message ("context: message"), keeping its
 // code and payloads. OK stays OK.
 absl::Status Annotate(const absl::Status& status, absl::string_view context);

@@ -32,6 +32,14 @@ TEST_CASE("annotate keeps code and payloads") {
   CHECK(Annotate(absl::OkStatus(), "x").ok());
 }
 
+TEST_CASE("error text for people names the kind and carries no payload dump") {
+  const absl::Status status = PeerUnavailableError("rank 2 is gone; check its log", 2);
+  CHECK(ErrorText(status) == "peer unavailable: rank 2 is gone; check its log");
+  CHECK(std::string(status.ToString()).find("chorus.dev/") != std::string::npos);
+  CHECK(ErrorText(absl::OkStatus()) == "ok");
+  CHECK(ErrorText(absl::NotFoundError("no such key")) == "internal: no such key");
+}
+
 TEST_CASE("deadlines") {
   CHECK(Deadline::Infinite().IsInfinite());
   CHECK_FALSE(Deadline::Infinite().Expired());
