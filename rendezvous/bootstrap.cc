@@ -41,36 +41,102 @@ std::string DescribeRanks(const std::vector<int>& ranks) {
   return out;
 }
 
-// Turns a timeout of the batch starting at `first_rank` into an error naming the ranks that
-// have not published, probing one key at a time. This is the failure path only, bounded by
-// kDiagnosisBudget: each probe is a Get with an expired deadline (one look, bounded even when
-// the store itself hangs, unlike TryGet, which would retry).
-absl::Status MissingRanksError(Store& store, int rank, int size, int first_rank,
-                               const absl::Status& timeout) {
+// The ranks from `first_rank` on that have not published, found by probing one key at a time.
+// Only for the slow path (a wait that timed out), bounded by kDiagnosisBudget: each probe is a
+// Get with an expired deadline (one look, bounded even when the store itself hangs, unlike
+// TryGet, which would retry).
+struct MissingRanks {
+  std::vector<int> ranks;
+  int probed_until = 0;  // ranks from here on were not probed (the budget ran out)
+
+  // "[3, 7-12]", plus the ranks left unprobed.
+  std::string Describe(int size) const {
+    std::string text = absl::StrCat("[", DescribeRanks(ranks), "]");
+    if (probed_until < size) {
+      absl::StrAppend(&text, " (ranks ", probed_until, "-", size - 1, " not checked)");
+    }
+    return text;
+  }
+  // The lowest rank known to have published: every rank below `first_rank` has.
+  int LowestPresent(int first_rank) const {
+    if (first_rank > 0) return 0;
+    int candidate = 0;
+    for (int missing : ranks) {
+      if (missing != candidate) break;
+      ++candidate;
+    }
+    return candidate < probed_until ? candidate : -1;
+  }
+};
+
+MissingRanks FindMissingRanks(Store& store, int first_rank, int size) {
   const Deadline budget = Deadline::After(kDiagnosisBudget);
-  std::vector<int> missing;
-  int probed_until = first_rank;
-  for (; probed_until < size && !budget.Expired(); ++probed_until) {
+  MissingRanks missing;
+  missing.probed_until = first_rank;
+  for (; missing.probed_until < size && !budget.Expired(); ++missing.probed_until) {
     const absl::Status probe =
-        store.Get(AddressKey(probed_until), Deadline::After(absl::ZeroDuration())).status();
+        store.Get(AddressKey(missing.probed_until), Deadline::After(absl::ZeroDuration()))
+            .status();
     if (GetErrorKind(probe) == ErrorKind::kDeadlineExceeded) {
-      missing.push_back(probed_until);
+      missing.ranks.push_back(missing.probed_until);
     } else if (!probe.ok()) {
       break;
     }
   }
-  std::string unchecked;
-  if (probed_until < size) {
-    unchecked = absl::StrCat(" (ranks ", probed_until, "-", size - 1, " not checked)");
-  }
+  return missing;
+}
+
+// Turns a timeout of the batch starting at `first_rank` into an error naming the ranks that
+// have not published.
+absl::Status MissingRanksError(Store& store, int rank, int size, int first_rank,
+                               const absl::Status& timeout) {
+  const MissingRanks missing = FindMissingRanks(store, first_rank, size);
   return DeadlineExceededError(
-      absl::StrCat("bootstrap: rank ", rank, " of ", size, " timed out waiting for ranks [",
-                   DescribeRanks(missing), "]", unchecked, " to publish their addresses in ",
-                   store.Describe(),
+      absl::StrCat("bootstrap: rank ", rank, " of ", size, " timed out waiting for ranks ",
+                   missing.Describe(size), " to publish their addresses in ", store.Describe(),
                    "; check that those ranks started, reached the bootstrap and use the same "
                    "store (",
                    timeout.message(), ")"),
-      missing.empty() ? -1 : missing.front());
+      missing.ranks.empty() ? -1 : missing.ranks.front());
+}
+
+// One progress line while the batch starting at `first_rank` is incomplete, written by the
+// lowest rank that has published only, so a job of many ranks logs one line, not one per rank.
+void ReportWaiting(Store& store, int rank, int size, int first_rank, absl::Duration waited,
+                   Deadline deadline) {
+  const MissingRanks missing = FindMissingRanks(store, first_rank, size);
+  if (missing.LowestPresent(first_rank) != rank) return;
+  CHORUS_LOG(kWarn, "rendezvous")
+      << "bootstrap: rank " << rank << " of " << size << " has waited "
+      << absl::FormatDuration(absl::Trunc(waited, absl::Seconds(1))) << " for ranks "
+      << missing.Describe(size) << " to publish their addresses in " << store.Describe()
+      << "; still waiting"
+      << (deadline.IsInfinite()
+              ? std::string()
+              : absl::StrCat(", for up to ",
+                             absl::FormatDuration(absl::Trunc(deadline.Remaining(),
+                                                              absl::Seconds(1))),
+                             " more"));
+}
+
+// Reads `keys` (the batch starting at `first_rank`) once all are there, logging progress
+// every `options.progress_interval` while some are missing.
+absl::StatusOr<std::vector<std::string>> ReadBatch(Store& store, int rank, int size,
+                                                   int first_rank,
+                                                   const std::vector<std::string>& keys,
+                                                   Deadline deadline,
+                                                   const BootstrapOptions& options) {
+  const absl::Time started = absl::Now();
+  while (true) {
+    const bool last_slice = deadline.Remaining() <= options.progress_interval;
+    const Deadline slice = last_slice ? deadline : Deadline::After(options.progress_interval);
+    absl::StatusOr<std::vector<std::string>> values = store.MultiGet(keys, slice);
+    if (last_slice || values.ok() ||
+        GetErrorKind(values.status()) != ErrorKind::kDeadlineExceeded) {
+      return values;
+    }
+    ReportWaiting(store, rank, size, first_rank, absl::Now() - started, deadline);
+  }
 }
 
 }  // namespace
@@ -89,6 +155,9 @@ absl::StatusOr<BootstrapResult> ExchangeAddresses(Store& store, int rank, int si
     return InvalidArgumentError(
         absl::StrCat("bootstrap: batch size ", options.batch_size, " must be at least 1"));
   }
+  if (options.progress_interval <= absl::ZeroDuration()) {
+    return InvalidArgumentError("bootstrap: the progress interval must be positive");
+  }
 
   std::string record(my_address);
   if (rank == 0) record = absl::StrCat(absl::StrFormat("%016x", DrawJobId()), my_address);
@@ -103,7 +172,8 @@ absl::StatusOr<BootstrapResult> ExchangeAddresses(Store& store, int rank, int si
     std::vector<std::string> keys;
     keys.reserve(last - first);
     for (int peer = first; peer < last; ++peer) keys.push_back(AddressKey(peer));
-    absl::StatusOr<std::vector<std::string>> values = store.MultiGet(keys, deadline);
+    absl::StatusOr<std::vector<std::string>> values =
+        ReadBatch(store, rank, size, first, keys, deadline, options);
     if (!values.ok()) {
       if (GetErrorKind(values.status()) == ErrorKind::kDeadlineExceeded) {
         return MissingRanksError(store, rank, size, first, values.status());

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "chorus/core/deadline.h"
 #include "chorus/rendezvous/store.h"
 
@@ -21,6 +22,10 @@ namespace chorus {
 struct BootstrapOptions {
   // Keys read per MultiGet. Larger batches mean fewer round trips but bigger replies.
   int batch_size = 256;
+  // While ranks are missing, the lowest rank that has published logs a warning this often
+  // naming the missing ranks, so a job waiting for a rank that never started is not silent
+  // until its deadline.
+  absl::Duration progress_interval = absl::Seconds(5);
 };
 
 struct BootstrapResult {

@@ -4,10 +4,14 @@
 
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <memory>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "chorus/core/logging.h"
 #include "chorus/core/status.h"
 #include "chorus/rendezvous/file_store.h"
 #include "chorus/rendezvous/memory_store.h"
@@ -165,6 +169,49 @@ TEST_CASE("a foreign record under rank 0's key is a mismatch, not garbage") {
   REQUIRE_FALSE(result.ok());
   CHECK(GetErrorKind(result.status()) == ErrorKind::kMismatch);
   CHECK(absl::StrContains(result.status().message(), "addr/0"));
+}
+
+// Runs ExchangeAddresses as `rank` of 4 with ranks 1 and 3 published and 0/2 as the test
+// says, progress every 50 ms, logging into a fresh file; returns what was logged.
+std::string LoggedWhileWaiting(const TempDir& dir, int rank, bool rank0_published) {
+  MemoryStore store;
+  REQUIRE(store.Set("addr/1", AddressOf(1)).ok());
+  REQUIRE(store.Set("addr/3", AddressOf(3)).ok());
+  if (rank0_published && rank != 0) REQUIRE(store.Set("addr/0", "0123456789abcdef" + AddressOf(0)).ok());
+  const std::string log_prefix = absl::StrCat(dir.path(), "/rank", rank, rank0_published);
+  setenv("CHORUS_LOG_FILE", log_prefix.c_str(), 1);
+  ReloadLogConfig();
+  BootstrapOptions options;
+  options.progress_interval = absl::Milliseconds(50);
+  const auto result =
+      ExchangeAddresses(store, rank, 4, AddressOf(rank), Deadline::AfterMillis(400), options);
+  unsetenv("CHORUS_LOG_FILE");
+  ReloadLogConfig();
+  CHECK(GetErrorKind(result.status()) == ErrorKind::kDeadlineExceeded);
+  std::ifstream file(absl::StrCat(log_prefix, ".", getpid(), ".log"));
+  std::stringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+TEST_CASE("while ranks are missing, the lowest rank present names them every interval") {
+  TempDir dir;
+  // Rank 0 is the lowest present: it reports rank 2 (and rank 0 itself is not missing).
+  const std::string rank0 = LoggedWhileWaiting(dir, 0, true);
+  CHECK(absl::StrContains(rank0, "bootstrap: rank 0 of 4 has waited"));
+  CHECK(absl::StrContains(rank0, "for ranks [2] to publish their addresses"));
+  CHECK(absl::StrContains(rank0, "still waiting, for up to"));
+  int lines = 0;
+  for (size_t at = rank0.find("has waited"); at != std::string::npos;
+       at = rank0.find("has waited", at + 1)) {
+    ++lines;
+  }
+  CHECK(lines >= 3);  // 400 ms at one line per 50 ms slice, less the probes' time
+  CHECK(lines <= 8);
+  // Rank 3 is not the lowest present (rank 0 has published): it stays quiet.
+  CHECK_FALSE(absl::StrContains(LoggedWhileWaiting(dir, 3, true), "has waited"));
+  // With rank 0 missing, rank 1 is the lowest present and reports ranks 0 and 2.
+  CHECK(absl::StrContains(LoggedWhileWaiting(dir, 1, false), "for ranks [0, 2] to publish"));
 }
 
 }  // namespace
