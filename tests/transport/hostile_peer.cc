@@ -10,10 +10,10 @@
 
 namespace chorus::testing {
 
-AttackOutcome Attack(const tcp::SocketAddress& target, const std::string& bytes,
+AttackOutcome Attack(const SocketAddress& target, const std::string& bytes,
                      absl::Duration wait_for_close) {
   AttackOutcome outcome;
-  tcp::ScopedFd fd(socket(target.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ScopedFd fd(socket(target.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
   const timeval timeout = absl::ToTimeval(wait_for_close);
   setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   if (connect(fd.get(), target.sockaddr_ptr(), target.length()) != 0) return outcome;

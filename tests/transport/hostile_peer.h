@@ -9,7 +9,7 @@
 
 #include "absl/time/time.h"
 #include "chorus/transport/tcp/handshake.h"
-#include "chorus/transport/tcp/socket.h"
+#include "chorus/core/socket.h"
 
 namespace chorus::testing {
 
@@ -25,7 +25,7 @@ struct AttackOutcome {
 // Connects to `target`, sends `bytes`, then reads until the rank closes the connection or
 // `wait_for_close` passes; a zero wait closes the connection right after sending. Runs on any
 // thread (no Catch2 assertions).
-AttackOutcome Attack(const tcp::SocketAddress& target, const std::string& bytes,
+AttackOutcome Attack(const SocketAddress& target, const std::string& bytes,
                      absl::Duration wait_for_close = absl::Seconds(3));
 
 // The 64 bytes a dialer sends for `hello`.

@@ -38,8 +38,8 @@ absl::StatusOr<PublishedRanks> ReadPublishedRanks(Store& store, absl::string_vie
       record.erase(0, kJobIdDigits);
     }
     CHORUS_ASSIGN_OR_RETURN(tcp::PublishedAddress rank_address, tcp::ParsePublishedAddress(record));
-    CHORUS_ASSIGN_OR_RETURN(tcp::SocketAddress address,
-                            tcp::SocketAddress::Parse(rank_address.socket_address));
+    CHORUS_ASSIGN_OR_RETURN(SocketAddress address,
+                            SocketAddress::Parse(rank_address.socket_address));
     published.addresses.push_back(address);
     published.mesh_ids.push_back(rank_address.mesh_id);
   }

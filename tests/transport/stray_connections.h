@@ -13,7 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "chorus/rendezvous/store.h"
 #include "chorus/transport/tcp/handshake.h"
-#include "chorus/transport/tcp/socket.h"
+#include "chorus/core/socket.h"
 #include "tests/transport/hostile_peer.h"
 
 namespace chorus::testing {
@@ -21,7 +21,7 @@ namespace chorus::testing {
 // What the ranks of a communicator published, index = rank.
 struct PublishedRanks {
   uint64_t job_id = 0;
-  std::vector<tcp::SocketAddress> addresses;
+  std::vector<SocketAddress> addresses;
   std::vector<uint64_t> mesh_ids;
 };
 

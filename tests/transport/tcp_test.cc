@@ -30,7 +30,7 @@
 #include "chorus/rendezvous/file_store.h"
 #include "chorus/rendezvous/memory_store.h"
 #include "chorus/transport/tcp/handshake.h"
-#include "chorus/transport/tcp/socket.h"
+#include "chorus/core/socket.h"
 #include "chorus/transport/tcp/tcp_device.h"
 #include "chorus/transport/tcp/tcp_mesh.h"
 #include "chorus/transport/tcp/wire_format.h"
@@ -113,7 +113,7 @@ absl::Status Transfer(Mesh& from, Mesh& to, Tag tag, size_t size, uint64_t seed)
 }
 
 bool Ipv6LoopbackAvailable() {
-  tcp::ScopedFd fd(socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  ScopedFd fd(socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0));
   sockaddr_in6 address{};
   address.sin6_family = AF_INET6;
   address.sin6_addr = in6addr_loopback;
@@ -159,11 +159,11 @@ TEST_CASE("the listen address: explicit IPv4 and IPv6, interface names, exclude 
   REQUIRE(named.ok());
   CHECK(absl::StartsWith((*named)->address(), "127.0.0.1:"));  // IPv4 first
   by_name.interfaces = "=lo";
-  by_name.family = tcp::AddressFamily::kIPv4;
+  by_name.family = AddressFamily::kIPv4;
   CHECK(CreateTcpDevice(by_name).ok());
 
   // Excluding every interface there is leaves nothing: a clear error, not a guess.
-  auto interfaces = tcp::ListInterfaceAddresses();
+  auto interfaces = ListInterfaceAddresses();
   REQUIRE(interfaces.ok());
   std::set<std::string> names;
   for (const auto& entry : *interfaces) names.insert(entry.interface);
@@ -192,7 +192,7 @@ TEST_CASE("the listen address: explicit IPv4 and IPv6, interface names, exclude 
   const absl::Status transfer = Transfer(*ranks.meshes[0], *ranks.meshes[1], 1, 300000, 1);
   CHECK(transfer.ok());
   by_name.interfaces = "lo";
-  by_name.family = tcp::AddressFamily::kIPv6;
+  by_name.family = AddressFamily::kIPv6;
   auto named_v6 = CreateTcpDevice(by_name);
   REQUIRE(named_v6.ok());
   CHECK(absl::StartsWith((*named_v6)->address(), "[::1]:"));
@@ -215,7 +215,7 @@ TEST_CASE("options come from CHORUS_TCP_* variables; bad values name the variabl
   REQUIRE(options.ok());
   CHECK(options->address == "::1");
   CHECK(options->interfaces == "^docker");
-  CHECK(options->family == tcp::AddressFamily::kIPv6);
+  CHECK(options->family == AddressFamily::kIPv6);
   CHECK(options->streams == 3);
   CHECK(options->stripe_min_bytes == 256 * 1024);
   CHECK(options->socket_buffer_bytes == 1 << 20);
@@ -339,8 +339,8 @@ tcp::Hello HelloBetween(const tcp::TcpMesh& from, const tcp::TcpMesh& to, uint64
 
 // Dials `target` as one stream of a connection (`hello`), with blocking reads bounded by a
 // timeout, and returns the socket once the rank accepted it (-1 otherwise).
-tcp::ScopedFd DialStream(const tcp::SocketAddress& target, const tcp::Hello& hello) {
-  tcp::ScopedFd fd(socket(target.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
+ScopedFd DialStream(const SocketAddress& target, const tcp::Hello& hello) {
+  ScopedFd fd(socket(target.family(), SOCK_STREAM | SOCK_CLOEXEC, 0));
   const timeval timeout = absl::ToTimeval(absl::Seconds(5));
   setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   const std::string bytes = HelloBytes(hello);
@@ -350,10 +350,10 @@ tcp::ScopedFd DialStream(const tcp::SocketAddress& target, const tcp::Hello& hel
           static_cast<ssize_t>(bytes.size()) ||
       recv(fd.get(), reply.data(), reply.size(), MSG_WAITALL) !=
           static_cast<ssize_t>(reply.size())) {
-    return tcp::ScopedFd();
+    return ScopedFd();
   }
   const absl::StatusOr<tcp::HandshakeVerdict> verdict = tcp::DecodeReply(reply);
-  if (!verdict.ok() || *verdict != tcp::HandshakeVerdict::kAccepted) return tcp::ScopedFd();
+  if (!verdict.ok() || *verdict != tcp::HandshakeVerdict::kAccepted) return ScopedFd();
   return fd;
 }
 
@@ -366,7 +366,7 @@ struct LoopbackPair {
     const auto* sender = dynamic_cast<tcp::TcpMesh*>(ranks.meshes[0].get());
     REQUIRE(receiver != nullptr);
     REQUIRE(sender != nullptr);
-    const auto parsed = tcp::SocketAddress::Parse(ranks.devices[1]->address());
+    const auto parsed = SocketAddress::Parse(ranks.devices[1]->address());
     REQUIRE(parsed.ok());
     target = *parsed;
     hello = HelloBetween(*sender, *receiver, dial_id);
@@ -376,7 +376,7 @@ struct LoopbackPair {
 
   MemoryStore store;
   Ranks ranks;
-  tcp::SocketAddress target;
+  SocketAddress target;
   tcp::Hello hello;
 };
 
@@ -394,10 +394,10 @@ std::string StartFrame(Tag tag, uint64_t total, const std::string& payload) {
 }
 
 // Closes `fd` with a reset (SO_LINGER 0) instead of a FIN.
-void Reset(tcp::ScopedFd& fd) {
+void Reset(ScopedFd& fd) {
   const linger reset_on_close{1, 0};
   setsockopt(fd.get(), SOL_SOCKET, SO_LINGER, &reset_on_close, sizeof(reset_on_close));
-  fd = tcp::ScopedFd();
+  fd = ScopedFd();
 }
 
 TEST_CASE("a stream reset between frames ends that stream, not messages on the others") {
@@ -409,10 +409,10 @@ TEST_CASE("a stream reset between frames ends that stream, not messages on the o
   options.streams = 2;
   LoopbackPair pair(options, /*dial_id=*/7);
   pair.hello.stream_count = 2;
-  tcp::ScopedFd stream0 = DialStream(pair.target, pair.hello);
+  ScopedFd stream0 = DialStream(pair.target, pair.hello);
   REQUIRE(stream0.get() >= 0);
   pair.hello.stream_index = 1;
-  tcp::ScopedFd stream1 = DialStream(pair.target, pair.hello);
+  ScopedFd stream1 = DialStream(pair.target, pair.hello);
   REQUIRE(stream1.get() >= 0);
 
   uint64_t value = 0;
@@ -434,7 +434,7 @@ TEST_CASE("a stream reset between frames ends that stream, not messages on the o
 
 TEST_CASE("a stream reset in the middle of a message fails the connection, saying reset") {
   LoopbackPair pair(Loopback(), /*dial_id=*/8);
-  tcp::ScopedFd stream0 = DialStream(pair.target, pair.hello);
+  ScopedFd stream0 = DialStream(pair.target, pair.hello);
   REQUIRE(stream0.get() >= 0);
   std::vector<uint8_t> buffer(1000);
   RequestPtr receive = pair.ToRankZero()->Recv(5, buffer.data(), buffer.size());
@@ -457,7 +457,7 @@ TEST_CASE("garbage and forged handshakes are refused and logged; real peers keep
   options.handshake_timeout = absl::Milliseconds(300);
   LoopbackPair pair(options, /*dial_id=*/42);
   Ranks& ranks = pair.ranks;
-  const tcp::SocketAddress* target = &pair.target;
+  const SocketAddress* target = &pair.target;
   REQUIRE(Transfer(*ranks.meshes[0], *ranks.meshes[1], 1, 1 << 20, 1).ok());
   const tcp::Hello genuine = pair.hello;  // rank 0's
   auto forged = [&](auto change) {
@@ -814,15 +814,15 @@ double MedianRoundTripUs(int count, const std::function<bool()>& round_trip) {
 class RawEchoPair {
  public:
   RawEchoPair() {
-    tcp::SocketAddress address = *tcp::SocketAddress::FromIp("127.0.0.1", 0);
-    auto listener = tcp::Listen(address, 0);
+    SocketAddress address = *SocketAddress::FromIp("127.0.0.1", 0);
+    auto listener = Listen(address, 0);
     REQUIRE(listener.ok());
     fcntl(listener->get(), F_SETFL, 0);  // a blocking accept for this plain echo
     const int one = 1;
-    client_ = tcp::ScopedFd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    client_ = ScopedFd(socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
     setsockopt(client_.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     REQUIRE(connect(client_.get(), address.sockaddr_ptr(), address.length()) == 0);
-    tcp::ScopedFd server(accept(listener->get(), nullptr, nullptr));
+    ScopedFd server(accept(listener->get(), nullptr, nullptr));
     REQUIRE(server.get() >= 0);
     setsockopt(server.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     echo_ = std::thread([server = std::move(server)] {
@@ -843,7 +843,7 @@ class RawEchoPair {
   }
 
  private:
-  tcp::ScopedFd client_;
+  ScopedFd client_;
   std::thread echo_;
   char buffer_[8] = {};
 };

@@ -5,7 +5,7 @@
 #include "absl/strings/match.h"
 #include "chorus/core/status.h"
 #include "chorus/transport/tcp/handshake.h"
-#include "chorus/transport/tcp/socket.h"
+#include "chorus/core/socket.h"
 #include "chorus/transport/tcp/wire_format.h"
 
 namespace chorus::tcp {

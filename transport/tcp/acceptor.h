@@ -14,7 +14,7 @@
 #include "chorus/core/deadline.h"
 #include "chorus/transport/tcp/handshake.h"
 #include "chorus/transport/tcp/progress_engine.h"
-#include "chorus/transport/tcp/socket.h"
+#include "chorus/core/socket.h"
 #include "chorus/transport/tcp/device_state.h"
 
 namespace chorus::tcp {

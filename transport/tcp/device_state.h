@@ -9,7 +9,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "chorus/transport/tcp/buffer_pool.h"
 #include "chorus/transport/tcp/progress_engine.h"
-#include "chorus/transport/tcp/socket.h"
+#include "chorus/core/socket.h"
 #include "chorus/transport/tcp/tcp_options.h"
 
 namespace chorus::tcp {

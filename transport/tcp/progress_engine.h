@@ -31,7 +31,7 @@
 #include "absl/time/time.h"
 #include "chorus/core/deadline.h"
 #include "chorus/transport/request.h"
-#include "chorus/transport/tcp/socket.h"
+#include "chorus/core/socket.h"
 
 namespace chorus::tcp {
 

@@ -16,7 +16,7 @@
 #include "chorus/transport/tcp/handshake.h"
 #include "chorus/transport/tcp/message.h"
 #include "chorus/transport/tcp/progress_engine.h"
-#include "chorus/transport/tcp/socket.h"
+#include "chorus/core/socket.h"
 #include "chorus/transport/tcp/wire_format.h"
 
 namespace chorus::tcp {

@@ -14,7 +14,7 @@
 #include "chorus/transport/matching/match_table.h"
 #include "chorus/transport/tcp/handshake.h"
 #include "chorus/transport/tcp/progress_engine.h"
-#include "chorus/transport/tcp/socket.h"
+#include "chorus/core/socket.h"
 #include "chorus/transport/tcp/tcp_connection.h"
 #include "chorus/transport/tcp/device_state.h"
 #include "chorus/transport/tcp/tcp_request.h"

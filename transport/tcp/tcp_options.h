@@ -7,7 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "chorus/transport/tcp/socket.h"
+#include "chorus/core/socket.h"
 
 namespace chorus::tcp {
 

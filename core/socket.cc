@@ -1,4 +1,4 @@
-#include "chorus/transport/tcp/socket.h"
+#include "chorus/core/socket.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -19,7 +19,7 @@
 #include "absl/strings/str_split.h"
 #include "chorus/core/status.h"
 
-namespace chorus::tcp {
+namespace chorus {
 
 ScopedFd& ScopedFd::operator=(ScopedFd&& other) noexcept {
   if (this != &other) {
@@ -309,4 +309,4 @@ std::string RemoteAddressString(int fd) {
   return SocketAddress::FromSockaddr(reinterpret_cast<sockaddr*>(&remote), length).ToString();
 }
 
-}  // namespace chorus::tcp
+}  // namespace chorus

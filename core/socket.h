@@ -1,8 +1,8 @@
-// Sockets for the TCP transport: an owning file descriptor, socket addresses (IPv4 and IPv6,
+// Sockets for the TCP transport and the TCP store: an owning file descriptor, socket addresses (IPv4 and IPv6,
 // parsed and printed as "1.2.3.4:5" / "[::1]:5"), the choice of the listen address from an
 // interface list or an explicit address, and the socket options every stream uses.
-#ifndef CHORUS_TRANSPORT_TCP_SOCKET_H_
-#define CHORUS_TRANSPORT_TCP_SOCKET_H_
+#ifndef CHORUS_CORE_SOCKET_H_
+#define CHORUS_CORE_SOCKET_H_
 
 #include <sys/socket.h>
 
@@ -15,7 +15,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
 
-namespace chorus::tcp {
+namespace chorus {
 
 // Owns one file descriptor and closes it on destruction. Move-only; thread-compatible.
 class ScopedFd {
@@ -122,6 +122,6 @@ std::string RemoteAddressString(int fd);
 // "<what> failed: <strerror(error)>" as an absl::Status message fragment.
 std::string ErrnoText(int error);
 
-}  // namespace chorus::tcp
+}  // namespace chorus
 
-#endif  // CHORUS_TRANSPORT_TCP_SOCKET_H_
+#endif  // CHORUS_CORE_SOCKET_H_
