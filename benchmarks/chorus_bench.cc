@@ -24,7 +24,7 @@
 #include "chorus/collectives/communicator.h"
 #include "chorus/core/env.h"
 #include "chorus/core/status.h"
-#include "chorus/integrations/launcher/rank_env.h"
+#include "chorus/rendezvous/rank_env.h"
 #include "chorus/rendezvous/store_url.h"
 #include "chorus/transport/device_from_env.h"
 #include "chorus/transport/shm/shm_device.h"

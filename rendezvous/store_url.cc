@@ -8,6 +8,7 @@
 #include "chorus/core/status.h"
 #include "chorus/rendezvous/file_store.h"
 #include "chorus/rendezvous/prefix_store.h"
+#include "chorus/rendezvous/rank_env.h"
 
 namespace chorus {
 namespace {
@@ -52,6 +53,41 @@ absl::StatusOr<StoreUrl> ParseFileUrl(absl::string_view url, absl::string_view r
   return parsed;
 }
 
+// "host", "host:port", "[v6]" or "[v6]:port" into `host` and `port`; `default_port` < 0
+// makes the port required.
+absl::Status ParseHostPort(absl::string_view url, absl::string_view authority, int default_port,
+                           std::string* host, int* port) {
+  absl::string_view port_text;
+  if (absl::StartsWith(authority, "[")) {  // [IPv6]:port
+    const size_t close = authority.find(']');
+    if (close == absl::string_view::npos) return UrlError(url, "unclosed '[' in the host");
+    *host = std::string(authority.substr(1, close - 1));
+    const absl::string_view after = authority.substr(close + 1);
+    if (!after.empty() && !absl::StartsWith(after, ":")) {
+      return UrlError(url, "expected ':port' after the bracketed host");
+    }
+    port_text = after.empty() ? after : after.substr(1);
+    if (after == ":") return UrlError(url, "the port after ':' is empty");
+  } else {
+    const size_t colon = authority.find(':');
+    *host = std::string(authority.substr(0, colon));
+    if (colon != absl::string_view::npos) {
+      port_text = authority.substr(colon + 1);
+      if (port_text.empty()) return UrlError(url, "the port after ':' is empty");
+    }
+  }
+  if (host->empty()) return UrlError(url, "the host is missing");
+  if (port_text.empty()) {
+    if (default_port < 0) return UrlError(url, "the port is missing");
+    *port = default_port;
+    return absl::OkStatus();
+  }
+  if (!absl::SimpleAtoi(port_text, port) || *port < 1 || *port > 65535) {
+    return UrlError(url, absl::StrCat("'", port_text, "' is not a port in [1, 65535]"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<StoreUrl> ParseRedisUrl(absl::string_view url, absl::string_view rest) {
   if (absl::StrContains(rest, '?') || absl::StrContains(rest, '#')) {
     return UrlError(url, "query parameters and fragments are not supported");
@@ -80,31 +116,19 @@ absl::StatusOr<StoreUrl> ParseRedisUrl(absl::string_view url, absl::string_view 
     parsed.redis.username = *std::move(user);
     parsed.redis.password = *std::move(password);
   }
-  absl::string_view port_text;
-  if (absl::StartsWith(authority, "[")) {  // [IPv6]:port
-    const size_t close = authority.find(']');
-    if (close == absl::string_view::npos) return UrlError(url, "unclosed '[' in the host");
-    parsed.redis.host = std::string(authority.substr(1, close - 1));
-    const absl::string_view after = authority.substr(close + 1);
-    if (!after.empty() && !absl::StartsWith(after, ":")) {
-      return UrlError(url, "expected ':port' after the bracketed host");
-    }
-    port_text = after.empty() ? after : after.substr(1);
-    if (after == ":") return UrlError(url, "the port after ':' is empty");
-  } else {
-    const size_t colon = authority.find(':');
-    parsed.redis.host = std::string(authority.substr(0, colon));
-    if (colon != absl::string_view::npos) {
-      port_text = authority.substr(colon + 1);
-      if (port_text.empty()) return UrlError(url, "the port after ':' is empty");
-    }
+  CHORUS_RETURN_IF_ERROR(
+      ParseHostPort(url, authority, kDefaultRedisPort, &parsed.redis.host, &parsed.redis.port));
+  return parsed;
+}
+
+absl::StatusOr<StoreUrl> ParseTcpUrl(absl::string_view url, absl::string_view rest) {
+  if (absl::StrContains(rest, '/') || absl::StrContains(rest, '?') ||
+      absl::StrContains(rest, '#') || absl::StrContains(rest, '@')) {
+    return UrlError(url, "a tcp URL is just tcp://host:port");
   }
-  if (parsed.redis.host.empty()) return UrlError(url, "the host is missing");
-  parsed.redis.port = kDefaultRedisPort;
-  if (!port_text.empty() && (!absl::SimpleAtoi(port_text, &parsed.redis.port) ||
-                             parsed.redis.port < 1 || parsed.redis.port > 65535)) {
-    return UrlError(url, absl::StrCat("'", port_text, "' is not a port in [1, 65535]"));
-  }
+  StoreUrl parsed;
+  parsed.kind = StoreUrl::Kind::kTcp;
+  CHORUS_RETURN_IF_ERROR(ParseHostPort(url, rest, -1, &parsed.tcp.host, &parsed.tcp.port));
   return parsed;
 }
 
@@ -117,6 +141,7 @@ absl::StatusOr<StoreUrl> ParseStoreUrl(absl::string_view url) {
   const absl::string_view rest = url.substr(separator + 3);
   if (scheme == "file") return ParseFileUrl(url, rest);
   if (scheme == "redis") return ParseRedisUrl(url, rest);
+  if (scheme == "tcp") return ParseTcpUrl(url, rest);
   if (scheme == "memory") {
     return InvalidArgumentError(absl::StrCat(
         "store URL '", url,
@@ -129,13 +154,21 @@ absl::StatusOr<StoreUrl> ParseStoreUrl(absl::string_view url) {
 }
 
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(absl::string_view url) {
-  CHORUS_ASSIGN_OR_RETURN(const StoreUrl parsed, ParseStoreUrl(url));
+  CHORUS_ASSIGN_OR_RETURN(StoreUrl parsed, ParseStoreUrl(url));
+  if (parsed.kind == StoreUrl::Kind::kTcp) {
+    const absl::StatusOr<RankIdentity> identity = ReadRankIdentity();
+    parsed.tcp.serve = identity.ok() && identity->rank == 0;
+  }
   return OpenStore(parsed);
 }
 
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(const StoreUrl& url) {
   if (url.kind == StoreUrl::Kind::kFile) {
     CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(url.file_directory));
+    return std::unique_ptr<Store>(std::move(store));
+  }
+  if (url.kind == StoreUrl::Kind::kTcp) {
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store, TcpStore::Open(url.tcp));
     return std::unique_ptr<Store>(std::move(store));
   }
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<RedisStore> redis, RedisStore::Connect(url.redis));
@@ -145,13 +178,37 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const StoreUrl& url) {
 
 absl::StatusOr<StoreUrl> StoreUrlFromEnvironment() {
   const std::optional<std::string> url = GetEnv("CHORUS_STORE");
-  if (!url) {
+  const std::optional<std::string> master_addr = GetEnv("MASTER_ADDR");
+  const std::optional<std::string> master_port = GetEnv("MASTER_PORT");
+  absl::StatusOr<StoreUrl> parsed;
+  if (url) {
+    parsed = ParseStoreUrl(*url);
+    if (!parsed.ok()) return Annotate(parsed.status(), absl::StrCat("CHORUS_STORE='", *url, "'"));
+  } else if (master_addr && master_port) {
+    int port = 0;
+    if (!absl::SimpleAtoi(*master_port, &port) || port < 1 || port > 65534) {
+      return InvalidArgumentError(absl::StrCat(
+          "MASTER_PORT='", *master_port,
+          "' is not a port in [1, 65534] (Chorus serves its store on MASTER_PORT + 1)"));
+    }
+    parsed = StoreUrl{};
+    parsed->kind = StoreUrl::Kind::kTcp;
+    parsed->tcp.host = *master_addr;
+    parsed->tcp.port = port + 1;
+  } else {
     return InvalidArgumentError(absl::StrCat(
-        "CHORUS_STORE is not set; set it to the store all ranks meet in: ", kForms,
-        " (chorusrun sets it)"));
+        "CHORUS_STORE is not set, nor are MASTER_ADDR and MASTER_PORT; set CHORUS_STORE to the "
+        "store all ranks meet in: ",
+        kForms, " (chorusrun sets it)"));
   }
-  absl::StatusOr<StoreUrl> parsed = ParseStoreUrl(*url);
-  if (!parsed.ok()) return Annotate(parsed.status(), absl::StrCat("CHORUS_STORE='", *url, "'"));
+  if (parsed->kind == StoreUrl::Kind::kTcp) {
+    absl::StatusOr<RankIdentity> identity = ReadRankIdentity();
+    if (!identity.ok()) {
+      return Annotate(identity.status(),
+                      "a tcp:// store is served by rank 0, so each process must know its rank");
+    }
+    parsed->tcp.serve = identity->rank == 0;
+  }
   return parsed;
 }
 

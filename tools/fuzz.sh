@@ -8,7 +8,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=${1:-30}
-targets=(handshake_fuzzer frame_header_fuzzer)
+targets=(handshake_fuzzer frame_header_fuzzer tcp_store_fuzzer)
 
 fail_all() {
   for target in "${targets[@]}"; do echo "fuzz $target: FAILED ($1)"; done

@@ -21,7 +21,7 @@
 #include "chorus/benchmarks/report.h"
 #include "chorus/benchmarks/sweep.h"
 #include "chorus/core/status.h"
-#include "chorus/integrations/launcher/rank_env.h"
+#include "chorus/rendezvous/rank_env.h"
 #include "chorus/rendezvous/store_url.h"
 #include "gloo/allreduce_bcube.h"
 #include "gloo/allreduce_halving_doubling.h"

@@ -91,8 +91,11 @@ typedef struct chorus_device chorus_device_t; /* one transport endpoint per proc
 typedef struct chorus_comm chorus_comm_t;     /* `size` ranks that run collectives together */
 typedef struct chorus_work chorus_work_t;     /* one asynchronous operation */
 
-/* Opens a store by URL: "file:///abs/dir" (a directory every rank can reach) or
- * "redis://[[user]:password@]host[:port][/prefix]". */
+/* Opens a store by URL: "file:///abs/dir" (a directory every rank can reach),
+ * "redis://[[user]:password@]host[:port][/prefix]" or "tcp://host:port" (served by the process
+ * whose CHORUS_RANK, RANK or SLURM_PROCID is 0, on that address of its host; the others connect).
+ * NULL or "" reads the environment: CHORUS_STORE, else MASTER_ADDR and MASTER_PORT (a tcp store on
+ * MASTER_ADDR:MASTER_PORT+1, leaving MASTER_PORT to PyTorch's own store). */
 chorus_error_t chorus_store_open(const char* url, chorus_store_t** store);
 void chorus_store_destroy(chorus_store_t* store);
 

@@ -18,7 +18,9 @@ inline namespace v0 {
 class Store {
  public:
   // Opens a store by URL: "file:///abs/dir" (a directory every rank can reach: local disk for
-  // one host, NFS or similar for many) or "redis://[[user]:password@]host[:port][/prefix]".
+  // one host, NFS or similar for many), "redis://[[user]:password@]host[:port][/prefix]" or
+  // "tcp://host:port" (served by the process whose rank in the environment is 0). An empty URL
+  // reads the environment: CHORUS_STORE, else MASTER_ADDR and MASTER_PORT (chorus_c.h).
   static StatusOr<Store> Open(const std::string& url) {
     chorus_store_t* handle = nullptr;
     Status status = detail::FromC(chorus_store_open(url.c_str(), &handle));

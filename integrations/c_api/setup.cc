@@ -56,8 +56,12 @@ chorus_error_t chorus_store_open(const char* url, chorus_store_t** store) {
   return Guard([&]() -> absl::Status {
     if (store == nullptr) return NullArgument("store");
     *store = nullptr;
-    if (url == nullptr) return NullArgument("url");
-    CHORUS_ASSIGN_OR_RETURN(auto opened, chorus::OpenStore(url));
+    std::unique_ptr<chorus::Store> opened;
+    if (url == nullptr || *url == '\0') {
+      CHORUS_ASSIGN_OR_RETURN(opened, chorus::OpenStoreFromEnvironment());
+    } else {
+      CHORUS_ASSIGN_OR_RETURN(opened, chorus::OpenStore(url));
+    }
     *store = new chorus_store{std::move(opened)};
     return absl::OkStatus();
   });

@@ -3,7 +3,10 @@
 // layouts, the flight-recorder dump's truncation, collectives, asynchronous work and
 // point-to-point calls, and communicators made by split, group and shrink, among ranks that are
 // threads of this process over one file store.
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstddef>
@@ -332,6 +335,68 @@ TEST_CASE("abort fails the other ranks' pending collective", "[c_api]") {
   CHECK(failures[0].empty());
   CHECK(failures[1].empty());
   for (const std::string& failure : failures) INFO(failure);
+}
+
+
+// A loopback port nobody listens on now.
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof(address);
+  REQUIRE(bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof(address)) == 0);
+  REQUIRE(getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) == 0);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+TEST_CASE("a NULL url opens the store the environment names", "[c_api]") {
+  for (const char* name : {"CHORUS_STORE", "MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"}) {
+    unsetenv(name);
+  }
+  chorus_store_t* store = nullptr;
+  CHECK(chorus_store_open(nullptr, &store) == CHORUS_ERR_INVALID_ARGUMENT);
+  CHECK(std::string(chorus_last_error()).find("CHORUS_STORE") != std::string::npos);
+
+  // torchrun's variables: rank 0 serves a tcp store on MASTER_PORT + 1, rank 1 connects.
+  const int port = FreePort();
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(port - 1).c_str(), 1);
+  setenv("WORLD_SIZE", "2", 1);
+  setenv("RANK", "0", 1);
+  chorus_store_t* served = nullptr;
+  REQUIRE(chorus_store_open("", &served) == CHORUS_OK);
+  setenv("RANK", "1", 1);
+  chorus_store_t* client = nullptr;
+  REQUIRE(chorus_store_open(nullptr, &client) == CHORUS_OK);
+  // Two ranks meet through it: a communicator over the two stores works.
+  std::vector<std::string> failures(2);
+  std::vector<std::thread> threads;
+  for (int rank = 0; rank < 2; ++rank) {
+    threads.emplace_back([&, rank] {
+      chorus_device_t* device = nullptr;
+      chorus_comm_t* comm = nullptr;
+      float value = static_cast<float>(rank + 1);
+      if (chorus_device_create("tcp", &device) != CHORUS_OK ||
+          chorus_comm_create(rank == 0 ? served : client, "env", device, rank, 2, nullptr,
+                             &comm) != CHORUS_OK ||
+          chorus_allreduce(comm, &value, &value, 1, CHORUS_FLOAT32, CHORUS_SUM, nullptr) !=
+              CHORUS_OK) {
+        failures[rank] = chorus_last_error();
+      } else if (value != 3.0f) {
+        failures[rank] = "wrong sum " + std::to_string(value);
+      }
+      chorus_comm_destroy(comm);
+      chorus_device_destroy(device);
+    });
+  }
+  for (std::thread& thread : threads) thread.join();
+  CHECK(failures[0] == "");
+  CHECK(failures[1] == "");
+  chorus_store_destroy(client);
+  chorus_store_destroy(served);
+  for (const char* name : {"MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE"}) unsetenv(name);
 }
 
 }  // namespace

@@ -11,7 +11,7 @@
 
 #include "chorus/collectives/communicator.h"
 #include "chorus/core/status.h"
-#include "chorus/integrations/launcher/rank_env.h"
+#include "chorus/rendezvous/rank_env.h"
 #include "chorus/rendezvous/store_url.h"
 #include "chorus/transport/tcp/tcp_device.h"
 

@@ -22,7 +22,8 @@ double SecondsSince(steady_clock::time_point start) {
   return std::chrono::duration<double>(steady_clock::now() - start).count();
 }
 
-#define STORE_FIXTURES MemoryStoreFixture, FileStoreFixture, PrefixStoreFixture, RedisStoreFixture
+#define STORE_FIXTURES \
+  MemoryStoreFixture, FileStoreFixture, PrefixStoreFixture, RedisStoreFixture, TcpStoreFixture
 
 TEMPLATE_TEST_CASE("set, get and overwrite", "[conformance]", STORE_FIXTURES) {
   TestType fixture;

@@ -26,4 +26,12 @@ RedisStoreFixture::RedisStoreFixture() : server_(ValueOrFail(RedisServer::Start(
   store_ = ValueOrFail(RedisStore::Connect(options));
 }
 
+TcpStoreFixture::TcpStoreFixture() {
+  TcpStoreOptions options;
+  options.host = "127.0.0.1";
+  options.port = PickFreeLoopbackPort();
+  options.serve = true;
+  store_ = ValueOrFail(TcpStore::Open(options));
+}
+
 }  // namespace chorus::testing

@@ -11,6 +11,7 @@
 #include "chorus/rendezvous/memory_store.h"
 #include "chorus/rendezvous/prefix_store.h"
 #include "chorus/rendezvous/redis_store.h"
+#include "chorus/rendezvous/tcp_store.h"
 #include "tests/harness/multirank.h"
 #include "tests/harness/redis_server.h"
 
@@ -59,6 +60,18 @@ class RedisStoreFixture {
  private:
   std::unique_ptr<RedisServer> server_;
   std::unique_ptr<RedisStore> store_;
+};
+
+// A TCP store this process serves on a loopback port the kernel picks, with a client of its own
+// (as rank 0 of a job is).
+class TcpStoreFixture {
+ public:
+  static constexpr const char* kName = "tcp store";
+  TcpStoreFixture();
+  Store& store() { return *store_; }
+
+ private:
+  std::unique_ptr<TcpStore> store_;
 };
 
 }  // namespace chorus::testing

@@ -7,8 +7,8 @@
 // (The store comes from CHORUS_STORE, read by StoreUrlFromEnvironment in rendezvous/store_url.h.)
 //
 // Every error names the variable, the value and what would be accepted.
-#ifndef CHORUS_INTEGRATIONS_LAUNCHER_RANK_ENV_H_
-#define CHORUS_INTEGRATIONS_LAUNCHER_RANK_ENV_H_
+#ifndef CHORUS_RENDEZVOUS_RANK_ENV_H_
+#define CHORUS_RENDEZVOUS_RANK_ENV_H_
 
 #include <string>
 
@@ -31,4 +31,4 @@ absl::StatusOr<RankIdentity> ReadRankIdentity();
 
 }  // namespace chorus
 
-#endif  // CHORUS_INTEGRATIONS_LAUNCHER_RANK_ENV_H_
+#endif  // CHORUS_RENDEZVOUS_RANK_ENV_H_

@@ -1,4 +1,4 @@
-#include "chorus/integrations/launcher/rank_env.h"
+#include "chorus/rendezvous/rank_env.h"
 
 #include <stdlib.h>
 

@@ -1,0 +1,256 @@
+#include "chorus/rendezvous/tcp_store.h"
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "chorus/core/logging.h"
+#include "chorus/core/status.h"
+#include "chorus/rendezvous/store_support.h"
+
+namespace chorus {
+namespace {
+
+using tcp_store::Op;
+using tcp_store::Outcome;
+using tcp_store::Reply;
+using tcp_store::Request;
+
+// Connections kept open for later calls; more are opened while many threads call at once.
+constexpr size_t kMaxIdleConnections = 4;
+// How much longer than a wait's deadline a call waits for the server's answer.
+constexpr absl::Duration kReplyGrace = absl::Seconds(5);
+// Dial retries while the server is not up yet.
+constexpr absl::Duration kFirstRetry = absl::Milliseconds(10);
+constexpr absl::Duration kMaxRetry = absl::Milliseconds(500);
+
+uint32_t TimeoutMillis(Deadline deadline) {
+  if (deadline.IsInfinite()) return UINT32_MAX;
+  const int64_t ms = absl::ToInt64Milliseconds(deadline.Remaining() + absl::Microseconds(999));
+  return static_cast<uint32_t>(std::min<int64_t>(ms, UINT32_MAX - 1));
+}
+
+absl::StatusOr<SocketAddress> Resolve(const std::string& host, int port) {
+  if (port < 1 || port > 65535) {
+    return InvalidArgumentError(absl::StrCat("tcp store: port ", port, " is not in [1, 65535]"));
+  }
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  const int error = getaddrinfo(host.c_str(), nullptr, &hints, &found);
+  if (error != 0 || found == nullptr) {
+    return InvalidArgumentError(absl::StrCat("tcp store: cannot resolve host '", host,
+                                             "': ", gai_strerror(error)));
+  }
+  SocketAddress address = SocketAddress::FromSockaddr(found->ai_addr, found->ai_addrlen);
+  freeaddrinfo(found);
+  address.set_port(static_cast<uint16_t>(port));
+  return address;
+}
+
+// Waits until `fd` is ready for `events` or `deadline`; false on timeout.
+bool AwaitReady(int fd, short events, Deadline deadline) {
+  while (true) {
+    pollfd entry{fd, events, 0};
+    const int ready = poll(&entry, 1, deadline.RemainingMillis(1000));
+    if (ready > 0) return true;
+    if (ready < 0 && errno != EINTR) return true;  // let the read or write report it
+    if (deadline.Expired()) return false;
+  }
+}
+
+}  // namespace
+
+TcpStore::TcpStore(SocketAddress server_address,
+                   std::unique_ptr<tcp_store::TcpStoreServer> server)
+    : server_address_(std::move(server_address)), server_(std::move(server)) {}
+
+TcpStore::~TcpStore() = default;
+
+absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Open(const TcpStoreOptions& options) {
+  CHORUS_ASSIGN_OR_RETURN(SocketAddress address, Resolve(options.host, options.port));
+  std::unique_ptr<tcp_store::TcpStoreServer> server;
+  if (options.serve) {
+    CHORUS_ASSIGN_OR_RETURN(server, tcp_store::TcpStoreServer::Start(address));
+  }
+  std::unique_ptr<TcpStore> store(new TcpStore(address, std::move(server)));
+  // The first connection, retried while the server is starting elsewhere.
+  const Deadline deadline = Deadline::After(options.connect_timeout);
+  absl::Duration backoff = kFirstRetry;
+  absl::StatusOr<ScopedFd> connection = store->Connect(deadline);
+  while (!connection.ok() && !deadline.Expired()) {
+    absl::SleepFor(std::min(backoff, deadline.Remaining()));
+    backoff = std::min(2 * backoff, kMaxRetry);
+    connection = store->Connect(deadline);
+  }
+  if (!connection.ok()) {
+    return PeerUnavailableError(absl::StrCat(
+        store->Describe(), " did not accept a connection within ",
+        absl::FormatDuration(options.connect_timeout), " (", connection.status().message(),
+        "); is the process that serves it (rank 0, on MASTER_ADDR) running, and the port open?"));
+  }
+  store->idle_.push_back(*std::move(connection));
+  return store;
+}
+
+std::string TcpStore::Describe() const {
+  return absl::StrCat("tcp store ", server_address_.ToString());
+}
+
+absl::Status TcpStore::ServerGone(absl::string_view what) const {
+  return PeerUnavailableError(absl::StrCat(
+      Describe(), ": ", what,
+      "; the process serving the store (rank 0, or the one given its address) may have exited "
+      "or be unreachable"));
+}
+
+absl::StatusOr<ScopedFd> TcpStore::Connect(Deadline deadline) const {
+  CHORUS_ASSIGN_OR_RETURN(ScopedFd fd, StartConnect(server_address_, 0));
+  if (!AwaitReady(fd.get(), POLLOUT, deadline)) {
+    return DeadlineExceededError(absl::StrCat("connecting to ", Describe(), " timed out"));
+  }
+  if (const int error = TakeSocketError(fd.get()); error != 0) {
+    return PeerUnavailableError(absl::StrCat("connecting to ", Describe(), ": ", ErrnoText(error)));
+  }
+  return fd;
+}
+
+absl::StatusOr<Reply> TcpStore::Call(Request request, Deadline deadline) {
+  request.timeout_ms = TimeoutMillis(deadline);
+  const Deadline reply_deadline =
+      deadline.IsInfinite() ? deadline : Deadline::After(deadline.Remaining() + kReplyGrace);
+  ScopedFd fd;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!idle_.empty()) {
+      fd = std::move(idle_.back());
+      idle_.pop_back();
+    }
+  }
+  if (!fd.valid()) {
+    absl::StatusOr<ScopedFd> connected = Connect(Deadline::After(kReplyGrace));
+    if (!connected.ok()) return ServerGone(connected.status().message());
+    fd = *std::move(connected);
+  }
+
+  const std::string frame = tcp_store::EncodeRequest(request);
+  for (size_t sent = 0; sent < frame.size();) {
+    if (!AwaitReady(fd.get(), POLLOUT, reply_deadline)) {
+      return DeadlineExceededError(absl::StrCat(Describe(), " did not take a request in time"));
+    }
+    const ssize_t n = send(fd.get(), frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+    if (n <= 0) return ServerGone(absl::StrCat("sending a request: ", ErrnoText(errno)));
+    sent += static_cast<size_t>(n);
+  }
+
+  std::string in;
+  size_t needed = tcp_store::kFrameHeaderBytes;
+  bool have_length = false;
+  while (in.size() < needed) {
+    if (!AwaitReady(fd.get(), POLLIN, reply_deadline)) {
+      // The connection is dropped: its answer, if it ever comes, belongs to no call.
+      return DeadlineExceededError(absl::StrCat(Describe(), " did not answer within ",
+                                                absl::FormatDuration(kReplyGrace),
+                                                " of the deadline"));
+    }
+    char buffer[64 << 10];
+    const ssize_t n = recv(fd.get(), buffer, sizeof(buffer), 0);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
+    if (n == 0) return ServerGone("the server closed the connection");
+    if (n < 0) return ServerGone(absl::StrCat("reading a reply: ", ErrnoText(errno)));
+    in.append(buffer, static_cast<size_t>(n));
+    if (!have_length && in.size() >= tcp_store::kFrameHeaderBytes) {
+      CHORUS_ASSIGN_OR_RETURN(const uint32_t length, tcp_store::DecodeFrameLength(in));
+      needed = tcp_store::kFrameHeaderBytes + length;
+      have_length = true;
+    }
+  }
+  absl::StatusOr<Reply> reply = tcp_store::DecodeReply(
+      absl::string_view(in).substr(tcp_store::kFrameHeaderBytes, needed - tcp_store::kFrameHeaderBytes));
+  if (!reply.ok()) return ServerGone(reply.status().message());
+  if (in.size() == needed) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(fd));
+  }
+  if (reply->outcome == Outcome::kError) {
+    return InvalidArgumentError(absl::StrCat(Describe(), " refused a request: ",
+                                             reply->strings.empty() ? "" : reply->strings[0]));
+  }
+  return reply;
+}
+
+absl::Status TcpStore::Set(absl::string_view key, absl::string_view value) {
+  return MultiSet({KeyValue(std::string(key), std::string(value))});
+}
+
+absl::StatusOr<std::string> TcpStore::Get(absl::string_view key, Deadline deadline) {
+  CHORUS_ASSIGN_OR_RETURN(std::vector<std::string> values,
+                          MultiGet({std::string(key)}, deadline));
+  return std::move(values[0]);
+}
+
+absl::StatusOr<std::optional<std::string>> TcpStore::TryGet(absl::string_view key) {
+  CHORUS_RETURN_IF_ERROR(ValidateKey(key, Describe()));
+  Request request;
+  request.op = Op::kTryGet;
+  request.strings.emplace_back(key);
+  CHORUS_ASSIGN_OR_RETURN(Reply reply, Call(std::move(request), Deadline::After(absl::ZeroDuration())));
+  if (reply.outcome == Outcome::kAbsent) return std::optional<std::string>();
+  if (reply.strings.size() != 1) return ServerGone("a malformed try-get reply");
+  return std::optional<std::string>(std::move(reply.strings[0]));
+}
+
+absl::StatusOr<int64_t> TcpStore::Add(absl::string_view key, int64_t delta) {
+  CHORUS_RETURN_IF_ERROR(ValidateKey(key, Describe()));
+  Request request;
+  request.op = Op::kAdd;
+  request.delta = delta;
+  request.strings.emplace_back(key);
+  CHORUS_ASSIGN_OR_RETURN(Reply reply, Call(std::move(request), Deadline::After(absl::ZeroDuration())));
+  return reply.number;
+}
+
+absl::Status TcpStore::Delete(absl::string_view key) {
+  CHORUS_RETURN_IF_ERROR(ValidateKey(key, Describe()));
+  Request request;
+  request.op = Op::kDelete;
+  request.strings.emplace_back(key);
+  return Call(std::move(request), Deadline::After(absl::ZeroDuration())).status();
+}
+
+absl::Status TcpStore::MultiSet(absl::Span<const KeyValue> pairs) {
+  Request request;
+  request.op = Op::kMultiSet;
+  for (const auto& [key, value] : pairs) {
+    CHORUS_RETURN_IF_ERROR(ValidateKey(key, Describe()));
+    request.strings.push_back(key);
+    request.strings.push_back(value);
+  }
+  return Call(std::move(request), Deadline::After(absl::ZeroDuration())).status();
+}
+
+absl::StatusOr<std::vector<std::string>> TcpStore::MultiGet(absl::Span<const std::string> keys,
+                                                            Deadline deadline) {
+  Request request;
+  request.op = Op::kMultiGet;
+  for (const std::string& key : keys) {
+    CHORUS_RETURN_IF_ERROR(ValidateKey(key, Describe()));
+    request.strings.push_back(key);
+  }
+  CHORUS_ASSIGN_OR_RETURN(Reply reply, Call(std::move(request), deadline));
+  if (reply.outcome == Outcome::kTimedOut) {
+    return DeadlineExceededError(absl::StrCat("waiting in ", Describe(), " timed out; still missing: ",
+                                              DescribeKeys(reply.strings)));
+  }
+  if (reply.strings.size() != keys.size()) return ServerGone("a malformed get reply");
+  return std::move(reply.strings);
+}
+
+}  // namespace chorus
