@@ -214,10 +214,12 @@ absl::StatusOr<RedisStore::ReplyPtr> RedisStore::Run(const std::vector<absl::str
 }
 
 absl::Status RedisStore::Set(absl::string_view key, absl::string_view value) {
-  CHORUS_RETURN_IF_ERROR(ValidateKey(key, Describe()));
-  return Run({"SET", key, value}, Deadline::Infinite(), Resend::kSafe,
-             absl::StrCat("SET ", Quoted(key)))
-      .status();
+  return MultiSet({KeyValue(std::string(key), std::string(value))});
+}
+
+int64_t RedisStore::TtlSeconds() const {
+  if (options_.key_ttl <= absl::ZeroDuration()) return 0;
+  return std::max<int64_t>(1, absl::ToInt64Seconds(absl::Ceil(options_.key_ttl, absl::Seconds(1))));
 }
 
 absl::StatusOr<std::string> RedisStore::Get(absl::string_view key, Deadline deadline) {
@@ -242,9 +244,15 @@ absl::StatusOr<std::optional<std::string>> RedisStore::TryGet(absl::string_view 
 absl::StatusOr<int64_t> RedisStore::Add(absl::string_view key, int64_t delta) {
   CHORUS_RETURN_IF_ERROR(ValidateKey(key, Describe()));
   const std::string delta_text = absl::StrCat(delta);
-  CHORUS_ASSIGN_OR_RETURN(ReplyPtr reply,
-                          Run({"INCRBY", key, delta_text}, Deadline::Infinite(), Resend::kUnsafe,
-                              absl::StrCat("INCRBY ", Quoted(key))));
+  const std::string ttl_text = absl::StrCat(TtlSeconds());
+  // INCRBY and the expiry in one script, so no crash between them leaves a key that never
+  // expires.
+  static constexpr absl::string_view kAddWithExpiry =
+      "local v = redis.call('INCRBY', KEYS[1], ARGV[1]) "
+      "if tonumber(ARGV[2]) > 0 then redis.call('EXPIRE', KEYS[1], ARGV[2]) end return v";
+  CHORUS_ASSIGN_OR_RETURN(
+      ReplyPtr reply, Run({"EVAL", kAddWithExpiry, "1", key, delta_text, ttl_text},
+                          Deadline::Infinite(), Resend::kUnsafe, absl::StrCat("INCRBY ", Quoted(key))));
   if (reply->type != REDIS_REPLY_INTEGER) {
     return InternalError(
         absl::StrCat(Describe(), ": INCRBY ", Quoted(key), " returned reply type ", reply->type));
@@ -263,14 +271,21 @@ absl::Status RedisStore::MultiSet(absl::Span<const KeyValue> pairs) {
   const size_t batch = static_cast<size_t>(options_.max_keys_per_command);
   for (size_t first = 0; first < pairs.size(); first += batch) {
     const size_t last = std::min(pairs.size(), first + batch);
-    std::vector<absl::string_view> args = {"MSET"};
-    for (size_t i = first; i < last; ++i) {
-      args.push_back(pairs[i].first);
-      args.push_back(pairs[i].second);
-    }
-    CHORUS_RETURN_IF_ERROR(Run(args, Deadline::Infinite(), Resend::kSafe,
-                               absl::StrCat("MSET of ", last - first, " keys"))
-                               .status());
+    // MSET cannot set an expiry: a script sets each key with one, atomically like MSET.
+    static constexpr absl::string_view kSetWithExpiry =
+        "local ttl = tonumber(ARGV[1]) for i = 1, #KEYS do "
+        "if ttl > 0 then redis.call('SET', KEYS[i], ARGV[i + 1], 'EX', ttl) "
+        "else redis.call('SET', KEYS[i], ARGV[i + 1]) end end return 1";
+    const std::string ttl_text = absl::StrCat(TtlSeconds());
+    const std::string count = absl::StrCat(last - first);
+    std::vector<absl::string_view> args = {"EVAL", kSetWithExpiry, count};
+    for (size_t i = first; i < last; ++i) args.push_back(pairs[i].first);
+    args.push_back(ttl_text);
+    for (size_t i = first; i < last; ++i) args.push_back(pairs[i].second);
+    const std::string what = last - first == 1
+                                 ? absl::StrCat("SET ", Quoted(pairs[first].first))
+                                 : absl::StrCat("MSET of ", last - first, " keys");
+    CHORUS_RETURN_IF_ERROR(Run(args, Deadline::Infinite(), Resend::kSafe, what).status());
   }
   return absl::OkStatus();
 }

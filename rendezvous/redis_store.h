@@ -39,6 +39,11 @@ struct RedisStoreOptions {
   absl::Duration poll_max = absl::Milliseconds(10);
   // Keys per MGET / MSET command; bigger batches are split.
   int max_keys_per_command = 1024;
+  // Every key written (Set, MultiSet, Add) expires this long after its last write, so a job that
+  // dies without cleaning up leaves nothing behind for longer (CHORUS_REDIS_KEY_TTL, seconds).
+  // Zero: keys never expire. Communicators delete their keys when destroyed normally; the
+  // expiry is the net under crashed jobs, long enough that no live communicator misses a key.
+  absl::Duration key_ttl = absl::Hours(24);
 };
 
 // Thread-safe. Each call borrows a connection from a small pool for its duration, so threads
@@ -81,6 +86,8 @@ class RedisStore : public Store {
 
   // Runs one command, retrying on a fresh connection as described above. Returns the reply
   // (never an error reply: those become statuses naming `what`).
+  // options_.key_ttl in whole seconds, 0 for none.
+  int64_t TtlSeconds() const;
   absl::StatusOr<ReplyPtr> Run(const std::vector<absl::string_view>& args, Deadline deadline,
                                Resend resend, absl::string_view what);
   // The status for an error reply `text` to command `what`.

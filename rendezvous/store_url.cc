@@ -171,7 +171,17 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const StoreUrl& url) {
     CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store, TcpStore::Open(url.tcp));
     return std::unique_ptr<Store>(std::move(store));
   }
-  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<RedisStore> redis, RedisStore::Connect(url.redis));
+  RedisStoreOptions redis_options = url.redis;
+  if (const std::optional<std::string> ttl = GetEnv("CHORUS_REDIS_KEY_TTL")) {
+    int64_t seconds = 0;
+    if (!absl::SimpleAtoi(*ttl, &seconds) || seconds < 0) {
+      return InvalidArgumentError(absl::StrCat("CHORUS_REDIS_KEY_TTL='", *ttl,
+                                               "' is not a whole number of seconds >= 0 (0: keys "
+                                               "never expire)"));
+    }
+    redis_options.key_ttl = absl::Seconds(seconds);
+  }
+  CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<RedisStore> redis, RedisStore::Connect(redis_options));
   if (url.prefix.empty()) return std::unique_ptr<Store>(std::move(redis));
   return std::unique_ptr<Store>(std::make_unique<PrefixStore>(url.prefix, std::move(redis)));
 }

@@ -177,5 +177,36 @@ TEST_CASE("batches larger than one command are split") {
   for (int i = 0; i < 50; ++i) CHECK((*values)[i] == pairs[i].second);
 }
 
+TEST_CASE("keys written expire after the key ttl; a ttl of zero keeps them") {
+  auto server = StartServer();
+  RedisStoreOptions expiring = OptionsFor(*server);
+  expiring.key_ttl = absl::Seconds(1);
+  auto store = ConnectOrFail(expiring);
+  RedisStoreOptions lasting = OptionsFor(*server);
+  lasting.key_ttl = absl::ZeroDuration();
+  auto keeper = ConnectOrFail(lasting);
+  REQUIRE(store->Set("set", "1").ok());
+  REQUIRE(store->MultiSet({{"multi-a", "a"}, {"multi-b", "b"}}).ok());
+  REQUIRE(store->Add("added", 3).value() == 3);
+  REQUIRE(keeper->Set("kept", "1").ok());
+  REQUIRE(keeper->Add("kept-count", 2).value() == 2);
+  for (const char* key : {"set", "multi-a", "multi-b", "added", "kept", "kept-count"}) {
+    INFO(key);
+    CHECK(store->TryGet(key).value().has_value());
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(2200));
+  for (const char* key : {"set", "multi-a", "multi-b", "added"}) {
+    INFO(key);
+    CHECK_FALSE(store->TryGet(key).value().has_value());
+  }
+  CHECK(store->TryGet("kept").value() == std::optional<std::string>("1"));
+  CHECK(store->TryGet("kept-count").value() == std::optional<std::string>("2"));
+  // A non-integer is still refused by Add, as kInvalidArgument naming the key.
+  REQUIRE(keeper->Set("text", "x").ok());
+  const auto bad = keeper->Add("text", 1);
+  CHECK(GetErrorKind(bad.status()) == ErrorKind::kInvalidArgument);
+  CHECK(absl::StrContains(bad.status().message(), "text"));
+}
+
 }  // namespace
 }  // namespace chorus::testing
