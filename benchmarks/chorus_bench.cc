@@ -37,9 +37,9 @@ constexpr char kAutoAlgorithm[] = "auto";
 
 const std::vector<ToolFlag>& ChorusFlags() {
   static const auto* flags = new std::vector<ToolFlag>{
-      {"transport", "tcp",
+      {"transport", "",
        "transport between the ranks: tcp, shm (shared memory, one host) or auto (shared memory "
-       "within a host, tcp between hosts)"},
+       "within a host, tcp between hosts); default $CHORUS_TRANSPORT, else tcp"},
       {"store", "", "rendezvous store URL (file:///dir or redis://...); default $CHORUS_STORE"},
       {"buffers", "heap",
        "where the buffers live: heap, or shared (AllocateSharedMemory: the shm transport reads "
@@ -74,11 +74,16 @@ absl::Status CheckTransport(const std::string& transport) {
   return status.ok() ? status : Annotate(status, "chorus_bench --transport");
 }
 
-absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& transport) {
+absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& transport,
+                                                     const RankIdentity& identity) {
   CHORUS_ASSIGN_OR_RETURN(tcp::TcpDeviceOptions options, tcp::TcpDeviceOptions::FromEnv());
-  // All ranks of a chorusrun job are on this host: listen on loopback unless the user chose
-  // an address or interface (CHORUS_TCP_ADDR / CHORUS_TCP_IFNAME).
-  if (options.address.empty() && options.interfaces.empty()) options.address = "127.0.0.1";
+  // When the launcher says every rank is on this host (chorusrun -n, torchrun on one node),
+  // listen on loopback unless the user chose an address or interface (CHORUS_TCP_ADDR /
+  // CHORUS_TCP_IFNAME); across hosts, the usual interface choice.
+  const bool one_host = identity.local_size == identity.size;
+  if (one_host && options.address.empty() && options.interfaces.empty()) {
+    options.address = "127.0.0.1";
+  }
   return CreateDeviceByName(transport, options);
 }
 
@@ -204,7 +209,9 @@ absl::Status Main(int argc, char** argv) {
                stdout);
     return absl::OkStatus();
   }
-  const std::string& transport = options.tool_flags.at("transport");
+  const std::string& transport_flag = options.tool_flags.at("transport");
+  const std::string transport =
+      transport_flag.empty() ? TransportFromEnvironment("tcp") : transport_flag;
   const std::string& buffers = options.tool_flags.at("buffers");
   if (buffers != "heap" && buffers != "shared") {
     return InvalidArgumentError(
@@ -233,7 +240,7 @@ absl::Status Main(int argc, char** argv) {
   }
 
   CHORUS_ASSIGN_OR_RETURN(const std::unique_ptr<Store> store, OpenStore(url));
-  CHORUS_ASSIGN_OR_RETURN(const std::unique_ptr<Device> device, CreateDevice(transport));
+  CHORUS_ASSIGN_OR_RETURN(const std::unique_ptr<Device> device, CreateDevice(transport, identity));
   CommunicatorOptions comm_options;
   // The rank-0 probe takes a few seconds while the others wait in the rendezvous.
   comm_options.connect_timeout = absl::Seconds(120);

@@ -14,15 +14,17 @@ struct IdentityVariables {
   const char* rank;
   const char* size;
   const char* local_rank;
+  const char* local_size;  // nullptr: the launcher has no such variable
   const char* launcher;
 };
 
 // In order of preference: our own launcher first, so a chorusrun inside a Slurm allocation
 // means what chorusrun says.
 constexpr IdentityVariables kLaunchers[] = {
-    {"CHORUS_RANK", "CHORUS_SIZE", "CHORUS_LOCAL_RANK", "chorusrun"},
-    {"RANK", "WORLD_SIZE", "LOCAL_RANK", "torchrun"},
-    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", "Slurm"},
+    {"CHORUS_RANK", "CHORUS_SIZE", "CHORUS_LOCAL_RANK", "CHORUS_LOCAL_SIZE", "chorusrun"},
+    {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "torchrun"},
+    // Slurm's per-node count (SLURM_TASKS_PER_NODE) is a list like "4(x2),3", not one number.
+    {"SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID", nullptr, "Slurm"},
 };
 
 constexpr int64_t kMaxRanks = std::numeric_limits<int>::max();
@@ -54,6 +56,11 @@ absl::StatusOr<RankIdentity> ReadRankIdentity() {
     identity.rank = static_cast<int>(rank);
     identity.size = static_cast<int>(size);
     identity.local_rank = static_cast<int>(local_rank);
+    if (vars.local_size != nullptr) {
+      CHORUS_ASSIGN_OR_RETURN(const int64_t local_size,
+                              GetEnvInt(vars.local_size, -1, 1, kMaxRanks));
+      identity.local_size = static_cast<int>(local_size);
+    }
     identity.source = absl::StrCat(vars.rank, "/", vars.size);
     return identity;
   }

@@ -77,7 +77,12 @@ absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Open(const TcpStoreOptions& 
   CHORUS_ASSIGN_OR_RETURN(SocketAddress address, Resolve(options.host, options.port));
   std::unique_ptr<tcp_store::TcpStoreServer> server;
   if (options.serve) {
-    CHORUS_ASSIGN_OR_RETURN(server, tcp_store::TcpStoreServer::Start(address));
+    // On every address of this host: `host` is how the others reach it, which need not be an
+    // address this host can bind (a name that resolves to a loopback alias here, a NAT).
+    CHORUS_ASSIGN_OR_RETURN(
+        SocketAddress any,
+        SocketAddress::FromIp(address.family() == AF_INET6 ? "::" : "0.0.0.0", address.port()));
+    CHORUS_ASSIGN_OR_RETURN(server, tcp_store::TcpStoreServer::Start(any));
   }
   std::unique_ptr<TcpStore> store(new TcpStore(address, std::move(server)));
   // The first connection, retried while the server is starting elsewhere.

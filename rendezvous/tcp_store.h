@@ -28,8 +28,8 @@ namespace chorus {
 struct TcpStoreOptions {
   std::string host;  // a name or a numeric address
   int port = 0;
-  // This process serves the store (on host:port, which must be an address of this host), and
-  // is a client of its own server like every other process.
+  // This process serves the store (on `port` of every address of its host), and is a client of
+  // its own server like every other process.
   bool serve = false;
   // How long to keep trying to reach the server at first: the process serving it may start
   // later than the others.

@@ -7,9 +7,15 @@ Usage:
   summarize_tests.py total COUNTS_FILE...                  -> "N passed, N failed[, N skipped]"
 
 Reads the `bazel test --test_summary=short` output (BAZEL_LOG) for each target's result, then
-that target's test.log files under bazel-testlogs (one per shard) for Catch2's own totals. A
-target whose logs carry no Catch2 totals (it crashed, timed out or is not a Catch2 binary)
-counts as one test case with the target's result. A non-zero status with no failure counted
+that target's test.log files under bazel-testlogs (one per shard) for Catch2's or Python
+unittest's own totals. A target whose logs carry neither (it crashed, timed out or is another
+kind of test) counts as one test case with the target's result.
+
+A test that cannot run here (no GPU, no network namespaces, ...) prints a line
+"SKIPPED: <why>" (Catch2: WARN("SKIPPED: ...")) and returns without failing; each such line
+moves one of its target's passed cases to skipped, and `counts` prints the lines to stderr, so
+a skip is reported with its reason and never counted as a pass. unittest's own skips
+("OK (skipped=N)") count as skipped too. A non-zero status with no failure counted
 (the build failed) counts as one failure. FUZZ_LOG is tools/fuzz.sh's output: each fuzz target
 counts once, with its "fuzz <target>: PASSED|FAILED" line. `counts` must run right after its
 `bazel test`: bazel-testlogs points at the configuration (asan, tsan, ...) run last.
@@ -24,19 +30,31 @@ RESULT = re.compile(r"^(//\S+)\s+(?:\(cached\)\s+)?(PASSED|FAILED|TIMEOUT|NO STA
 ALL_PASSED = re.compile(r"All tests passed \(\d+ assertions? in (\d+) test cases?\)")
 SOME_FAILED = re.compile(r"test cases:\s+(\d+)\s+\|\s+(\d+) passed\s+\|\s+(\d+) failed")
 FUZZ_RESULT = re.compile(r"^fuzz \S+: (PASSED|FAILED)\b")
+UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ", re.MULTILINE)
+UNITTEST_SKIPPED = re.compile(r"^(?:OK|FAILED) \(.*?skipped=(\d+)", re.MULTILINE)
+UNITTEST_FAILED = re.compile(r"^FAILED \((?:failures=(\d+))?(?:, )?(?:errors=(\d+))?",
+                             re.MULTILINE)
+SKIP_LINE = re.compile(r"^\s*SKIPPED: (.*)$", re.MULTILINE)
 
 
-def catch2_totals(target):
-    """(passed, failed) from every shard's log of `target`, or None without Catch2 totals."""
+def target_logs(target):
+    """The text of every shard's test.log of `target`."""
     package, name = target[2:].split(":")
     root = os.path.join("bazel-testlogs", package, name)
     logs = glob.glob(os.path.join(root, "test.log")) + glob.glob(
         os.path.join(root, "shard_*", "test.log"))
-    passed = failed = 0
-    found = False
+    texts = []
     for log in logs:
         with open(log, errors="replace") as handle:
-            text = handle.read()
+            texts.append(handle.read())
+    return texts
+
+
+def case_totals(texts):
+    """(passed, failed, skipped) from Catch2's or unittest's totals, or None without any."""
+    passed = failed = skipped = 0
+    found = False
+    for text in texts:
         for match in ALL_PASSED.finditer(text):
             passed += int(match.group(1))
             found = True
@@ -44,12 +62,29 @@ def catch2_totals(target):
             passed += int(match.group(2))
             failed += int(match.group(3))
             found = True
-    return (passed, failed) if found else None
+        for match in UNITTEST_RAN.finditer(text):
+            passed += int(match.group(1))
+            found = True
+        for match in UNITTEST_SKIPPED.finditer(text):
+            passed -= int(match.group(1))
+            skipped += int(match.group(1))
+        for match in UNITTEST_FAILED.finditer(text):
+            broken = sum(int(group or 0) for group in match.groups())
+            passed -= broken
+            failed += broken
+    return (passed, failed, skipped) if found else None
+
+
+def skip_reasons(target, texts):
+    """The "SKIPPED: <why>" lines of a target's logs, each prefixed with the target."""
+    return ["%s: %s" % (target, match.group(1).strip()) for text in texts
+            for match in SKIP_LINE.finditer(text)]
 
 
 def bazel_counts(log_path):
-    """(passed, failed, skipped) Catch2 test cases of the targets in a `bazel test` log."""
+    """(passed, failed, skipped, reasons) test cases of the targets in a `bazel test` log."""
     passed = failed = skipped = 0
+    reasons = []
     with open(log_path, errors="replace") as handle:
         for line in handle:
             match = RESULT.match(line)
@@ -62,17 +97,21 @@ def bazel_counts(log_path):
             # FLAKY: failed, then passed on a retry that bazel allowed (flaky = True); its
             # test.log is the passing attempt's.
             succeeded = result in ("PASSED", "FLAKY")
-            totals = catch2_totals(target) if result in ("PASSED", "FAILED", "FLAKY") else None
-            if totals and succeeded:
-                passed += totals[0]
-            elif totals:
-                passed += totals[0]
-                failed += max(totals[1], 1)
-            elif succeeded:
-                passed += 1
-            else:
-                failed += 1
-    return passed, failed, skipped
+            texts = target_logs(target) if result in ("PASSED", "FAILED", "FLAKY") else []
+            totals = case_totals(texts)
+            if totals is None:
+                totals = (1, 0, 0) if succeeded else (0, 1, 0)
+            target_passed, target_failed, target_skipped = totals
+            if not succeeded:
+                target_failed = max(target_failed, 1)
+            # unittest skips are counted from its totals; the marker lines move Catch2 passes.
+            marked = skip_reasons(target, texts)
+            moved = min(len(marked), target_passed) if target_skipped == 0 else 0
+            passed += target_passed - moved
+            failed += target_failed
+            skipped += target_skipped + moved
+            reasons += marked
+    return passed, failed, skipped, reasons
 
 
 def fuzz_counts(log_path):
@@ -95,7 +134,9 @@ def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
     if mode == "counts":
         label, log, status = sys.argv[2:5]
-        passed, failed, skipped = bazel_counts(log)
+        passed, failed, skipped, reasons = bazel_counts(log)
+        for reason in reasons:
+            print("skipped: " + reason, file=sys.stderr)
         write_counts(label, passed, failures_given_status(status, failed), skipped)
         return 0
     if mode == "fuzz":

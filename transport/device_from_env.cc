@@ -36,8 +36,12 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDeviceByName(
   return CreateHybridDevice(*std::move(local), std::move(network));
 }
 
+std::string TransportFromEnvironment(absl::string_view fallback) {
+  return GetEnv("CHORUS_TRANSPORT").value_or(std::string(fallback));
+}
+
 absl::StatusOr<std::unique_ptr<Device>> CreateDeviceFromEnv() {
-  const std::string transport = GetEnv("CHORUS_TRANSPORT").value_or("auto");
+  const std::string transport = TransportFromEnvironment("auto");
   const absl::Status name = CheckTransportName(transport);
   if (!name.ok()) return Annotate(name, "CHORUS_TRANSPORT");
   CHORUS_ASSIGN_OR_RETURN(tcp::TcpDeviceOptions tcp_options, tcp::TcpDeviceOptions::FromEnv());

@@ -11,6 +11,7 @@
 #define CHORUS_TRANSPORT_DEVICE_FROM_ENV_H_
 
 #include <memory>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -30,7 +31,11 @@ absl::Status CheckTransportName(absl::string_view transport);
 absl::StatusOr<std::unique_ptr<Device>> CreateDeviceByName(
     absl::string_view transport, const tcp::TcpDeviceOptions& tcp_options);
 
-// CreateDeviceByName(CHORUS_TRANSPORT, default "auto", TcpDeviceOptions::FromEnv()); errors
+// The transport CHORUS_TRANSPORT names, or `fallback` when it is unset (the one reader of the
+// variable).
+std::string TransportFromEnvironment(absl::string_view fallback);
+
+// CreateDeviceByName(TransportFromEnvironment("auto"), TcpDeviceOptions::FromEnv()); errors
 // about the name name the variable.
 absl::StatusOr<std::unique_ptr<Device>> CreateDeviceFromEnv();
 

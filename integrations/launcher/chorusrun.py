@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""chorusrun: start R ranks of a program on this host, the way mpirun or torchrun would.
+"""chorusrun: start R ranks of a program on this host or on several, the way mpirun or torchrun
+would.
 
     chorusrun -n R [--store file|redis] [--store-url URL] [--timeout S] [--] prog args...
+    chorusrun --hosts h1:4,h2:4 | --hostfile FILE [-n R] [--rsh CMD] [--store-port P] prog...
 
 Each rank gets CHORUS_RANK, CHORUS_SIZE, CHORUS_LOCAL_RANK, CHORUS_LOCAL_SIZE and CHORUS_STORE
 in its environment. With --store file (the default) chorusrun creates a fresh directory
@@ -10,6 +12,15 @@ in its environment. With --store file (the default) chorusrun creates a fresh di
 (CHORUS_STORE=redis://127.0.0.1:PORT/chorus-XXXX) and stops it at the end; --store-url passes
 an existing store through untouched.
 
+With --hosts (or --hostfile: one "host[:slots]" or "host slots=N" per line, # comments), ranks
+fill the hosts in order, each up to its slots (1 if not given); -n, if given, may stop short.
+Every rank is started through the remote shell, --rsh (default $CHORUS_RSH, else
+"ssh -o BatchMode=yes {host}"), which is given one shell command line as its last argument:
+"cd <this directory> && exec env <CHORUS_* variables> prog args...". Any command that runs such
+a line on a host works, e.g. --rsh "ip netns exec {host} sh -c" for network namespaces. The
+ranks meet in a TCP store on the first host, served by rank 0 (CHORUS_STORE=tcp://h1:PORT,
+PORT from --store-port, default a random one in 29400-29999), unless --store-url names another.
+The variables passed are chorusrun's own CHORUS_* variables and those named with --env.
 Every line a rank prints is prefixed with "[rank N] " (stdout to stdout, stderr to stderr).
 SIGINT and SIGTERM are forwarded to every rank. When a rank fails (non-zero exit or killed by
 a signal) chorusrun names it, stops the others (SIGTERM, then SIGKILL after --grace seconds)
@@ -28,6 +39,7 @@ import argparse
 import os
 import secrets
 import selectors
+import shlex
 import shutil
 import signal
 import socket
@@ -145,30 +157,87 @@ class RankExit:
         self.rank = rank
 
 
+def parse_hosts(text, source):
+    """[(host, slots)] from "h1:4,h2" or hostfile lines ("h1:4", "h1 slots=4", "h1")."""
+    hosts = []
+    for entry in text:
+        entry = entry.split("#", 1)[0].strip()
+        if not entry:
+            continue
+        name, slots = entry, "1"
+        if " " in entry:
+            name, rest = entry.split(None, 1)
+            if not rest.startswith("slots="):
+                raise LauncherError("%s: '%s' is not 'host slots=N'" % (source, entry))
+            slots = rest[len("slots="):]
+        elif entry.count(":") == 1:
+            name, slots = entry.split(":")
+        if not name or not slots.isdigit() or int(slots) < 1:
+            raise LauncherError("%s: '%s' is not host[:slots] with slots >= 1" % (source, entry))
+        hosts.append((name, int(slots)))
+    if not hosts:
+        raise LauncherError("%s names no host" % source)
+    return hosts
+
+
+def place_ranks(hosts, size):
+    """[(host, local_rank, local_size)] by rank: hosts filled in order up to their slots."""
+    placement = []
+    for host, slots in hosts:
+        here = min(slots, size - len(placement))
+        placement.extend((host, local, here) for local in range(here))
+    if len(placement) < size:
+        raise LauncherError("-n %d is more than the %d slots of the hosts"
+                            % (size, sum(slots for _, slots in hosts)))
+    return placement
+
+
+def remote_command(rsh, host, env, command):
+    """The argv that runs `command` with `env` on `host` through the remote shell `rsh`."""
+    line = "cd %s && exec env %s %s" % (
+        shlex.quote(os.getcwd()),
+        " ".join(shlex.quote("%s=%s" % item) for item in sorted(env.items())),
+        " ".join(shlex.quote(arg) for arg in command))
+    words = shlex.split(rsh)
+    if "{host}" in rsh:
+        words = [word.replace("{host}", host) for word in words]
+    else:
+        words.append(host)
+    return words + [line]
+
+
 class Ranks:
     """The rank processes, their output pumps, their exits in the order they happen, and
     their stopping."""
 
-    def __init__(self, command, size, store_url):
+    def __init__(self, command, placement, store_url, rsh=None, forwarded=()):
         self.processes = []
         self.selector = selectors.DefaultSelector()
         self.open_pipes = 0
         self.unreported_exits = 0
-        for rank in range(size):
-            env = dict(os.environ)
-            env.update(CHORUS_RANK=str(rank), CHORUS_SIZE=str(size),
-                       CHORUS_LOCAL_RANK=str(rank), CHORUS_LOCAL_SIZE=str(size),
-                       CHORUS_STORE=store_url)
+        size = len(placement)
+        for rank, (host, local_rank, local_size) in enumerate(placement):
+            identity = dict(CHORUS_RANK=str(rank), CHORUS_SIZE=str(size),
+                            CHORUS_LOCAL_RANK=str(local_rank), CHORUS_LOCAL_SIZE=str(local_size),
+                            CHORUS_STORE=store_url)
+            if rsh is None:
+                argv, env = command, dict(os.environ, **identity)
+            else:
+                passed = {name: value for name, value in os.environ.items()
+                          if name.startswith("CHORUS_") or name in forwarded}
+                passed.pop("CHORUS_RSH", None)
+                passed.update(identity)
+                argv, env = remote_command(rsh, host, passed, command), None
             try:
                 # Each rank leads its own process group, so a signal reaches its children too
                 # and a Ctrl-C in the terminal reaches chorusrun only (which forwards it).
-                process = subprocess.Popen(command, env=env, stdin=subprocess.DEVNULL,
+                process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                            start_new_session=True)
             except OSError as error:
                 self.kill_all()
                 raise LauncherError("cannot start rank %d (%s): %s"
-                                    % (rank, " ".join(command), error))
+                                    % (rank, " ".join(argv), error))
             self.processes.append(process)
             for pipe, sink in ((process.stdout, sys.stdout.buffer),
                                (process.stderr, sys.stderr.buffer)):
@@ -239,8 +308,15 @@ def run(args):
         received.append(signum)
 
     try:
+        placement = [("localhost", rank, args.n) for rank in range(args.n)]
+        if args.hosts is not None:
+            placement = place_ranks(args.hosts, args.n)
         if args.store_url:
             store_url = args.store_url
+        elif args.hosts is not None:
+            port = args.store_port or 29400 + secrets.randbelow(600)
+            host = placement[0][0]
+            store_url = "tcp://%s:%d" % ("[%s]" % host if ":" in host else host, port)
         elif args.store == "redis":
             redis = RedisServer(args.redis_server, start_timeout=10)
             store_url = "redis://127.0.0.1:%d/chorus-%s" % (redis.port, secrets.token_hex(4))
@@ -250,7 +326,8 @@ def run(args):
 
         for signum in (signal.SIGINT, signal.SIGTERM):
             handlers[signum] = signal.signal(signum, on_signal)
-        ranks = Ranks(args.command, args.n, store_url)
+        ranks = Ranks(args.command, placement, store_url,
+                      rsh=args.rsh if args.hosts is not None else None, forwarded=args.env)
 
         deadline = time.monotonic() + args.timeout if args.timeout > 0 else None
         stop_started = None  # when the ranks were told to stop
@@ -279,8 +356,13 @@ def run(args):
                     if code != 0:
                         exit_code = failed_rank_exit_code(rank)
                         others = len(ranks.running())
-                        log("rank %d %s; stopping the other %d running rank(s); exit code %d"
-                            % (rank, describe_returncode(code), others, exit_code))
+                        hint = ""
+                        if code == 255 and args.hosts is not None:
+                            hint = (" (255 is also what a remote shell returns when it cannot "
+                                    "reach %s: check that the --rsh command works there)"
+                                    % placement[rank][0])
+                        log("rank %d %s%s; stopping the other %d running rank(s); exit code %d"
+                            % (rank, describe_returncode(code), hint, others, exit_code))
                         ranks.signal_running(signal.SIGTERM)
                         stop_started = now
                         break
@@ -312,10 +394,26 @@ def run(args):
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(
-        prog="chorusrun", description="Start R ranks of a program on this host.",
+        prog="chorusrun", description="Start R ranks of a program on this host or on several.",
         epilog="Exit codes: 0 ok, 1 launcher error, 2 usage, 100+N rank N failed first "
                "(123: rank >= 23), 124 timeout, 128+S stopped by signal S.")
-    parser.add_argument("-n", type=int, required=True, metavar="R", help="number of ranks")
+    parser.add_argument("-n", type=int, metavar="R",
+                        help="number of ranks (with --hosts: at most the slots; default all)")
+    hosts = parser.add_mutually_exclusive_group()
+    hosts.add_argument("--hosts", metavar="H[:S],...",
+                       help="start ranks on these hosts, S slots each (default 1)")
+    hosts.add_argument("--hostfile", metavar="FILE",
+                       help="hosts one per line: host[:slots] or host slots=N")
+    parser.add_argument("--rsh", default=os.environ.get("CHORUS_RSH",
+                                                        "ssh -o BatchMode=yes {host}"),
+                        help="remote shell for --hosts; {host} is replaced, and the command line "
+                             "to run is its last argument (default: $CHORUS_RSH, else ssh)")
+    parser.add_argument("--store-port", type=int, default=0,
+                        help="port of the TCP store rank 0 serves with --hosts (default: random "
+                             "in 29400-29999)")
+    parser.add_argument("--env", action="append", default=[], metavar="NAME",
+                        help="with --hosts, also pass this variable to the ranks (repeatable; "
+                             "CHORUS_* variables are always passed)")
     parser.add_argument("--store", choices=("file", "redis"), default="file",
                         help="rendezvous store chorusrun creates (default: file)")
     parser.add_argument("--store-url", help="use this existing store instead "
@@ -334,6 +432,18 @@ def parse_args(argv):
         args.command = args.command[1:]
     if not args.command:
         parser.error("no program to run")
+    try:
+        if args.hostfile is not None:
+            with open(args.hostfile) as f:
+                args.hosts = parse_hosts(f.read().splitlines(), args.hostfile)
+        elif args.hosts is not None:
+            args.hosts = parse_hosts(args.hosts.split(","), "--hosts")
+    except (OSError, LauncherError) as error:
+        parser.error(str(error))
+    if args.n is None:
+        if args.hosts is None:
+            parser.error("-n is required without --hosts or --hostfile")
+        args.n = sum(slots for _, slots in args.hosts)
     if args.n < 1:
         parser.error("-n must be at least 1")
     return args

@@ -94,6 +94,20 @@ class ChorusBench(unittest.TestCase):
         self.assertIn(("bfloat16", "avg"), printed)
         self.assertIn(("uint64", "prod"), printed)
 
+    def test_chorus_transport_is_the_default_and_the_flag_wins(self):
+        os.environ["CHORUS_TRANSPORT"] = "shm"
+        try:
+            from_env = run_bench(2, *QUICK, "--coll", "allreduce")
+            flag_wins = run_bench(2, *QUICK, "--coll", "allreduce", "--transport", "tcp")
+        finally:
+            del os.environ["CHORUS_TRANSPORT"]
+        self.assert_all_verified(from_env, 5)
+        self.assertIn("transport shm,", from_env.stdout)
+        self.assert_all_verified(flag_wins, 5)
+        self.assertIn("transport tcp,", flag_wins.stdout)
+        default = run_bench(2, *QUICK, "--coll", "allreduce")
+        self.assertIn("transport tcp,", default.stdout)
+
     def test_auto_transport_on_one_host_verifies(self):
         # One host: the hybrid device routes every peer to shared memory.
         result = run_bench(3, *QUICK, "--transport", "auto")

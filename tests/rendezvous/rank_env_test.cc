@@ -13,9 +13,10 @@ namespace {
 // Clears every variable the reader looks at, then sets the given ones; restores nothing because
 // each test case sets up what it needs.
 void SetEnvironment(std::initializer_list<std::pair<const char*, const char*>> variables) {
-  for (const char* name : {"CHORUS_RANK", "CHORUS_SIZE", "CHORUS_LOCAL_RANK", "RANK", "WORLD_SIZE",
-                           "LOCAL_RANK", "SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID",
-                           "CHORUS_STORE"}) {
+  for (const char* name :
+       {"CHORUS_RANK", "CHORUS_SIZE", "CHORUS_LOCAL_RANK", "CHORUS_LOCAL_SIZE", "RANK",
+        "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "SLURM_PROCID", "SLURM_NTASKS",
+        "SLURM_LOCALID", "CHORUS_STORE"}) {
     unsetenv(name);
   }
   for (const auto& [name, value] : variables) setenv(name, value, 1);
@@ -26,23 +27,28 @@ bool Mentions(const absl::Status& status, const std::string& text) {
 }
 
 TEST_CASE("chorusrun's variables give the identity") {
-  SetEnvironment({{"CHORUS_RANK", "2"}, {"CHORUS_SIZE", "4"}, {"CHORUS_LOCAL_RANK", "2"}});
+  SetEnvironment({{"CHORUS_RANK", "2"},
+                  {"CHORUS_SIZE", "4"},
+                  {"CHORUS_LOCAL_RANK", "2"},
+                  {"CHORUS_LOCAL_SIZE", "3"}});
   const auto identity = ReadRankIdentity();
   REQUIRE(identity.ok());
   CHECK(identity->rank == 2);
   CHECK(identity->size == 4);
   CHECK(identity->local_rank == 2);
+  CHECK(identity->local_size == 3);
   CHECK(identity->source == "CHORUS_RANK/CHORUS_SIZE");
 }
 
 TEST_CASE("torchrun's variables are used when chorusrun's are absent") {
-  SetEnvironment({{"RANK", "1"}, {"WORLD_SIZE", "8"}, {"SLURM_PROCID", "5"},
-                  {"SLURM_NTASKS", "6"}});
+  SetEnvironment({{"RANK", "1"}, {"WORLD_SIZE", "8"}, {"LOCAL_WORLD_SIZE", "4"},
+                  {"SLURM_PROCID", "5"}, {"SLURM_NTASKS", "6"}});
   const auto identity = ReadRankIdentity();
   REQUIRE(identity.ok());
   CHECK(identity->rank == 1);
   CHECK(identity->size == 8);
   CHECK(identity->local_rank == -1);
+  CHECK(identity->local_size == 4);
   CHECK(identity->source == "RANK/WORLD_SIZE");
 }
 
@@ -53,6 +59,7 @@ TEST_CASE("Slurm's variables are the last resort") {
   CHECK(identity->rank == 5);
   CHECK(identity->size == 6);
   CHECK(identity->local_rank == 1);
+  CHECK(identity->local_size == -1);
   CHECK(identity->source == "SLURM_PROCID/SLURM_NTASKS");
 }
 
