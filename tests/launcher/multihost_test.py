@@ -1,0 +1,140 @@
+"""chorusrun across hosts: two network namespaces joined by a veth pair stand in for two hosts,
+and `ip netns exec {host} sh -c` stands in for ssh. Ranks are placed host by host, meet in the
+TCP store rank 0 serves, and run verified collectives across the namespaces (shared memory within
+one, TCP between them); a rank failing on the second host is reported by number.
+
+Needs root and iproute2 (network namespaces). Without them every test prints "SKIPPED: <why>",
+which the test summary counts as skipped."""
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.join(HERE, "..", "..")
+CHORUSRUN = os.path.join(ROOT, "integrations", "launcher", "chorusrun.py")
+CHORUS_BENCH = os.path.join(ROOT, "benchmarks", "chorus_bench")
+RSH = "ip netns exec {host} sh -c"
+RUN_LIMIT_SECONDS = 150
+QUICK = ["-b", "8", "-e", "64K", "-f", "8", "-n", "2", "-w", "1", "--limits", "0"]
+
+
+def ip(*args):
+    return subprocess.run(["timeout", "20", "ip"] + list(args), capture_output=True, text=True)
+
+
+class TwoHosts:
+    """Namespaces <prefix>0 (10.232.<k>.1) and <prefix>1 (10.232.<k>.2), joined by a veth pair."""
+
+    def __init__(self):
+        self.prefix = "chorus-mh%d-" % os.getpid()
+        veth = "cmh%d" % (os.getpid() % 100000)  # interface names stop at 15 characters
+        subnet = os.getpid() % 250
+        self.names = [self.prefix + "0", self.prefix + "1"]
+        self.addresses = ["10.232.%d.1" % subnet, "10.232.%d.2" % subnet]
+        self.made = []
+        steps = []
+        for name in self.names:
+            steps.append(("netns", "add", name))
+        steps.append(("link", "add", veth + "a", "type", "veth", "peer", "name", veth + "b"))
+        for index, (name, end) in enumerate(zip(self.names, ("a", "b"))):
+            steps += [("link", "set", veth + end, "netns", name),
+                      ("-n", name, "addr", "add", self.addresses[index] + "/24", "dev",
+                       veth + end),
+                      ("-n", name, "link", "set", veth + end, "up"),
+                      ("-n", name, "link", "set", "lo", "up")]
+        for step in steps:
+            result = ip(*step)
+            if result.returncode != 0:
+                self.close()
+                raise OSError("'ip %s' failed: %s" % (" ".join(step), result.stderr.strip()))
+            if step[:2] == ("netns", "add"):
+                self.made.append(step[2])
+
+    def close(self):
+        for name in self.made:
+            ip("netns", "delete", name)  # its end of the veth pair goes with it
+        self.made = []
+
+
+def free_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class AcrossHosts(unittest.TestCase):
+    hosts = None
+    skip_reason = None
+
+    @classmethod
+    def setUpClass(cls):
+        if os.geteuid() != 0:
+            cls.skip_reason = "network namespaces need root"
+            return
+        try:
+            cls.hosts = TwoHosts()
+        except OSError as error:
+            cls.skip_reason = "cannot create network namespaces: %s" % error
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.hosts is not None:
+            cls.hosts.close()
+
+    def setUp(self):
+        if self.skip_reason is not None:
+            print("SKIPPED: %s: %s" % (self.id(), self.skip_reason), file=sys.stderr)
+            self.skipTest(self.skip_reason)
+
+    def chorusrun(self, *args):
+        store = "tcp://%s:%d" % (self.hosts.addresses[0], free_port())
+        return subprocess.run(
+            [sys.executable, CHORUSRUN, "--rsh", RSH, "--store-url", store,
+             "--timeout", str(RUN_LIMIT_SECONDS - 30)] + list(args),
+            capture_output=True, text=True, timeout=RUN_LIMIT_SECONDS)
+
+    def test_ranks_are_placed_host_by_host_with_local_ranks(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".hosts") as hostfile:
+            hostfile.write("# first host takes one rank\n%s slots=1\n%s:3\n" % tuple(self.hosts.names))
+            hostfile.flush()
+            result = self.chorusrun(
+                "--hostfile", hostfile.name, "-n", "3", "--", "sh", "-c",
+                'echo "$CHORUS_RANK $CHORUS_SIZE $CHORUS_LOCAL_RANK $CHORUS_LOCAL_SIZE '
+                '$(ip netns identify) $CHORUS_STORE"')
+        self.assertEqual(result.returncode, 0, result.stderr)
+        lines = sorted(line for line in result.stdout.splitlines() if line.startswith("[rank"))
+        store = lines[0].split()[-1]
+        self.assertTrue(store.startswith("tcp://"), lines)
+        self.assertEqual(lines, [
+            "[rank 0] 0 3 0 1 %s %s" % (self.hosts.names[0], store),
+            "[rank 1] 1 3 0 2 %s %s" % (self.hosts.names[1], store),
+            "[rank 2] 2 3 1 2 %s %s" % (self.hosts.names[1], store),
+        ])
+
+    def test_collectives_verify_across_two_hosts(self):
+        hosts = "%s:2,%s:2" % tuple(self.hosts.names)
+        for collective in ("allreduce", "allgather", "broadcast"):
+            with self.subTest(collective=collective):
+                result = self.chorusrun("--hosts", hosts, "--", CHORUS_BENCH, *QUICK,
+                                        "--coll", collective, "--transport", "auto")
+                self.assertEqual(result.returncode, 0, result.stderr + result.stdout)
+                rows = [line.split()[2:] for line in result.stdout.splitlines()
+                        if line.startswith("[rank 0] ") and line.split()[2].isdigit()]
+                self.assertGreater(len(rows), 0, result.stdout)
+                for row in rows:
+                    self.assertEqual((row[8], row[12]), ("0", "0"), row)  # #wrong, both modes
+
+    def test_a_rank_failing_on_the_second_host_is_named(self):
+        hosts = "%s:2,%s:2" % tuple(self.hosts.names)
+        result = self.chorusrun("--hosts", hosts, "--", "sh", "-c",
+                                '[ "$CHORUS_RANK" = 3 ] && exit 5; sleep 60')
+        self.assertEqual(result.returncode, 103, result.stderr)
+        self.assertIn("rank 3 exited with code 5", result.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
