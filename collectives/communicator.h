@@ -9,7 +9,7 @@
 // that returns a Work handle and runs on the communicator's worker threads (options.h). Every
 // rank must issue the same collectives in the same order (each gets the next sequence number);
 // a rank that disagrees makes the collective fail on every rank with a MismatchError naming
-// both views (context.h), and breaks the communicator. Any failure other than a timeout, an
+// both views (engine/context.h), and breaks the communicator. Any failure other than a timeout, an
 // invalid argument or Work::Abort breaks the communicator too, so that no rank is left waiting:
 // later calls fail at once with the original error; create a new communicator to go on.
 //
@@ -141,7 +141,8 @@ class Communicator {
 
   // The flight recorder of this rank: its last collectives (CommunicatorOptions::
   // flight_recorder_entries), one line each, oldest first, with per-peer progress of any that
-  // is unfinished (flight_recorder.h). Callable from any thread, also while a collective hangs.
+  // is unfinished (diagnostics/flight_recorder.h). Callable from any thread, also while a
+  // collective hangs.
   std::string FlightRecorderDump() const;
 
   // Writes the timeline so far to CHORUS_TRACE_FILE (the destructor also does); OK and

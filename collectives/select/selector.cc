@@ -1,4 +1,4 @@
-#include "chorus/collectives/selector.h"
+#include "chorus/collectives/select/selector.h"
 
 #include <atomic>
 #include <limits>

@@ -13,8 +13,8 @@
 // checked instead. The hierarchical algorithm folds a digest of the host layout into `shape`.
 // The collective context may append a step and a small first message to it (context.h); the
 // header itself is always these 40 bytes.
-#ifndef CHORUS_COLLECTIVES_HEADER_H_
-#define CHORUS_COLLECTIVES_HEADER_H_
+#ifndef CHORUS_COLLECTIVES_ENGINE_HEADER_H_
+#define CHORUS_COLLECTIVES_ENGINE_HEADER_H_
 
 #include <array>
 #include <cstdint>
@@ -65,4 +65,4 @@ std::string HumanBytes(uint64_t bytes);
 
 }  // namespace chorus
 
-#endif  // CHORUS_COLLECTIVES_HEADER_H_
+#endif  // CHORUS_COLLECTIVES_ENGINE_HEADER_H_

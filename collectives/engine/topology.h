@@ -2,8 +2,8 @@
 // learned once, when a communicator is created (CommunicatorOptions::host_of_rank, else
 // Mesh::HostOfRanks(), else one host), and read by the selector and the hierarchical
 // algorithm; the algorithms never ask the transport.
-#ifndef CHORUS_COLLECTIVES_TOPOLOGY_H_
-#define CHORUS_COLLECTIVES_TOPOLOGY_H_
+#ifndef CHORUS_COLLECTIVES_ENGINE_TOPOLOGY_H_
+#define CHORUS_COLLECTIVES_ENGINE_TOPOLOGY_H_
 
 #include <cstdint>
 #include <string>
@@ -45,4 +45,4 @@ struct Topology {
 
 }  // namespace chorus
 
-#endif  // CHORUS_COLLECTIVES_TOPOLOGY_H_
+#endif  // CHORUS_COLLECTIVES_ENGINE_TOPOLOGY_H_

@@ -1,4 +1,4 @@
-#include "chorus/collectives/worker_pool.h"
+#include "chorus/collectives/engine/worker_pool.h"
 
 #include <utility>
 

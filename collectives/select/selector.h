@@ -11,8 +11,8 @@
 //
 //   CHORUS_ALGO="allreduce:0-64k=recursive_doubling,64k-inf=ring;broadcast:0-inf=binomial"
 //   CHORUS_ALGO="allreduce:0-4k:@recursive_doubling#allreduce:4k-inf:@ring"   (UCC style)
-#ifndef CHORUS_COLLECTIVES_SELECTOR_H_
-#define CHORUS_COLLECTIVES_SELECTOR_H_
+#ifndef CHORUS_COLLECTIVES_SELECT_SELECTOR_H_
+#define CHORUS_COLLECTIVES_SELECT_SELECTOR_H_
 
 #include <cstdint>
 #include <string>
@@ -20,9 +20,9 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "chorus/collectives/algorithm_table.h"
+#include "chorus/collectives/engine/topology.h"
 #include "chorus/collectives/options.h"
-#include "chorus/collectives/topology.h"
+#include "chorus/collectives/select/algorithm_table.h"
 
 namespace chorus {
 
@@ -78,4 +78,4 @@ class Selector {
 
 }  // namespace chorus
 
-#endif  // CHORUS_COLLECTIVES_SELECTOR_H_
+#endif  // CHORUS_COLLECTIVES_SELECT_SELECTOR_H_

@@ -1,4 +1,4 @@
-#include "chorus/collectives/streaming_sink.h"
+#include "chorus/collectives/reduce/streaming_sink.h"
 
 #include <unistd.h>
 

@@ -4,8 +4,8 @@
 // cache instead of first reading every destination line into it. That saves a third of the
 // copy's memory traffic; the bytes would be evicted before the caller reads them anyway.
 // Transports that store data themselves write it into the destination directly.
-#ifndef CHORUS_COLLECTIVES_STREAMING_SINK_H_
-#define CHORUS_COLLECTIVES_STREAMING_SINK_H_
+#ifndef CHORUS_COLLECTIVES_REDUCE_STREAMING_SINK_H_
+#define CHORUS_COLLECTIVES_REDUCE_STREAMING_SINK_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -34,4 +34,4 @@ class StreamingSink final : public RecvSink {
 
 }  // namespace chorus
 
-#endif  // CHORUS_COLLECTIVES_STREAMING_SINK_H_
+#endif  // CHORUS_COLLECTIVES_REDUCE_STREAMING_SINK_H_

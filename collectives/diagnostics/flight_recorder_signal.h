@@ -5,14 +5,14 @@
 // The handler only writes the signal number to a pipe, which is async-signal-safe; a watcher
 // thread, alive while any registration is, reads the pipe and does the dumping. A handler once
 // installed stays installed, so that a late signal is still harmless rather than fatal.
-#ifndef CHORUS_COLLECTIVES_FLIGHT_RECORDER_SIGNAL_H_
-#define CHORUS_COLLECTIVES_FLIGHT_RECORDER_SIGNAL_H_
+#ifndef CHORUS_COLLECTIVES_DIAGNOSTICS_FLIGHT_RECORDER_SIGNAL_H_
+#define CHORUS_COLLECTIVES_DIAGNOSTICS_FLIGHT_RECORDER_SIGNAL_H_
 
 #include <memory>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
-#include "chorus/collectives/flight_recorder.h"
+#include "chorus/collectives/diagnostics/flight_recorder.h"
 
 namespace chorus {
 
@@ -38,4 +38,4 @@ class SignalDumpRegistration {
 
 }  // namespace chorus
 
-#endif  // CHORUS_COLLECTIVES_FLIGHT_RECORDER_SIGNAL_H_
+#endif  // CHORUS_COLLECTIVES_DIAGNOSTICS_FLIGHT_RECORDER_SIGNAL_H_

@@ -1,8 +1,8 @@
 // The table of algorithms: which collective each implements, the function that runs it, and
 // its alpha-beta-gamma cost. The selector (selector.h) reads this table; nothing else decides
 // which algorithms exist.
-#ifndef CHORUS_COLLECTIVES_ALGORITHM_TABLE_H_
-#define CHORUS_COLLECTIVES_ALGORITHM_TABLE_H_
+#ifndef CHORUS_COLLECTIVES_SELECT_ALGORITHM_TABLE_H_
+#define CHORUS_COLLECTIVES_SELECT_ALGORITHM_TABLE_H_
 
 #include <vector>
 
@@ -10,9 +10,9 @@
 #include "absl/types/span.h"
 #include "chorus/collectives/collective_args.h"
 #include "chorus/collectives/collective_kind.h"
-#include "chorus/collectives/context.h"
+#include "chorus/collectives/engine/context.h"
+#include "chorus/collectives/engine/topology.h"
 #include "chorus/collectives/options.h"
-#include "chorus/collectives/topology.h"
 
 namespace chorus {
 
@@ -62,4 +62,4 @@ const AlgorithmEntry* CheapestFlat(CollectiveKind kind, const CostInputs& in);
 
 }  // namespace chorus
 
-#endif  // CHORUS_COLLECTIVES_ALGORITHM_TABLE_H_
+#endif  // CHORUS_COLLECTIVES_SELECT_ALGORITHM_TABLE_H_

@@ -1,4 +1,4 @@
-#include "chorus/collectives/flight_recorder_signal.h"
+#include "chorus/collectives/diagnostics/flight_recorder_signal.h"
 
 #include <errno.h>
 #include <fcntl.h>

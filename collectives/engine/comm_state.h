@@ -1,7 +1,7 @@
 // State shared by a communicator, the collectives it has in flight and its worker threads:
 // identity, the mesh, the scoped store, tuning, and the communicator's fatal failure.
-#ifndef CHORUS_COLLECTIVES_COMM_STATE_H_
-#define CHORUS_COLLECTIVES_COMM_STATE_H_
+#ifndef CHORUS_COLLECTIVES_ENGINE_COMM_STATE_H_
+#define CHORUS_COLLECTIVES_ENGINE_COMM_STATE_H_
 
 #include <atomic>
 #include <cstdint>
@@ -14,9 +14,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "chorus/collectives/diagnostics/trace.h"
+#include "chorus/collectives/engine/topology.h"
 #include "chorus/collectives/options.h"
-#include "chorus/collectives/topology.h"
-#include "chorus/collectives/trace.h"
 #include "chorus/rendezvous/store.h"
 #include "chorus/transport/transport.h"
 
@@ -102,4 +102,4 @@ class CommState {
 
 }  // namespace chorus
 
-#endif  // CHORUS_COLLECTIVES_COMM_STATE_H_
+#endif  // CHORUS_COLLECTIVES_ENGINE_COMM_STATE_H_

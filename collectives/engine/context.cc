@@ -1,4 +1,4 @@
-#include "chorus/collectives/context.h"
+#include "chorus/collectives/engine/context.h"
 
 #include <cstring>
 #include <map>
@@ -7,8 +7,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "chorus/collectives/tag.h"
-#include "chorus/collectives/trace.h"
+#include "chorus/collectives/diagnostics/trace.h"
+#include "chorus/collectives/engine/tag.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
 

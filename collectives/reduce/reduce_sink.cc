@@ -1,6 +1,6 @@
-#include "chorus/collectives/reduce_sink.h"
+#include "chorus/collectives/reduce/reduce_sink.h"
 
-#include "chorus/collectives/reduce_kernels.h"
+#include "chorus/collectives/reduce/reduce_kernels.h"
 
 namespace chorus {
 

@@ -1,4 +1,4 @@
-#include "chorus/collectives/topology.h"
+#include "chorus/collectives/engine/topology.h"
 
 #include <map>
 

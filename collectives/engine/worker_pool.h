@@ -2,8 +2,8 @@
 // started on demand up to a maximum; tasks beyond that wait in FIFO order. Because every rank
 // submits its collectives in the same order, and a collective only waits for the collective of
 // the same sequence number on other ranks, FIFO order with any thread count cannot deadlock.
-#ifndef CHORUS_COLLECTIVES_WORKER_POOL_H_
-#define CHORUS_COLLECTIVES_WORKER_POOL_H_
+#ifndef CHORUS_COLLECTIVES_ENGINE_WORKER_POOL_H_
+#define CHORUS_COLLECTIVES_ENGINE_WORKER_POOL_H_
 
 #include <condition_variable>
 #include <deque>
@@ -42,4 +42,4 @@ class WorkerPool {
 
 }  // namespace chorus
 
-#endif  // CHORUS_COLLECTIVES_WORKER_POOL_H_
+#endif  // CHORUS_COLLECTIVES_ENGINE_WORKER_POOL_H_

@@ -30,8 +30,8 @@
 // on the first data message to that neighbour; an owed header goes out on its own before this
 // rank blocks in any wait (and so before Finish), so no rank waits while its neighbour lacks
 // its header. Transports see ordinary tagged messages: none of this is theirs to know.
-#ifndef CHORUS_COLLECTIVES_CONTEXT_H_
-#define CHORUS_COLLECTIVES_CONTEXT_H_
+#ifndef CHORUS_COLLECTIVES_ENGINE_CONTEXT_H_
+#define CHORUS_COLLECTIVES_ENGINE_CONTEXT_H_
 
 #include <atomic>
 #include <cstdint>
@@ -47,11 +47,11 @@
 #include "absl/status/status.h"
 #include "absl/types/span.h"
 #include "chorus/collectives/collective_args.h"
-#include "chorus/collectives/comm_state.h"
-#include "chorus/collectives/header.h"
-#include "chorus/collectives/reduce_sink.h"
-#include "chorus/collectives/streaming_sink.h"
-#include "chorus/collectives/topology.h"
+#include "chorus/collectives/engine/comm_state.h"
+#include "chorus/collectives/engine/header.h"
+#include "chorus/collectives/engine/topology.h"
+#include "chorus/collectives/reduce/reduce_sink.h"
+#include "chorus/collectives/reduce/streaming_sink.h"
 #include "chorus/core/deadline.h"
 #include "chorus/transport/request.h"
 
@@ -312,4 +312,4 @@ class GroupView {
 
 }  // namespace chorus
 
-#endif  // CHORUS_COLLECTIVES_CONTEXT_H_
+#endif  // CHORUS_COLLECTIVES_ENGINE_CONTEXT_H_

@@ -1,4 +1,4 @@
-#include "chorus/collectives/trace.h"
+#include "chorus/collectives/diagnostics/trace.h"
 
 #include <atomic>
 #include <fstream>

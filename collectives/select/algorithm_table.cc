@@ -1,4 +1,4 @@
-#include "chorus/collectives/algorithm_table.h"
+#include "chorus/collectives/select/algorithm_table.h"
 
 #include <algorithm>
 #include <cmath>

@@ -3,8 +3,8 @@
 // pid = rank and tid = the thread that ran it. Open the file in chrome://tracing or
 // https://ui.perfetto.dev; timestamps are wall-clock microseconds, so files of several ranks
 // on one host line up when their "traceEvents" arrays are concatenated.
-#ifndef CHORUS_COLLECTIVES_TRACE_H_
-#define CHORUS_COLLECTIVES_TRACE_H_
+#ifndef CHORUS_COLLECTIVES_DIAGNOSTICS_TRACE_H_
+#define CHORUS_COLLECTIVES_DIAGNOSTICS_TRACE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -59,4 +59,4 @@ class TraceLog {
 
 }  // namespace chorus
 
-#endif  // CHORUS_COLLECTIVES_TRACE_H_
+#endif  // CHORUS_COLLECTIVES_DIAGNOSTICS_TRACE_H_

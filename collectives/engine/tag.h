@@ -14,8 +14,8 @@
 //                 step numbers wrap modulo 0xffff, which is safe because messages with the
 //                 same (peer, tag) arrive in order and both sides post them in the same order.
 //   P = 1         point-to-point: bits 46..16 carry the caller's tag (31 bits), step is 0.
-#ifndef CHORUS_COLLECTIVES_TAG_H_
-#define CHORUS_COLLECTIVES_TAG_H_
+#ifndef CHORUS_COLLECTIVES_ENGINE_TAG_H_
+#define CHORUS_COLLECTIVES_ENGINE_TAG_H_
 
 #include <cstdint>
 
@@ -49,4 +49,4 @@ inline Tag PointToPointTag(uint16_t communicator, uint32_t user_tag) {
 
 }  // namespace chorus
 
-#endif  // CHORUS_COLLECTIVES_TAG_H_
+#endif  // CHORUS_COLLECTIVES_ENGINE_TAG_H_

@@ -5,8 +5,8 @@
 //
 // Integer sum and prod wrap around (two's complement); min and max of floats return the second
 // operand when either is NaN (the semantics of minps/maxps), identically in every kernel set.
-#ifndef CHORUS_COLLECTIVES_REDUCE_KERNELS_H_
-#define CHORUS_COLLECTIVES_REDUCE_KERNELS_H_
+#ifndef CHORUS_COLLECTIVES_REDUCE_REDUCE_KERNELS_H_
+#define CHORUS_COLLECTIVES_REDUCE_REDUCE_KERNELS_H_
 
 #include <cstddef>
 
@@ -29,4 +29,4 @@ absl::string_view ReduceKernelSet();
 
 }  // namespace chorus
 
-#endif  // CHORUS_COLLECTIVES_REDUCE_KERNELS_H_
+#endif  // CHORUS_COLLECTIVES_REDUCE_REDUCE_KERNELS_H_

@@ -1,4 +1,4 @@
-#include "chorus/collectives/header.h"
+#include "chorus/collectives/engine/header.h"
 
 #include <cstring>
 #include <vector>

@@ -1,10 +1,10 @@
-#include "chorus/collectives/comm_state.h"
+#include "chorus/collectives/engine/comm_state.h"
 
 #include <utility>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "chorus/collectives/tag.h"
+#include "chorus/collectives/engine/tag.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
 

@@ -2,8 +2,8 @@
 // hand data over in place (shared memory) the reduction reads straight from the transport's
 // memory and the copy into a receive buffer disappears; elsewhere the data lands in a buffer
 // first and is reduced from there once the receive is done.
-#ifndef CHORUS_COLLECTIVES_REDUCE_SINK_H_
-#define CHORUS_COLLECTIVES_REDUCE_SINK_H_
+#ifndef CHORUS_COLLECTIVES_REDUCE_REDUCE_SINK_H_
+#define CHORUS_COLLECTIVES_REDUCE_REDUCE_SINK_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -39,4 +39,4 @@ class ReduceSink final : public RecvSink {
 
 }  // namespace chorus
 
-#endif  // CHORUS_COLLECTIVES_REDUCE_SINK_H_
+#endif  // CHORUS_COLLECTIVES_REDUCE_REDUCE_SINK_H_

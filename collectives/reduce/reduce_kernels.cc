@@ -3,7 +3,7 @@
 // loops (docs/collectives.md lists what to look for). The same loops are instantiated twice:
 // once for the baseline ISA and once inside a target("avx2,f16c") function, and the right set
 // is picked once at run time.
-#include "chorus/collectives/reduce_kernels.h"
+#include "chorus/collectives/reduce/reduce_kernels.h"
 
 #include <immintrin.h>
 

@@ -16,8 +16,8 @@
 // once the ring is full, so no allocation) and locks it three times; per-peer progress is read
 // from the live CollectiveContext only when a dump is made, and frozen into the record when the
 // collective fails.
-#ifndef CHORUS_COLLECTIVES_FLIGHT_RECORDER_H_
-#define CHORUS_COLLECTIVES_FLIGHT_RECORDER_H_
+#ifndef CHORUS_COLLECTIVES_DIAGNOSTICS_FLIGHT_RECORDER_H_
+#define CHORUS_COLLECTIVES_DIAGNOSTICS_FLIGHT_RECORDER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -29,7 +29,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "chorus/collectives/header.h"
+#include "chorus/collectives/engine/header.h"
 
 namespace chorus {
 
@@ -96,4 +96,4 @@ class FlightRecorder {
 
 }  // namespace chorus
 
-#endif  // CHORUS_COLLECTIVES_FLIGHT_RECORDER_H_
+#endif  // CHORUS_COLLECTIVES_DIAGNOSTICS_FLIGHT_RECORDER_H_

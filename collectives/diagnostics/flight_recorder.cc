@@ -1,4 +1,4 @@
-#include "chorus/collectives/flight_recorder.h"
+#include "chorus/collectives/diagnostics/flight_recorder.h"
 
 #include <algorithm>
 #include <fstream>
@@ -6,7 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "chorus/collectives/context.h"
+#include "chorus/collectives/engine/context.h"
 #include "chorus/core/deadline.h"
 #include "chorus/core/env.h"
 #include "chorus/core/logging.h"
