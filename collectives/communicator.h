@@ -35,8 +35,9 @@
 //                  block r of recv comes from rank r                        [send == recv]
 //   AllToAllV      send at send_displs[r], send_counts[r] to rank r; recv at recv_displs[r],
 //                  recv_counts[r] from rank r                                [send == recv]
-// Zero counts are legal everywhere. Buffers that overlap other than in these in-place forms
-// are rejected. Buffers not used on a rank (recv of Reduce off the root, ...) may be null.
+// (shape.h holds these layouts as data.) Zero counts are legal everywhere. Buffers that
+// overlap other than in these in-place forms are rejected. Buffers not used on a rank (recv of
+// Reduce off the root, ...) may be null.
 //
 // ReduceOp::kAvg sums, then divides by size() (integers truncate toward zero); the sum must
 // be representable in the element type.
@@ -150,7 +151,7 @@ class Communicator {
   absl::Status FlushTrace() const;
 
   // The algorithms that implement `kind` ("ring", ...), and the one a call of `bytes` (as
-  // CollectiveArgs::bytes() counts them) would use without a per-call choice.
+  // PayloadBytes (shape.h) counts them) would use without a per-call choice.
   static std::vector<std::string> Algorithms(CollectiveKind kind);
   absl::StatusOr<std::string> ChooseAlgorithm(CollectiveKind kind, size_t bytes) const;
 

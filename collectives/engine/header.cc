@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "chorus/collectives/shape.h"
 #include "chorus/core/status.h"
 
 namespace chorus {
@@ -62,19 +63,15 @@ CollectiveHeader CollectiveHeader::For(const CollectiveArgs& args, AlgorithmId a
   header.root = IsRooted(args.kind) ? args.root : -1;
   header.sequence = sequence;
   header.ranks = static_cast<uint32_t>(ranks);
-  switch (args.kind) {
-    case CollectiveKind::kAllGatherV:
-    case CollectiveKind::kReduceScatterV:
-      header.count = args.bytes(ranks) / args.elem();
+  switch (AgreedCounts(args.kind)) {
+    case Agreement::kCount:
+      header.count = args.count;
+      break;
+    case Agreement::kCounts:
+      header.count = PayloadBytes(args, ranks) / args.elem();
       header.shape = DigestCounts(args.counts);
       break;
-    case CollectiveKind::kGatherV:
-    case CollectiveKind::kScatterV:
-    case CollectiveKind::kAllToAllV:
-    case CollectiveKind::kBarrier:
-      break;
-    default:
-      header.count = args.count;
+    case Agreement::kNone:
       break;
   }
   header.shape ^= layout;

@@ -19,7 +19,7 @@ namespace chorus {
 // Inputs of a cost formula; times in microseconds.
 struct CostInputs {
   double ranks = 1;          // p
-  double bytes = 0;          // n: the collective's size as CollectiveArgs::bytes() reports it
+  double bytes = 0;          // n: the collective's size as PayloadBytes (shape.h) reports it
   double alpha = 0;          // per message
   double beta = 0;           // per byte on the wire
   double gamma = 0;          // per byte reduced

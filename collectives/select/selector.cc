@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "chorus/collectives/shape.h"
 #include "chorus/core/env.h"
 #include "chorus/core/status.h"
 
@@ -172,7 +173,7 @@ absl::StatusOr<const AlgorithmEntry*> Selector::Choose(const CollectiveArgs& arg
     }
     return entry;
   }
-  const size_t bytes = args.bytes(ranks);
+  const size_t bytes = PayloadBytes(args, ranks);
   const int64_t size = bytes > static_cast<size_t>(std::numeric_limits<int64_t>::max())
                            ? std::numeric_limits<int64_t>::max()
                            : static_cast<int64_t>(bytes);

@@ -2,7 +2,7 @@
 // (CHORUS_ALGO, then CommunicatorOptions::algorithm_rules), then the cheapest candidate of the
 // alpha-beta-gamma model in algorithm_table.cc.
 //
-// Rule grammar (sizes as CollectiveArgs::bytes() reports them, suffixes k/m/g = KiB/MiB/GiB,
+// Rule grammar (sizes as PayloadBytes (shape.h) reports them, suffixes k/m/g = KiB/MiB/GiB,
 // ranges half-open [lo, hi), "inf" for no upper bound):
 //
 //   rules   := section ((';' | '#') section)*
