@@ -22,6 +22,7 @@
 #include "chorus/benchmarks/report.h"
 #include "chorus/benchmarks/sweep.h"
 #include "chorus/collectives/communicator.h"
+#include "chorus/collectives/shape.h"
 #include "chorus/core/env.h"
 #include "chorus/core/status.h"
 #include "chorus/rendezvous/rank_env.h"
@@ -48,27 +49,6 @@ const std::vector<ToolFlag>& ChorusFlags() {
   return *flags;
 }
 
-// The Chorus operation behind each benchmark collective.
-CollectiveKind KindOf(Collective collective) {
-  switch (collective) {
-    case Collective::kAllreduce:
-      return CollectiveKind::kAllReduce;
-    case Collective::kBroadcast:
-      return CollectiveKind::kBroadcast;
-    case Collective::kReduce:
-      return CollectiveKind::kReduce;
-    case Collective::kAllgather:
-      return CollectiveKind::kAllGather;
-    case Collective::kReduceScatter:
-      return CollectiveKind::kReduceScatter;
-    case Collective::kAlltoall:
-      return CollectiveKind::kAllToAll;
-    case Collective::kBarrier:
-      break;
-  }
-  return CollectiveKind::kBarrier;
-}
-
 absl::Status CheckTransport(const std::string& transport) {
   const absl::Status status = CheckTransportName(transport);
   return status.ok() ? status : Annotate(status, "chorus_bench --transport");
@@ -90,7 +70,7 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDevice(const std::string& transpor
 // The algorithm names of one sweep: --algo as given ("all" expands to every algorithm of the
 // collective), or `auto` when none was given. Unknown names are refused with the alternatives.
 absl::StatusOr<std::vector<std::string>> SelectedAlgorithms(const BenchmarkOptions& options) {
-  const std::vector<std::string> known = Communicator::Algorithms(KindOf(options.collective));
+  const std::vector<std::string> known = Communicator::Algorithms(options.collective);
   if (options.algorithms.empty()) return std::vector<std::string>{kAutoAlgorithm};
   std::vector<std::string> selected;
   for (const std::string& algorithm : options.algorithms) {
@@ -100,9 +80,9 @@ absl::StatusOr<std::vector<std::string>> SelectedAlgorithms(const BenchmarkOptio
                std::find(known.begin(), known.end(), algorithm) != known.end()) {
       selected.push_back(algorithm);
     } else {
-      return InvalidArgumentError(absl::StrCat(
-          "Chorus has no ", CollectiveName(options.collective), " algorithm '", algorithm,
-          "'; choose from ", absl::StrJoin(known, ", "), ", auto or all"));
+      return InvalidArgumentError(
+          absl::StrCat("Chorus has no ", CollectiveKindName(options.collective), " algorithm '",
+                       algorithm, "'; choose from ", absl::StrJoin(known, ", "), ", auto or all"));
     }
   }
   return selected;
@@ -124,15 +104,12 @@ class ChorusTarget : public CollectiveTarget {
     input_ = input;
     output_ = output;
     // The sweep counts the full array; Chorus counts one rank's block for the collectives that
-    // split it (count is a multiple of the rank count for those).
-    const bool per_rank_block = options_.collective == Collective::kAllgather ||
-                                options_.collective == Collective::kReduceScatter ||
-                                options_.collective == Collective::kAlltoall;
-    count_ = static_cast<size_t>(per_rank_block ? count / comm_.size() : count);
-    if (call_options_.algorithm.empty() && options_.collective != Collective::kBarrier) {
+    // split it.
+    count_ = ArgsForArray(options_.collective, static_cast<size_t>(count), comm_.size()).count;
+    if (call_options_.algorithm.empty() && options_.collective != CollectiveKind::kBarrier) {
       const size_t bytes = static_cast<size_t>(count) * DataTypeSize(options_.type);
       CHORUS_ASSIGN_OR_RETURN(std::string chosen,
-                              comm_.ChooseAlgorithm(KindOf(options_.collective), bytes));
+                              comm_.ChooseAlgorithm(options_.collective, bytes));
       chosen_.insert(std::move(chosen));
     }
     return absl::OkStatus();
@@ -141,23 +118,25 @@ class ChorusTarget : public CollectiveTarget {
   absl::Status Run() override {
     const DataType type = options_.type;
     switch (options_.collective) {
-      case Collective::kAllreduce:
+      case CollectiveKind::kAllReduce:
         return comm_.AllReduce(input_, output_, count_, type, options_.op, call_options_);
-      case Collective::kBroadcast:
+      case CollectiveKind::kBroadcast:
         return comm_.Broadcast(input_, output_, count_, type, options_.root, call_options_);
-      case Collective::kReduce:
+      case CollectiveKind::kReduce:
         return comm_.Reduce(input_, output_, count_, type, options_.op, options_.root,
                             call_options_);
-      case Collective::kAllgather:
+      case CollectiveKind::kAllGather:
         return comm_.AllGather(input_, output_, count_, type, call_options_);
-      case Collective::kReduceScatter:
+      case CollectiveKind::kReduceScatter:
         return comm_.ReduceScatter(input_, output_, count_, type, options_.op, call_options_);
-      case Collective::kAlltoall:
+      case CollectiveKind::kAllToAll:
         return comm_.AllToAll(input_, output_, count_, type, call_options_);
-      case Collective::kBarrier:
-        break;
+      case CollectiveKind::kBarrier:
+        return comm_.Barrier(call_options_);
+      default:
+        return InvalidArgumentError(absl::StrCat("chorus-bench does not measure ",
+                                                 CollectiveKindName(options_.collective)));
     }
-    return comm_.Barrier(call_options_);
   }
 
   absl::StatusOr<double> MaxOverRanks(double value) override {

@@ -5,12 +5,14 @@
 #include <ctime>
 #include <functional>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "chorus/collectives/shape.h"
 #include "chorus/core/env.h"
 #include "chorus/core/json.h"
 #include "chorus/core/status.h"
@@ -47,6 +49,22 @@ absl::Status ParseSize(absl::string_view flag, absl::string_view text, int64_t* 
   if (!bytes.ok()) return Annotate(bytes.status(), flag);
   *out = *bytes;
   return absl::OkStatus();
+}
+
+// The collectives the benchmarks measure (verify.cc knows their results), by the library's
+// names; InvalidArgument listing them for any other name.
+absl::StatusOr<CollectiveKind> ParseMeasuredCollective(absl::string_view name) {
+  static constexpr CollectiveKind kMeasured[] = {
+      CollectiveKind::kAllReduce, CollectiveKind::kBroadcast,     CollectiveKind::kReduce,
+      CollectiveKind::kAllGather, CollectiveKind::kReduceScatter, CollectiveKind::kAllToAll,
+      CollectiveKind::kBarrier};
+  const absl::StatusOr<CollectiveKind> kind = ParseCollectiveKind(name);
+  if (kind.ok() && absl::c_linear_search(kMeasured, *kind)) return *kind;
+  return InvalidArgumentError(
+      absl::StrCat("unknown collective '", name, "'; expected one of ",
+                   absl::StrJoin(kMeasured, ", ", [](std::string* out, CollectiveKind measured) {
+                     absl::StrAppend(out, CollectiveKindName(measured));
+                   })));
 }
 
 // "all" (every value of an enum with `count` values, in enum order) or a comma-separated list
@@ -121,7 +139,7 @@ const std::vector<CommonFlag>& CommonFlags() {
        "collective: allreduce, broadcast, reduce, allgather, reduce_scatter, alltoall, barrier  "
        "[allreduce]",
        [](absl::string_view v, BenchmarkOptions& o) -> absl::Status {
-         CHORUS_ASSIGN_OR_RETURN(o.collective, ParseCollective(v));
+         CHORUS_ASSIGN_OR_RETURN(o.collective, ParseMeasuredCollective(v));
          return absl::OkStatus();
        }},
       {"", "--algo", "algorithm(s), comma-separated; one sweep each  [the tool's default]",
@@ -226,12 +244,11 @@ std::string LimitsJson(const std::optional<MachineLimits>& limits) {
 }
 
 std::string RedOpName(const RunReport& run) {
-  return HasReduceOp(run.options.collective) ? std::string(ReduceOpName(run.options.op))
-                                             : "none";
+  return IsReduction(run.options.collective) ? std::string(ReduceOpName(run.options.op)) : "none";
 }
 
 int RootColumn(const RunReport& run) {
-  return HasRoot(run.options.collective) ? run.options.root : -1;
+  return IsRooted(run.options.collective) ? run.options.root : -1;
 }
 
 std::string RunJson(const RunReport& run) {
@@ -249,7 +266,7 @@ std::string RunJson(const RunReport& run) {
   }
   return JsonObject({{"library", JsonString(run.library)},
                      {"library_version", JsonString(run.library_version)},
-                     {"collective", JsonString(CollectiveName(o.collective))},
+                     {"collective", JsonString(CollectiveKindName(o.collective))},
                      {"algorithm", JsonString(run.algorithm)},
                      {"transport", JsonString(run.transport)},
                      {"store", JsonString(run.store)},
@@ -340,7 +357,7 @@ std::string BenchmarkUsage(absl::string_view program, absl::Span<const ToolFlag>
 
 std::vector<BenchmarkOptions> SweepsByTypeAndOp(const BenchmarkOptions& options) {
   std::vector<BenchmarkOptions> sweeps;
-  const size_t ops = HasReduceOp(options.collective) ? options.ops.size() : 1;
+  const size_t ops = IsReduction(options.collective) ? options.ops.size() : 1;
   for (DataType type : options.types) {
     for (size_t i = 0; i < ops; ++i) {
       BenchmarkOptions sweep = options;
@@ -353,7 +370,7 @@ std::vector<BenchmarkOptions> SweepsByTypeAndOp(const BenchmarkOptions& options)
 }
 
 absl::Status ValidateForRanks(const BenchmarkOptions& options, int ranks) {
-  if (HasRoot(options.collective) && options.root >= ranks) {
+  if (IsRooted(options.collective) && options.root >= ranks) {
     return InvalidArgumentError(
         absl::StrCat("-r ", options.root, " is not a rank of this ", ranks, "-rank job"));
   }
@@ -361,9 +378,9 @@ absl::Status ValidateForRanks(const BenchmarkOptions& options, int ranks) {
 }
 
 std::vector<int64_t> SweepSizes(const BenchmarkOptions& options, int ranks) {
-  if (options.collective == Collective::kBarrier) return {0};
+  if (options.collective == CollectiveKind::kBarrier) return {0};
   const int64_t unit = static_cast<int64_t>(DataTypeSize(options.type)) *
-                       CountGranularity(options.collective, ranks);
+                       ArrayGranularity(options.collective, ranks);
   std::vector<int64_t> sizes;
   for (int64_t size = options.min_bytes; size <= options.max_bytes;) {
     const int64_t bytes = std::max(unit, size / unit * unit);
@@ -375,7 +392,7 @@ std::vector<int64_t> SweepSizes(const BenchmarkOptions& options, int ranks) {
   return sizes;
 }
 
-Measurement MakeMeasurement(Collective collective, int ranks, int64_t bytes, double seconds,
+Measurement MakeMeasurement(CollectiveKind collective, int ranks, int64_t bytes, double seconds,
                             int64_t wrong) {
   Measurement m;
   m.time_us = seconds * 1e6;
@@ -390,7 +407,7 @@ std::string FormatTableHeader(const RunReport& run) {
   std::string text = absl::StrFormat(
       "# %s-bench %s: %s, algorithm %s, transport %s, store %s, %d ranks\n"
       "#   sizes %d..%d bytes x%d, %d timed + %d warm-up iterations, %d checked apart\n",
-      run.library, run.library_version, CollectiveName(o.collective), run.algorithm,
+      run.library, run.library_version, CollectiveKindName(o.collective), run.algorithm,
       run.transport, run.store, run.ranks, o.min_bytes, o.max_bytes, o.step_factor, o.iterations,
       o.warmup_iterations, o.check_iterations);
   text += CommentLine(std::string(kRowHeadWidth, ' ') + Centered("out-of-place", kModeWidth) +
@@ -457,7 +474,7 @@ absl::Status CheckNoWrongElements(const std::vector<RunReport>& runs) {
     const int64_t wrong = TotalWrong(run.rows);
     if (wrong > 0) {
       failed.push_back(absl::StrCat(wrong, " in ", run.library, " ", run.algorithm, " ",
-                                    CollectiveName(run.options.collective)));
+                                    CollectiveKindName(run.options.collective)));
     }
   }
   if (failed.empty()) return absl::OkStatus();

@@ -30,14 +30,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/types/span.h"
-#include "chorus/benchmarks/collective_kind.h"
 #include "chorus/benchmarks/machine_limits.h"
+#include "chorus/collectives/collective_kind.h"
 #include "chorus/core/types.h"
 
 namespace chorus::bench {
 
 struct BenchmarkOptions {
-  Collective collective = Collective::kAllreduce;
+  CollectiveKind collective = CollectiveKind::kAllReduce;
   int64_t min_bytes = 8;
   int64_t max_bytes = int64_t{64} << 20;
   int64_t step_factor = 2;
@@ -92,7 +92,7 @@ struct Measurement {
   int64_t wrong = -1;     // wrong elements summed over ranks and check iterations; -1: unchecked
 };
 
-Measurement MakeMeasurement(Collective collective, int ranks, int64_t bytes, double seconds,
+Measurement MakeMeasurement(CollectiveKind collective, int ranks, int64_t bytes, double seconds,
                             int64_t wrong);
 
 struct ResultRow {

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "chorus/benchmarks/verify.h"
+#include "chorus/collectives/shape.h"
 #include "chorus/core/status.h"
 
 namespace chorus::bench {
@@ -27,22 +28,19 @@ struct Buffers {
   std::shared_ptr<std::byte> output;
 };
 
-// The input and output pointers of one mode, nccl-tests layout: in-place allgather reads its
-// input from its own chunk of the output, in-place reduce-scatter writes its output into its own
-// chunk of the input.
-std::pair<void*, void*> Layout(const Buffers& buffers, Mode mode, Collective collective,
-                               int64_t count, int rank, int ranks, size_t element_size) {
+// The input and output pointers of one mode, nccl-tests layout: in place, both lie in the
+// output buffer as the collective's in-place form places them (allgather reads its input from
+// its own chunk of the output, reduce-scatter writes its output into its own chunk of the
+// input).
+std::pair<void*, void*> Layout(const Buffers& buffers, Mode mode, const BenchmarkOptions& o,
+                               int64_t count, int rank, int ranks) {
   if (mode == Mode::kOutOfPlace) return {buffers.input.get(), buffers.output.get()};
+  CollectiveArgs args = ArgsForArray(o.collective, static_cast<size_t>(count), ranks);
+  args.root = o.root;
+  const InPlaceOffsets at = InPlaceOffsetsOf(args, rank).value_or(InPlaceOffsets{});
   std::byte* base = buffers.output.get();
-  const int64_t chunk_bytes = count / ranks * static_cast<int64_t>(element_size);
-  switch (collective) {
-    case Collective::kAllgather:
-      return {base + rank * chunk_bytes, base};
-    case Collective::kReduceScatter:
-      return {base, base + rank * chunk_bytes};
-    default:
-      return {base, base};
-  }
+  const size_t element_size = DataTypeSize(o.type);
+  return {base + at.send * element_size, base + at.recv * element_size};
 }
 
 absl::StatusOr<Measurement> MeasureMode(CollectiveTarget& target, const RunReport& run,
@@ -50,17 +48,18 @@ absl::StatusOr<Measurement> MeasureMode(CollectiveTarget& target, const RunRepor
                                         int64_t count) {
   const BenchmarkOptions& o = run.options;
   const VerifySpec spec{o.collective, o.type, o.op, target.ranks(), o.root, count};
-  const auto [input, output] = Layout(buffers, mode, o.collective, count, target.rank(),
-                                      target.ranks(), DataTypeSize(o.type));
+  const auto [input, output] = Layout(buffers, mode, o, count, target.rank(), target.ranks());
   CHORUS_RETURN_IF_ERROR(target.Bind(input, output, count));
 
   // Verification: fresh inputs each time, untouched outputs marked, nothing timed.
-  const bool checked = o.check_iterations > 0 && o.collective != Collective::kBarrier;
+  const bool checked = o.check_iterations > 0 && o.collective != CollectiveKind::kBarrier;
   int64_t wrong = 0;
   for (int i = 0; checked && i < o.check_iterations; ++i) {
     FillInput(spec, target.rank(), input);
     if (mode == Mode::kOutOfPlace) {
-      FillSentinel(spec, output, BufferElementsFor(o.collective, count, target.ranks()).output);
+      FillSentinel(
+          spec, output,
+          static_cast<int64_t>(BufferElementsFor(o.collective, count, target.ranks()).recv));
     }
     CHORUS_RETURN_IF_ERROR(target.Run());
     wrong += CountWrong(spec, target.rank(), output);
@@ -107,10 +106,9 @@ absl::Status RunSweep(CollectiveTarget& target, RunReport& run, std::FILE* out) 
   const size_t element_size = DataTypeSize(o.type);
   const int64_t max_count = sizes.back() / static_cast<int64_t>(element_size);
   const BufferElements largest = BufferElementsFor(o.collective, max_count, target.ranks());
-  const size_t output_elements = static_cast<size_t>(std::max(largest.input, largest.output));
+  const size_t output_elements = std::max(largest.send, largest.recv);
   Buffers buffers;
-  CHORUS_ASSIGN_OR_RETURN(buffers.input,
-                          target.AllocateBuffer(static_cast<size_t>(largest.input) * element_size));
+  CHORUS_ASSIGN_OR_RETURN(buffers.input, target.AllocateBuffer(largest.send * element_size));
   CHORUS_ASSIGN_OR_RETURN(buffers.output, target.AllocateBuffer(output_elements * element_size));
 
   for (const int64_t bytes : sizes) {
@@ -120,12 +118,12 @@ absl::Status RunSweep(CollectiveTarget& target, RunReport& run, std::FILE* out) 
     for (const Mode mode : {Mode::kOutOfPlace, Mode::kInPlace}) {
       // Barrier has no buffers: it is timed once, in the in-place columns.
       if (mode == Mode::kOutOfPlace &&
-          (!target.SupportsOutOfPlace() || o.collective == Collective::kBarrier)) {
+          (!target.SupportsOutOfPlace() || o.collective == CollectiveKind::kBarrier)) {
         continue;
       }
       auto measured = MeasureMode(target, run, buffers, mode, bytes, row.count);
       if (!measured.ok()) {
-        return Annotate(measured.status(), absl::StrCat(CollectiveName(o.collective), " of ",
+        return Annotate(measured.status(), absl::StrCat(CollectiveKindName(o.collective), " of ",
                                                         bytes, " bytes, ", ModeName(mode)));
       }
       (mode == Mode::kOutOfPlace ? row.out_of_place : row.in_place) = *measured;

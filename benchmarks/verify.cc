@@ -145,52 +145,57 @@ void VisitType(DataType type, F&& f) {
 int64_t InputValue(const VerifySpec& spec, int rank, int64_t index) {
   const int64_t chunk = spec.count / spec.ranks;
   switch (spec.collective) {
-    case Collective::kAllreduce:
-    case Collective::kReduce:
-    case Collective::kReduceScatter:
+    case CollectiveKind::kAllReduce:
+    case CollectiveKind::kReduce:
+    case CollectiveKind::kReduceScatter:
       return ReduceInput(spec.op, spec.ranks, rank, index);
-    case Collective::kAllgather:
+    case CollectiveKind::kAllGather:
       // Rank r's input is the r-th chunk of the gathered array.
       return PlainInput(rank, rank * chunk + index);
-    case Collective::kBroadcast:
-    case Collective::kAlltoall:
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kAllToAll:
       return PlainInput(rank, index);
-    case Collective::kBarrier:
+    default:  // barrier, and what the benchmarks do not measure
       return 0;
   }
-  return 0;
 }
 
 // Expected output element `index` of `rank`; nullopt where the output is undefined.
 std::optional<int64_t> ExpectedValue(const VerifySpec& spec, int rank, int64_t index) {
   const int64_t chunk = spec.count / spec.ranks;
   switch (spec.collective) {
-    case Collective::kAllreduce:
+    case CollectiveKind::kAllReduce:
       return ReducedValue(spec.op, spec.ranks, index);
-    case Collective::kReduce:
+    case CollectiveKind::kReduce:
       if (rank != spec.root) return std::nullopt;
       return ReducedValue(spec.op, spec.ranks, index);
-    case Collective::kReduceScatter:
+    case CollectiveKind::kReduceScatter:
       return ReducedValue(spec.op, spec.ranks, rank * chunk + index);
-    case Collective::kAllgather:
+    case CollectiveKind::kAllGather:
       return PlainInput(static_cast<int>(index / chunk), index);
-    case Collective::kBroadcast:
+    case CollectiveKind::kBroadcast:
       return PlainInput(spec.root, index);
-    case Collective::kAlltoall: {
+    case CollectiveKind::kAllToAll: {
       // Chunk j of rank r's output is chunk r of rank j's input.
       const int source = static_cast<int>(index / chunk);
       return PlainInput(source, rank * chunk + index % chunk);
     }
-    case Collective::kBarrier:
+    default:  // barrier, and what the benchmarks do not measure
       return std::nullopt;
   }
-  return std::nullopt;
 }
 
 }  // namespace
 
+BufferElements BufferElementsFor(CollectiveKind collective, int64_t count, int ranks) {
+  CollectiveArgs args = ArgsForArray(collective, static_cast<size_t>(count), ranks);
+  args.root = 0;
+  return ElementsOf(args, args.root, ranks);
+}
+
 void FillInput(const VerifySpec& spec, int rank, void* input) {
-  const int64_t elements = BufferElementsFor(spec.collective, spec.count, spec.ranks).input;
+  const auto elements =
+      static_cast<int64_t>(BufferElementsFor(spec.collective, spec.count, spec.ranks).send);
   VisitType(spec.type, [&](auto zero) {
     using T = decltype(zero);
     T* data = static_cast<T*>(input);
@@ -206,7 +211,8 @@ void FillSentinel(const VerifySpec& spec, void* output, int64_t elements) {
 }
 
 int64_t CountWrong(const VerifySpec& spec, int rank, const void* output) {
-  const int64_t elements = BufferElementsFor(spec.collective, spec.count, spec.ranks).output;
+  const auto elements =
+      static_cast<int64_t>(BufferElementsFor(spec.collective, spec.count, spec.ranks).recv);
   int64_t wrong = 0;
   VisitType(spec.type, [&](auto zero) {
     using T = decltype(zero);

@@ -11,13 +11,14 @@
 
 #include <cstdint>
 
-#include "chorus/benchmarks/collective_kind.h"
+#include "chorus/collectives/collective_kind.h"
+#include "chorus/collectives/shape.h"
 #include "chorus/core/types.h"
 
 namespace chorus::bench {
 
 struct VerifySpec {
-  Collective collective = Collective::kAllreduce;
+  CollectiveKind collective = CollectiveKind::kAllReduce;
   DataType type = DataType::kFloat32;
   ReduceOp op = ReduceOp::kSum;
   int ranks = 1;
@@ -25,14 +26,19 @@ struct VerifySpec {
   int64_t count = 0;  // elements of the full array (see BufferElementsFor)
 };
 
-// Writes `rank`'s input: BufferElementsFor(...).input elements of spec.type at `input`.
+// Elements of the root's input (send) and output (recv) buffers, the largest any rank passes,
+// when the collective's whole array has `count` elements (a multiple of ArrayGranularity), as
+// the library's shape table lays them out.
+BufferElements BufferElementsFor(CollectiveKind collective, int64_t count, int ranks);
+
+// Writes `rank`'s input: BufferElementsFor(...).send elements of spec.type at `input`.
 void FillInput(const VerifySpec& spec, int rank, void* input);
 
 // Fills an output buffer with a value no correct result contains (NaN for floating types, -1 or
 // the maximum for integers), so an element the collective never wrote counts as wrong.
 void FillSentinel(const VerifySpec& spec, void* output, int64_t elements);
 
-// The number of elements of `rank`'s output (BufferElementsFor(...).output elements) that
+// The number of elements of `rank`'s output (BufferElementsFor(...).recv elements) that
 // differ from the expected result. Ranks whose output is undefined (non-roots of reduce) and
 // barrier count 0.
 int64_t CountWrong(const VerifySpec& spec, int rank, const void* output);

@@ -10,29 +10,11 @@
 namespace chorus {
 namespace {
 
-constexpr std::array<absl::string_view, kNumCollectiveKinds> kKindNames = {
-    "allreduce",       "broadcast", "reduce",  "allgather", "allgatherv", "reduce_scatter",
-    "reduce_scatterv", "gather",    "gatherv", "scatter",   "scatterv",   "alltoall",
-    "alltoallv",       "barrier",   "send",    "recv"};
-
 constexpr std::array<absl::string_view, kNumAlgorithmIds> kAlgorithmNames = {
     "none",     "ring",   "recursive_doubling", "rabenseifner", "binomial",    "double_binary_tree",
     "pairwise", "linear", "dissemination",      "direct",       "hierarchical"};
 
 }  // namespace
-
-absl::string_view CollectiveKindName(CollectiveKind kind) {
-  return kKindNames[static_cast<size_t>(kind)];
-}
-
-absl::StatusOr<CollectiveKind> ParseCollectiveKind(absl::string_view name) {
-  const std::string lower = absl::AsciiStrToLower(absl::StripAsciiWhitespace(name));
-  for (int i = 0; i < kNumCollectiveKinds; ++i) {
-    if (kKindNames[i] == lower) return static_cast<CollectiveKind>(i);
-  }
-  return InvalidArgumentError(
-      absl::StrCat("unknown collective '", name, "'; known: ", absl::StrJoin(kKindNames, ", ")));
-}
 
 absl::string_view AlgorithmName(AlgorithmId id) { return kAlgorithmNames[static_cast<size_t>(id)]; }
 
@@ -44,32 +26,6 @@ absl::StatusOr<AlgorithmId> ParseAlgorithmName(absl::string_view name) {
   return InvalidArgumentError(absl::StrCat(
       "unknown algorithm '", name,
       "'; known: ", absl::StrJoin(kAlgorithmNames.begin() + 1, kAlgorithmNames.end(), ", ")));
-}
-
-bool IsRooted(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::kBroadcast:
-    case CollectiveKind::kReduce:
-    case CollectiveKind::kGather:
-    case CollectiveKind::kGatherV:
-    case CollectiveKind::kScatter:
-    case CollectiveKind::kScatterV:
-      return true;
-    default:
-      return false;
-  }
-}
-
-bool IsReduction(CollectiveKind kind) {
-  switch (kind) {
-    case CollectiveKind::kAllReduce:
-    case CollectiveKind::kReduce:
-    case CollectiveKind::kReduceScatter:
-    case CollectiveKind::kReduceScatterV:
-      return true;
-    default:
-      return false;
-  }
 }
 
 bool IsValidCollectiveKind(uint8_t value) { return value < kNumCollectiveKinds; }

@@ -45,6 +45,7 @@ enum class AlgorithmId : uint8_t {
 };
 inline constexpr int kNumAlgorithmIds = 11;
 
+// Names and properties of a collective, read from its row of the shape table (shape.h):
 // "allreduce", "broadcast", "reduce", "allgather", "allgatherv", "reduce_scatter",
 // "reduce_scatterv", "gather", "gatherv", "scatter", "scatterv", "alltoall", "alltoallv",
 // "barrier", "send", "recv".

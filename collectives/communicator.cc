@@ -5,18 +5,19 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "chorus/collectives/algorithm_table.h"
-#include "chorus/collectives/comm_state.h"
-#include "chorus/collectives/context.h"
-#include "chorus/collectives/flight_recorder.h"
-#include "chorus/collectives/flight_recorder_signal.h"
-#include "chorus/collectives/header.h"
-#include "chorus/collectives/reduce_kernels.h"
-#include "chorus/collectives/selector.h"
-#include "chorus/collectives/streaming_sink.h"
-#include "chorus/collectives/tag.h"
-#include "chorus/collectives/trace.h"
-#include "chorus/collectives/worker_pool.h"
+#include "chorus/collectives/diagnostics/flight_recorder.h"
+#include "chorus/collectives/diagnostics/flight_recorder_signal.h"
+#include "chorus/collectives/diagnostics/trace.h"
+#include "chorus/collectives/engine/comm_state.h"
+#include "chorus/collectives/engine/context.h"
+#include "chorus/collectives/engine/header.h"
+#include "chorus/collectives/engine/tag.h"
+#include "chorus/collectives/engine/worker_pool.h"
+#include "chorus/collectives/reduce/reduce_kernels.h"
+#include "chorus/collectives/reduce/streaming_sink.h"
+#include "chorus/collectives/select/algorithm_table.h"
+#include "chorus/collectives/select/selector.h"
+#include "chorus/collectives/shape.h"
 #include "chorus/core/deadline.h"
 #include "chorus/core/env.h"
 #include "chorus/core/logging.h"
@@ -53,61 +54,11 @@ absl::Status CheckOverlap(const void* a, size_t a_bytes, const void* b, size_t b
   return absl::OkStatus();
 }
 
-size_t Sum(const std::vector<size_t>& values) {
-  size_t total = 0;
-  for (size_t v : values) total += v;
-  return total;
-}
-
-size_t Extent(const std::vector<size_t>& displs, const std::vector<size_t>& counts) {
-  size_t end = 0;
-  for (size_t i = 0; i < counts.size(); ++i) end = std::max(end, displs[i] + counts[i]);
-  return end;
-}
-
-// One rank: every collective is a copy of this rank's own block.
-void CopyOwnBlock(const CollectiveArgs& args) {
-  const size_t elem = args.elem();
-  const uint8_t* in = static_cast<const uint8_t*>(args.send);
-  uint8_t* out = static_cast<uint8_t*>(args.recv);
-  size_t count = args.count;
-  switch (args.kind) {
-    case CollectiveKind::kAllGatherV:
-    case CollectiveKind::kReduceScatterV:
-      count = args.counts[0];
-      break;
-    case CollectiveKind::kGatherV:
-      out += args.displs[0] * elem;
-      break;
-    case CollectiveKind::kScatterV:
-      in += args.send_displs[0] * elem;
-      break;
-    case CollectiveKind::kAllToAllV:
-      in += args.send_displs[0] * elem;
-      out += args.displs[0] * elem;
-      count = args.counts[0];
-      break;
-    case CollectiveKind::kBarrier:
-      return;
-    default:
-      break;
-  }
-  if (in != out && count > 0) std::memcpy(out, in, count * elem);
-}
-
 // kAvg: the algorithms summed; divide this rank's share of the result once.
 void FinishAverage(const CollectiveArgs& args, int rank, int size) {
   if (!IsReduction(args.kind) || args.op != ReduceOp::kAvg) return;
-  switch (args.kind) {
-    case CollectiveKind::kReduce:
-      if (rank != args.root) return;
-      break;
-    case CollectiveKind::kReduceScatterV:
-      return DivideBuffer(args.type, args.recv, args.counts[rank], size);
-    default:
-      break;
-  }
-  DivideBuffer(args.type, args.recv, args.count, size);
+  const size_t result = ElementsOf(args, rank, size).recv;
+  if (result > 0) DivideBuffer(args.type, args.recv, result, size);
 }
 
 CollectiveArgs MakeArgs(CollectiveKind kind, const void* send, void* recv, size_t count,
@@ -158,18 +109,8 @@ std::vector<std::string> Communicator::Algorithms(CollectiveKind kind) {
 }
 
 absl::StatusOr<std::string> Communicator::ChooseAlgorithm(CollectiveKind kind, size_t bytes) const {
-  CollectiveArgs args = MakeArgs(kind, nullptr, nullptr, bytes, DataType::kUint8);
-  if (kind == CollectiveKind::kAllGather || kind == CollectiveKind::kReduceScatter ||
-      kind == CollectiveKind::kGather || kind == CollectiveKind::kScatter ||
-      kind == CollectiveKind::kAllToAll) {
-    args.count = bytes / static_cast<size_t>(size());
-  } else if (kind == CollectiveKind::kAllGatherV || kind == CollectiveKind::kReduceScatterV ||
-             kind == CollectiveKind::kGatherV || kind == CollectiveKind::kAllToAllV) {
-    args.counts = EvenCounts(bytes, size());
-  } else if (kind == CollectiveKind::kScatterV) {
-    args.send_counts = EvenCounts(bytes, size());
-  }
-  CHORUS_ASSIGN_OR_RETURN(const AlgorithmEntry* entry, selector_->Choose(args, size(), ""));
+  CHORUS_ASSIGN_OR_RETURN(const AlgorithmEntry* entry,
+                          selector_->Choose(ArgsForArray(kind, bytes, size()), size(), ""));
   return std::string(AlgorithmName(entry->id));
 }
 
@@ -177,131 +118,23 @@ absl::Status Communicator::Validate(const CollectiveArgs& args) const {
   const int p = size();
   const int r = rank();
   const size_t elem = args.elem();
-  const bool rooted = IsRooted(args.kind);
-  if (rooted && (args.root < 0 || args.root >= p)) {
-    return InvalidArgumentError(absl::StrCat(CollectiveKindName(args.kind), ": root ", args.root,
-                                             " is not a rank of a communicator of ", p));
-  }
-  const bool is_root = rooted && r == args.root;
-  auto need_ranks = [&](const std::vector<size_t>& values, absl::string_view what) {
-    if (values.size() != static_cast<size_t>(p)) {
-      return InvalidArgumentError(absl::StrCat(CollectiveKindName(args.kind), ": ", what, " has ",
-                                               values.size(), " entries, not ", p));
-    }
-    return absl::OkStatus();
-  };
-  const auto* send = static_cast<const uint8_t*>(args.send);
-  const auto* recv = static_cast<const uint8_t*>(args.recv);
-  size_t send_bytes = 0;
-  size_t recv_bytes = 0;
-  bool in_place = false;
-  switch (args.kind) {
-    case CollectiveKind::kAllReduce:
-    case CollectiveKind::kAllToAll:
-      send_bytes = recv_bytes =
-          args.count * elem * (args.kind == CollectiveKind::kAllToAll ? p : 1);
-      in_place = send == recv;
-      break;
-    case CollectiveKind::kBroadcast:
-      send_bytes = is_root ? args.count * elem : 0;
-      recv_bytes = args.count * elem;
-      in_place = send == recv;
-      break;
-    case CollectiveKind::kReduce:
-      send_bytes = args.count * elem;
-      recv_bytes = is_root ? args.count * elem : 0;
-      in_place = send == recv;
-      break;
-    case CollectiveKind::kAllGather:
-      send_bytes = args.count * elem;
-      recv_bytes = send_bytes * p;
-      in_place = send == recv + r * send_bytes;
-      break;
-    case CollectiveKind::kAllGatherV:
-      CHORUS_RETURN_IF_ERROR(need_ranks(args.counts, "counts"));
-      send_bytes = args.counts[r] * elem;
-      recv_bytes = Sum(args.counts) * elem;
-      in_place = send == recv + PackedOffsets(args.counts)[r] * elem;
-      break;
-    case CollectiveKind::kReduceScatter:
-      recv_bytes = args.count * elem;
-      send_bytes = recv_bytes * p;
-      in_place = recv == send + r * recv_bytes;
-      break;
-    case CollectiveKind::kReduceScatterV:
-      CHORUS_RETURN_IF_ERROR(need_ranks(args.counts, "counts"));
-      recv_bytes = args.counts[r] * elem;
-      send_bytes = Sum(args.counts) * elem;
-      in_place = recv == send + PackedOffsets(args.counts)[r] * elem;
-      break;
-    case CollectiveKind::kGather:
-      send_bytes = args.count * elem;
-      recv_bytes = is_root ? send_bytes * p : 0;
-      in_place = is_root && send == recv + r * send_bytes;
-      break;
-    case CollectiveKind::kGatherV:
-      send_bytes = args.count * elem;
-      if (is_root) {
-        CHORUS_RETURN_IF_ERROR(need_ranks(args.counts, "counts"));
-        CHORUS_RETURN_IF_ERROR(need_ranks(args.displs, "displs"));
-        if (args.counts[r] != args.count) {
-          return InvalidArgumentError(absl::StrCat("gatherv: the root sends ", args.count,
-                                                   " elements but counts[root] is ",
-                                                   args.counts[r]));
-        }
-        recv_bytes = Extent(args.displs, args.counts) * elem;
-        in_place = send == recv + args.displs[r] * elem;
-      }
-      break;
-    case CollectiveKind::kScatter:
-      recv_bytes = args.count * elem;
-      send_bytes = is_root ? recv_bytes * p : 0;
-      in_place = is_root && recv == send + r * recv_bytes;
-      break;
-    case CollectiveKind::kScatterV:
-      recv_bytes = args.count * elem;
-      if (is_root) {
-        CHORUS_RETURN_IF_ERROR(need_ranks(args.send_counts, "counts"));
-        CHORUS_RETURN_IF_ERROR(need_ranks(args.send_displs, "displs"));
-        if (args.send_counts[r] != args.count) {
-          return InvalidArgumentError(absl::StrCat("scatterv: the root receives ", args.count,
-                                                   " elements but counts[root] is ",
-                                                   args.send_counts[r]));
-        }
-        send_bytes = Extent(args.send_displs, args.send_counts) * elem;
-        in_place = recv == send + args.send_displs[r] * elem;
-      }
-      break;
-    case CollectiveKind::kAllToAllV:
-      CHORUS_RETURN_IF_ERROR(need_ranks(args.send_counts, "send_counts"));
-      CHORUS_RETURN_IF_ERROR(need_ranks(args.send_displs, "send_displs"));
-      CHORUS_RETURN_IF_ERROR(need_ranks(args.counts, "recv_counts"));
-      CHORUS_RETURN_IF_ERROR(need_ranks(args.displs, "recv_displs"));
-      send_bytes = Extent(args.send_displs, args.send_counts) * elem;
-      recv_bytes = Extent(args.displs, args.counts) * elem;
-      in_place = send == recv;
-      if (in_place && args.send_counts != args.counts) {
-        return InvalidArgumentError(
-            "alltoallv in place needs the same counts and displacements for send and receive");
-      }
-      if (in_place && args.send_displs != args.displs) {
-        return InvalidArgumentError(
-            "alltoallv in place needs the same counts and displacements for send and receive");
-      }
-      break;
-    case CollectiveKind::kBarrier:
-      break;
-    default:
-      return InvalidArgumentError(
-          absl::StrCat(CollectiveKindName(args.kind), " is not a collective"));
-  }
-  if (args.count > (size_t{1} << 56) / elem) {
+  const CollectiveShape& shape = ShapeOf(args.kind);
+  if (shape.rooted && (args.root < 0 || args.root >= p)) {
     return InvalidArgumentError(
-        absl::StrCat(CollectiveKindName(args.kind), ": count ", args.count, " is too large"));
+        absl::StrCat(shape.name, ": root ", args.root, " is not a rank of a communicator of ", p));
   }
-  CHORUS_RETURN_IF_ERROR(CheckBuffer(args.send, send_bytes, "the send buffer"));
-  CHORUS_RETURN_IF_ERROR(CheckBuffer(args.recv, recv_bytes, "the receive buffer"));
-  return CheckOverlap(args.send, send_bytes, args.recv, recv_bytes, in_place);
+  if (!shape.collective) {
+    return InvalidArgumentError(absl::StrCat(shape.name, " is not a collective"));
+  }
+  CHORUS_RETURN_IF_ERROR(CheckShape(args, r, p));
+  if (args.count > (size_t{1} << 56) / elem) {
+    return InvalidArgumentError(absl::StrCat(shape.name, ": count ", args.count, " is too large"));
+  }
+  const BufferElements elements = ElementsOf(args, r, p);
+  CHORUS_RETURN_IF_ERROR(CheckBuffer(args.send, elements.send * elem, "the send buffer"));
+  CHORUS_RETURN_IF_ERROR(CheckBuffer(args.recv, elements.recv * elem, "the receive buffer"));
+  return CheckOverlap(args.send, elements.send * elem, args.recv, elements.recv * elem,
+                      IsInPlace(args, r));
 }
 
 absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEntry& algorithm,
@@ -326,7 +159,7 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
   if (work != nullptr && !work->Attach([&ctx] { ctx.Cancel(); })) {
     status = AbortedError(absl::StrCat(ctx.Describe(), ": aborted before it started"));
   } else {
-    CHORUS_LOG(kDebug, "collectives") << ctx.Describe() << ": " << args.bytes(size())
+    CHORUS_LOG(kDebug, "collectives") << ctx.Describe() << ": " << PayloadBytes(args, size())
                                       << " bytes, algorithm " << AlgorithmName(algorithm.id);
     if (record != nullptr) record->Start(&ctx, started);
     ctx.Start();

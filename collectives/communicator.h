@@ -9,7 +9,7 @@
 // that returns a Work handle and runs on the communicator's worker threads (options.h). Every
 // rank must issue the same collectives in the same order (each gets the next sequence number);
 // a rank that disagrees makes the collective fail on every rank with a MismatchError naming
-// both views (context.h), and breaks the communicator. Any failure other than a timeout, an
+// both views (engine/context.h), and breaks the communicator. Any failure other than a timeout, an
 // invalid argument or Work::Abort breaks the communicator too, so that no rank is left waiting:
 // later calls fail at once with the original error; create a new communicator to go on.
 //
@@ -35,8 +35,9 @@
 //                  block r of recv comes from rank r                        [send == recv]
 //   AllToAllV      send at send_displs[r], send_counts[r] to rank r; recv at recv_displs[r],
 //                  recv_counts[r] from rank r                                [send == recv]
-// Zero counts are legal everywhere. Buffers that overlap other than in these in-place forms
-// are rejected. Buffers not used on a rank (recv of Reduce off the root, ...) may be null.
+// (shape.h holds these layouts as data.) Zero counts are legal everywhere. Buffers that
+// overlap other than in these in-place forms are rejected. Buffers not used on a rank (recv of
+// Reduce off the root, ...) may be null.
 //
 // ReduceOp::kAvg sums, then divides by size() (integers truncate toward zero); the sum must
 // be representable in the element type.
@@ -141,7 +142,8 @@ class Communicator {
 
   // The flight recorder of this rank: its last collectives (CommunicatorOptions::
   // flight_recorder_entries), one line each, oldest first, with per-peer progress of any that
-  // is unfinished (flight_recorder.h). Callable from any thread, also while a collective hangs.
+  // is unfinished (diagnostics/flight_recorder.h). Callable from any thread, also while a
+  // collective hangs.
   std::string FlightRecorderDump() const;
 
   // Writes the timeline so far to CHORUS_TRACE_FILE (the destructor also does); OK and
@@ -149,7 +151,7 @@ class Communicator {
   absl::Status FlushTrace() const;
 
   // The algorithms that implement `kind` ("ring", ...), and the one a call of `bytes` (as
-  // CollectiveArgs::bytes() counts them) would use without a per-call choice.
+  // PayloadBytes (shape.h) counts them) would use without a per-call choice.
   static std::vector<std::string> Algorithms(CollectiveKind kind);
   absl::StatusOr<std::string> ChooseAlgorithm(CollectiveKind kind, size_t bytes) const;
 

@@ -7,16 +7,16 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "chorus/collectives/comm_state.h"
 #include "chorus/collectives/communicator.h"
-#include "chorus/collectives/flight_recorder.h"
-#include "chorus/collectives/flight_recorder_signal.h"
-#include "chorus/collectives/reduce_kernels.h"
-#include "chorus/collectives/selector.h"
-#include "chorus/collectives/streaming_sink.h"
-#include "chorus/collectives/tag.h"
-#include "chorus/collectives/trace.h"
-#include "chorus/collectives/worker_pool.h"
+#include "chorus/collectives/diagnostics/flight_recorder.h"
+#include "chorus/collectives/diagnostics/flight_recorder_signal.h"
+#include "chorus/collectives/diagnostics/trace.h"
+#include "chorus/collectives/engine/comm_state.h"
+#include "chorus/collectives/engine/tag.h"
+#include "chorus/collectives/engine/worker_pool.h"
+#include "chorus/collectives/reduce/reduce_kernels.h"
+#include "chorus/collectives/reduce/streaming_sink.h"
+#include "chorus/collectives/select/selector.h"
 #include "chorus/core/deadline.h"
 #include "chorus/core/env.h"
 #include "chorus/core/logging.h"
@@ -271,7 +271,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::CreateChild(
                                          " (use Shrink to go on without failed ranks)"));
   }
   std::string child_name = absl::StrCat(name(), "/", suffix);
-  // Parent and child share connections: their tags must differ (collectives/tag.h).
+  // Parent and child share connections: their tags must differ (collectives/engine/tag.h).
   while (CommunicatorTagId(child_name) == state_->tag_id()) child_name += "'";
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<MeshView> view,
                           MeshView::Create(state_->shared_mesh(), members));

@@ -68,7 +68,7 @@ struct CommunicatorOptions {
   // CHORUS_COLL_COST ("alpha_us=25,beta_ns=1.3,gamma_ns=0.1") overrides the fields it names.
   CostParams cost;
 
-  // Algorithm rules in the CHORUS_ALGO grammar (see selector.h). Rules from CHORUS_ALGO are
+  // Algorithm rules in the CHORUS_ALGO grammar (see select/selector.h). Rules from CHORUS_ALGO are
   // consulted first, then these, then the cost model.
   std::string algorithm_rules;
 
@@ -80,7 +80,7 @@ struct CommunicatorOptions {
   // tests use it to simulate hosts over any transport.
   std::vector<int> host_of_rank;
 
-  // Collectives the flight recorder keeps (flight_recorder.h); 0 turns it off.
+  // Collectives the flight recorder keeps (diagnostics/flight_recorder.h); 0 turns it off.
   // CHORUS_FLIGHT_RECORDER overrides it.
   int flight_recorder_entries = 64;
 };

@@ -37,7 +37,7 @@
 #include <new>
 #include <vector>
 
-#include "chorus/collectives/reduce_kernels.h"
+#include "chorus/collectives/reduce/reduce_kernels.h"
 
 namespace chorus {
 namespace {

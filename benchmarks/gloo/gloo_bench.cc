@@ -47,13 +47,13 @@ const std::vector<ToolFlag>& GlooFlags() {
 }
 
 // Gloo's algorithms for each collective; the first is the default.
-std::vector<std::string> AlgorithmsOf(Collective collective) {
+std::vector<std::string> AlgorithmsOf(CollectiveKind collective) {
   switch (collective) {
-    case Collective::kAllreduce:
+    case CollectiveKind::kAllReduce:
       return {"ring", "ring_chunked", "halving_doubling", "bcube"};
-    case Collective::kBroadcast:
+    case CollectiveKind::kBroadcast:
       return {"one_to_all"};
-    case Collective::kBarrier:
+    case CollectiveKind::kBarrier:
       return {"all_to_all"};
     default:
       return {};
@@ -126,7 +126,7 @@ class GlooTarget : public CollectiveTarget {
     algorithm_object_.reset();  // release the previous size's buffers first
     return CatchGloo(absl::StrCat("setup of ", algorithm_), [&] {
       switch (options_.collective) {
-        case Collective::kAllreduce:
+        case CollectiveKind::kAllReduce:
           if (algorithm_ == "ring") {
             algorithm_object_ =
                 std::make_unique<gloo::AllreduceRing<float>>(context_, buffers, n, reduction_);
@@ -141,7 +141,7 @@ class GlooTarget : public CollectiveTarget {
                 std::make_unique<gloo::AllreduceBcube<float>>(context_, buffers, n, reduction_);
           }
           break;
-        case Collective::kBroadcast:
+        case CollectiveKind::kBroadcast:
           algorithm_object_ = std::make_unique<gloo::BroadcastOneToAll<float>>(
               context_, buffers, n, options_.root);
           break;
@@ -184,9 +184,10 @@ class GlooTarget : public CollectiveTarget {
 absl::Status CheckSupported(const BenchmarkOptions& options) {
   const std::vector<std::string> known = AlgorithmsOf(options.collective);
   if (known.empty()) {
-    return InvalidArgumentError(absl::StrCat("gloo-bench measures allreduce, broadcast and "
-                                             "barrier, not ",
-                                             CollectiveName(options.collective)));
+    return InvalidArgumentError(
+        absl::StrCat("gloo-bench measures allreduce, broadcast and "
+                     "barrier, not ",
+                     CollectiveKindName(options.collective)));
   }
   for (DataType type : options.types) {
     if (type != DataType::kFloat32) {
@@ -195,14 +196,14 @@ absl::Status CheckSupported(const BenchmarkOptions& options) {
   }
   // Refused here, before connecting, so that every rank stops with the same message instead
   // of one rank's exit closing the connections another is still making.
-  for (ReduceOp op : HasReduceOp(options.collective) ? options.ops : std::vector<ReduceOp>{}) {
+  for (ReduceOp op : IsReduction(options.collective) ? options.ops : std::vector<ReduceOp>{}) {
     CHORUS_RETURN_IF_ERROR(GlooReduction(op).status());
   }
   for (const std::string& algorithm : options.algorithms) {
     if (algorithm != "all" && std::find(known.begin(), known.end(), algorithm) == known.end()) {
-      return InvalidArgumentError(absl::StrCat("Gloo has no ", CollectiveName(options.collective),
-                                               " algorithm '", algorithm, "'; choose from ",
-                                               absl::StrJoin(known, ", "), " or all"));
+      return InvalidArgumentError(
+          absl::StrCat("Gloo has no ", CollectiveKindName(options.collective), " algorithm '",
+                       algorithm, "'; choose from ", absl::StrJoin(known, ", "), " or all"));
     }
   }
   return absl::OkStatus();
@@ -311,9 +312,9 @@ absl::Status Main(int argc, char** argv) {
   CHORUS_ASSIGN_OR_RETURN(const auto context, Connect(identity, *rendezvous.store, timeout_s));
   std::vector<RunReport> runs;
   for (const BenchmarkOptions& sweep : SweepsByTypeAndOp(options)) {
-    CHORUS_ASSIGN_OR_RETURN(const auto* reduction,
-                            HasReduceOp(sweep.collective) ? GlooReduction(sweep.op)
-                                                          : GlooReduction(ReduceOp::kSum));
+    CHORUS_ASSIGN_OR_RETURN(const auto* reduction, IsReduction(sweep.collective)
+                                                       ? GlooReduction(sweep.op)
+                                                       : GlooReduction(ReduceOp::kSum));
     for (const std::string& algorithm : SelectedAlgorithms(sweep)) {
       RunReport run;
       run.library = "gloo";

@@ -1,14 +1,14 @@
 // Every algorithm, as a function that moves data only through a CollectiveContext. Each is
-// listed with its collective and cost in algorithm_table.cc; buffer layouts per collective are
-// in communicator.h. Algorithms may assume size() > 1 (the communicator handles one rank) and
+// listed with its collective and cost in select/algorithm_table.cc; buffer layouts per collective
+// are in communicator.h. Algorithms may assume size() > 1 (the communicator handles one rank) and
 // valid arguments (the communicator validates them).
 #ifndef CHORUS_COLLECTIVES_ALGORITHMS_ALGORITHMS_H_
 #define CHORUS_COLLECTIVES_ALGORITHMS_ALGORITHMS_H_
 
 #include "absl/status/status.h"
-#include "chorus/collectives/algorithm_table.h"
 #include "chorus/collectives/collective_args.h"
-#include "chorus/collectives/context.h"
+#include "chorus/collectives/engine/context.h"
+#include "chorus/collectives/select/algorithm_table.h"
 #include "chorus/core/status.h"
 
 namespace chorus {

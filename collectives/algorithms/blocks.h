@@ -1,5 +1,5 @@
-// Helpers shared by the algorithms: per-rank block layouts, segment arithmetic and modular
-// rank arithmetic.
+// Helpers shared by the algorithms: segment arithmetic and modular rank arithmetic, beside the
+// per-rank block layouts of the shape table (RankBlocks, shape.h).
 #ifndef CHORUS_COLLECTIVES_ALGORITHMS_BLOCKS_H_
 #define CHORUS_COLLECTIVES_ALGORITHMS_BLOCKS_H_
 
@@ -7,26 +7,11 @@
 #include <cstdint>
 #include <vector>
 
-#include "chorus/collectives/collective_args.h"
+#include "chorus/collectives/shape.h"
 
 namespace chorus {
 
 inline int Mod(int value, int modulus) { return ((value % modulus) + modulus) % modulus; }
-
-// Per-rank element counts of the blocks a collective splits its array into: even blocks of
-// `count` for allreduce, `count` each for allgather / reduce_scatter, `counts` for the
-// v-variants.
-inline std::vector<size_t> RankBlocks(const CollectiveArgs& args, int ranks) {
-  switch (args.kind) {
-    case CollectiveKind::kAllReduce:
-      return EvenCounts(args.count, ranks);
-    case CollectiveKind::kAllGatherV:
-    case CollectiveKind::kReduceScatterV:
-      return args.counts;
-    default:
-      return std::vector<size_t>(ranks, args.count);
-  }
-}
 
 // The `index`-th of `parts` near-equal pieces of [0, count): its start and length.
 struct Piece {

@@ -11,41 +11,6 @@
 namespace chorus {
 namespace {
 
-// Element displacement and count of the block for / from `peer`.
-struct Layout {
-  std::vector<size_t> displs;
-  std::vector<size_t> counts;
-  size_t extent() const {
-    size_t end = 0;
-    for (size_t i = 0; i < counts.size(); ++i) end = std::max(end, displs[i] + counts[i]);
-    return end;
-  }
-};
-
-Layout Uniform(size_t count, int ranks) {
-  Layout layout;
-  for (int q = 0; q < ranks; ++q) {
-    layout.displs.push_back(q * count);
-    layout.counts.push_back(count);
-  }
-  return layout;
-}
-
-bool IsV(const CollectiveArgs& args) {
-  return args.kind == CollectiveKind::kAllToAllV || args.kind == CollectiveKind::kGatherV ||
-         args.kind == CollectiveKind::kScatterV;
-}
-
-Layout SendLayout(const CollectiveArgs& args, int ranks) {
-  if (!IsV(args)) return Uniform(args.count, ranks);
-  return {args.send_displs, args.send_counts};
-}
-
-Layout RecvLayout(const CollectiveArgs& args, int ranks) {
-  if (!IsV(args)) return Uniform(args.count, ranks);
-  return {args.displs, args.counts};
-}
-
 void CopyIfDistinct(void* to, const void* from, size_t bytes) {
   if (to != from && bytes > 0) std::memcpy(to, from, bytes);
 }
@@ -57,8 +22,8 @@ absl::Status PairwiseAllToAll(CollectiveContext& ctx, const CollectiveArgs& args
   const int p = ctx.size();
   const int r = ctx.rank();
   const size_t elem = args.elem();
-  const Layout to = SendLayout(args, p);
-  const Layout from = RecvLayout(args, p);
+  const RankLayout to = SendBlocks(args, p);
+  const RankLayout from = RecvBlocks(args, p);
   uint8_t* out = static_cast<uint8_t*>(args.recv);
   const uint8_t* in = static_cast<const uint8_t*>(args.send);
   if (args.send == args.recv) {  // in place: send from a copy, receive into the buffer
@@ -92,7 +57,7 @@ absl::Status LinearGather(CollectiveContext& ctx, const CollectiveArgs& args) {
   if (ctx.rank() != args.root) {
     return ctx.Wait(ctx.Send(args.root, 0, args.send, args.count * elem));
   }
-  const Layout from = RecvLayout(args, p);
+  const RankLayout from = RecvBlocks(args, p);
   uint8_t* out = static_cast<uint8_t*>(args.recv);
   CopyIfDistinct(out + from.displs[args.root] * elem, args.send, args.count * elem);
   std::vector<Transfer> recvs;
@@ -109,7 +74,7 @@ absl::Status LinearScatter(CollectiveContext& ctx, const CollectiveArgs& args) {
   if (ctx.rank() != args.root) {
     return ctx.Wait(ctx.Recv(args.root, 0, args.recv, args.count * elem));
   }
-  const Layout to = SendLayout(args, p);
+  const RankLayout to = SendBlocks(args, p);
   const uint8_t* in = static_cast<const uint8_t*>(args.send);
   std::vector<Transfer> sends;
   for (int q = 0; q < p; ++q) {

@@ -141,13 +141,13 @@ class Hierarchy {
                    const CollectiveArgs& phase_args) {
     const int ranks = static_cast<int>(members.size());
     if (ranks == 1) {
-      CopyOwn(phase_args);
+      CopyOwnBlock(phase_args);
       return absl::OkStatus();
     }
     const CommTuning& tuning = ctx_.tuning();
     const CostInputs in =
         MakeCostInputs(link == Link::kLocal ? tuning.local_cost : tuning.network_cost, ranks,
-                       phase_args.bytes(ranks), tuning.segment_bytes);
+                       PayloadBytes(phase_args, ranks), tuning.segment_bytes);
     const AlgorithmEntry* entry = CheapestFlat(phase_args.kind, in);
     CHORUS_LOG(kDebug, "collectives")
         << ctx_.Describe() << ": phase " << phase + 1 << ", "
@@ -215,13 +215,6 @@ class Hierarchy {
   }
 
  private:
-  // A phase of one rank: its own block moves from send to recv.
-  void CopyOwn(const CollectiveArgs& phase) const {
-    const bool v = phase.kind == K::kAllGatherV || phase.kind == K::kReduceScatterV;
-    const size_t bytes = (v ? phase.counts[0] : phase.count) * elem_;
-    if (phase.send != phase.recv && bytes > 0) std::memcpy(phase.recv, phase.send, bytes);
-  }
-
   CollectiveContext& ctx_;
   const CollectiveArgs& args_;
   const Topology& t_;

@@ -12,7 +12,7 @@
 #include "chorus/collectives/algorithms/algorithms.h"
 #include "chorus/collectives/algorithms/blocks.h"
 #include "chorus/collectives/algorithms/fold.h"
-#include "chorus/collectives/reduce_kernels.h"
+#include "chorus/collectives/reduce/reduce_kernels.h"
 
 namespace chorus {
 

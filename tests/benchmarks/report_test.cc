@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_split.h"
+#include "chorus/collectives/shape.h"
 #include "chorus/core/status.h"
 
 namespace chorus::bench {
@@ -32,7 +33,7 @@ TEST_CASE("nccl-tests flags parse, long and short") {
   CHECK(options->type == DataType::kBFloat16);
   CHECK(options->op == ReduceOp::kMax);
   CHECK(options->root == 2);
-  CHECK(options->collective == Collective::kBroadcast);
+  CHECK(options->collective == CollectiveKind::kBroadcast);
   CHECK(options->algorithms == std::vector<std::string>{"ring", "bcube"});
   CHECK(options->json_path == "/tmp/x.json");
   CHECK(!options->probe_limits);
@@ -105,38 +106,38 @@ TEST_CASE("sweep sizes follow -b -e -f, rounded to whole elements per rank") {
   options.step_factor = 2;
   CHECK(SweepSizes(options, 4) == std::vector<int64_t>{8, 16, 32, 64, 128});
 
-  options.collective = Collective::kAllgather;  // 3 ranks x 4 bytes per unit
+  options.collective = CollectiveKind::kAllGather;  // 3 ranks x 4 bytes per unit
   CHECK(SweepSizes(options, 3) == std::vector<int64_t>{12, 24, 60, 120});
 
-  options.collective = Collective::kAllreduce;
+  options.collective = CollectiveKind::kAllReduce;
   options.type = DataType::kFloat64;
   options.min_bytes = 0;
   options.max_bytes = 64;
   options.step_factor = 4;
   CHECK(SweepSizes(options, 2) == std::vector<int64_t>{8, 16, 64});
 
-  options.collective = Collective::kBarrier;
+  options.collective = CollectiveKind::kBarrier;
   CHECK(SweepSizes(options, 2) == std::vector<int64_t>{0});
 }
 
 TEST_CASE("the root must be a rank of the job") {
   BenchmarkOptions options;
-  options.collective = Collective::kReduce;
+  options.collective = CollectiveKind::kReduce;
   options.root = 4;
   CHECK(GetErrorKind(ValidateForRanks(options, 4)) == ErrorKind::kInvalidArgument);
   CHECK(ValidateForRanks(options, 5).ok());
-  options.collective = Collective::kAllreduce;  // no root: anything goes
+  options.collective = CollectiveKind::kAllReduce;  // no root: anything goes
   CHECK(ValidateForRanks(options, 4).ok());
 }
 
 TEST_CASE("bus bandwidth factors are nccl-tests'") {
-  CHECK(BusBandwidthFactor(Collective::kAllreduce, 4) == Approx(1.5));
-  CHECK(BusBandwidthFactor(Collective::kAllgather, 4) == Approx(0.75));
-  CHECK(BusBandwidthFactor(Collective::kReduceScatter, 4) == Approx(0.75));
-  CHECK(BusBandwidthFactor(Collective::kAlltoall, 4) == Approx(0.75));
-  CHECK(BusBandwidthFactor(Collective::kBroadcast, 4) == 1);
-  CHECK(BusBandwidthFactor(Collective::kReduce, 4) == 1);
-  const Measurement m = MakeMeasurement(Collective::kAllreduce, 4, 1000000, 0.001, 0);
+  CHECK(BusBandwidthFactor(CollectiveKind::kAllReduce, 4) == Approx(1.5));
+  CHECK(BusBandwidthFactor(CollectiveKind::kAllGather, 4) == Approx(0.75));
+  CHECK(BusBandwidthFactor(CollectiveKind::kReduceScatter, 4) == Approx(0.75));
+  CHECK(BusBandwidthFactor(CollectiveKind::kAllToAll, 4) == Approx(0.75));
+  CHECK(BusBandwidthFactor(CollectiveKind::kBroadcast, 4) == 1);
+  CHECK(BusBandwidthFactor(CollectiveKind::kReduce, 4) == 1);
+  const Measurement m = MakeMeasurement(CollectiveKind::kAllReduce, 4, 1000000, 0.001, 0);
   CHECK(m.time_us == Approx(1000));
   CHECK(m.algbw_gbps == Approx(1.0));
   CHECK(m.busbw_gbps == Approx(1.5));
@@ -150,10 +151,10 @@ RunReport SampleRun() {
   run.transport = "tcp";
   run.store = "file";
   run.ranks = 4;
-  ResultRow small{1024, 256, MakeMeasurement(Collective::kAllreduce, 4, 1024, 20e-6, 0),
-                  MakeMeasurement(Collective::kAllreduce, 4, 1024, 25e-6, 0)};
+  ResultRow small{1024, 256, MakeMeasurement(CollectiveKind::kAllReduce, 4, 1024, 20e-6, 0),
+                  MakeMeasurement(CollectiveKind::kAllReduce, 4, 1024, 25e-6, 0)};
   ResultRow in_place_only{1 << 20, 1 << 18, std::nullopt,
-                          MakeMeasurement(Collective::kAllreduce, 4, 1 << 20, 0.002, 3)};
+                          MakeMeasurement(CollectiveKind::kAllReduce, 4, 1 << 20, 0.002, 3)};
   run.rows = {small, in_place_only};
   return run;
 }
@@ -192,7 +193,7 @@ TEST_CASE("the table has nccl-tests columns, aligned, with N/A for what was not 
 
 TEST_CASE("rows of rooted and non-reducing collectives show root and no op") {
   RunReport run = SampleRun();
-  run.options.collective = Collective::kBroadcast;
+  run.options.collective = CollectiveKind::kBroadcast;
   run.options.root = 1;
   CHECK(FormatRow(run, run.rows[0]).find("float32    none       1") != std::string::npos);
 }

@@ -92,18 +92,18 @@ class ReferenceTarget : public CollectiveTarget {
 
   absl::Status Run() override {
     ++runs_;
-    if (options_.collective == Collective::kBarrier) {
+    if (options_.collective == CollectiveKind::kBarrier) {
       shared_.rendezvous.Arrive();
       return absl::OkStatus();
     }
     const BufferElements elements = BufferElementsFor(options_.collective, count_, ranks_);
-    std::vector<double> result(static_cast<size_t>(elements.output));
+    std::vector<double> result(elements.recv);
     shared_.inputs[rank_] = input_;
     shared_.rendezvous.Arrive();  // every input is ready
-    for (int64_t i = 0; i < elements.output; ++i) result[i] = Compute(i);
+    for (size_t i = 0; i < elements.recv; ++i) result[i] = Compute(i);
     shared_.rendezvous.Arrive();  // nobody reads inputs any more; in-place may overwrite
     if (fault_ != Fault::kSkipOutput) {
-      for (int64_t i = 0; i < elements.output; ++i) StoreOutput(i, result[i]);
+      for (size_t i = 0; i < elements.recv; ++i) StoreOutput(i, result[i]);
     }
     shared_.rendezvous.Arrive();
     return absl::OkStatus();
@@ -224,21 +224,20 @@ class ReferenceTarget : public CollectiveTarget {
     // kShiftChunks reads every chunk one element late: right values, wrong place.
     const int64_t shifted = fault_ == Fault::kShiftChunks ? (index + 1) % count_ : index;
     switch (options_.collective) {
-      case Collective::kAllreduce:
-      case Collective::kReduce:
+      case CollectiveKind::kAllReduce:
+      case CollectiveKind::kReduce:
         return Reduce(shifted);
-      case Collective::kReduceScatter:
+      case CollectiveKind::kReduceScatter:
         return Reduce(rank_ * chunk + shifted % chunk);
-      case Collective::kBroadcast:
+      case CollectiveKind::kBroadcast:
         return LoadInput(options_.root, shifted);
-      case Collective::kAllgather:
+      case CollectiveKind::kAllGather:
         return LoadInput(static_cast<int>(index / chunk), shifted % chunk);
-      case Collective::kAlltoall:
+      case CollectiveKind::kAllToAll:
         return LoadInput(static_cast<int>(index / chunk), rank_ * chunk + shifted % chunk);
-      case Collective::kBarrier:
+      default:
         return 0;
     }
-    return 0;
   }
 
   Shared& shared_;
@@ -314,7 +313,7 @@ SweepResult Sweep(const BenchmarkOptions& options, int ranks, Fault fault = Faul
   return result;
 }
 
-BenchmarkOptions SmallSweep(Collective collective, DataType type, ReduceOp op) {
+BenchmarkOptions SmallSweep(CollectiveKind collective, DataType type, ReduceOp op) {
   BenchmarkOptions options;
   options.collective = collective;
   options.type = type;
@@ -336,15 +335,15 @@ TEST_CASE("a correct implementation verifies exactly for every collective, type 
                             DataType::kFloat64};
   const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
                           ReduceOp::kAvg};
-  for (const Collective collective : {Collective::kAllreduce, Collective::kReduce,
-                                      Collective::kReduceScatter, Collective::kBroadcast,
-                                      Collective::kAllgather, Collective::kAlltoall}) {
+  for (const CollectiveKind collective :
+       {CollectiveKind::kAllReduce, CollectiveKind::kReduce, CollectiveKind::kReduceScatter,
+        CollectiveKind::kBroadcast, CollectiveKind::kAllGather, CollectiveKind::kAllToAll}) {
     for (const DataType type : types) {
       for (const ReduceOp op : ops) {
-        if (!HasReduceOp(collective) && op != ReduceOp::kSum) continue;
+        if (!IsReduction(collective) && op != ReduceOp::kSum) continue;
         for (const int ranks : {3, 4}) {
-          INFO(CollectiveName(collective) << " " << DataTypeName(type) << " "
-                                          << ReduceOpName(op) << " ranks " << ranks);
+          INFO(CollectiveKindName(collective)
+               << " " << DataTypeName(type) << " " << ReduceOpName(op) << " ranks " << ranks);
           const SweepResult result = Sweep(SmallSweep(collective, type, op), ranks);
           const RunReport& run = result.runs[0];
           REQUIRE(!run.rows.empty());
@@ -362,14 +361,14 @@ TEST_CASE("a correct implementation verifies exactly for every collective, type 
 
 TEST_CASE("faults in an implementation show up as wrong elements") {
   for (const Fault fault : {Fault::kDropRankOne, Fault::kSkipOutput, Fault::kShiftChunks}) {
-    for (const Collective collective :
-         {Collective::kAllreduce, Collective::kReduceScatter, Collective::kAllgather,
-          Collective::kAlltoall, Collective::kBroadcast}) {
-      if (fault == Fault::kDropRankOne && !HasReduceOp(collective)) continue;
+    for (const CollectiveKind collective :
+         {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter, CollectiveKind::kAllGather,
+          CollectiveKind::kAllToAll, CollectiveKind::kBroadcast}) {
+      if (fault == Fault::kDropRankOne && !IsReduction(collective)) continue;
       for (const ReduceOp op : {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMax, ReduceOp::kAvg}) {
-        if (!HasReduceOp(collective) && op != ReduceOp::kSum) continue;
-        INFO(CollectiveName(collective) << " " << ReduceOpName(op) << " fault "
-                                        << static_cast<int>(fault));
+        if (!IsReduction(collective) && op != ReduceOp::kSum) continue;
+        INFO(CollectiveKindName(collective)
+             << " " << ReduceOpName(op) << " fault " << static_cast<int>(fault));
         const SweepResult result =
             Sweep(SmallSweep(collective, DataType::kFloat32, op), 4, fault);
         const RunReport& run = result.runs[0];
@@ -382,7 +381,8 @@ TEST_CASE("faults in an implementation show up as wrong elements") {
 }
 
 TEST_CASE("the sweep binds once per size and mode and runs check + warm-up + timed iterations") {
-  BenchmarkOptions options = SmallSweep(Collective::kAllreduce, DataType::kFloat32, ReduceOp::kSum);
+  BenchmarkOptions options =
+      SmallSweep(CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum);
   const SweepResult result = Sweep(options, 2);
   const size_t sizes = SweepSizes(options, 2).size();
   CHECK(result.runs[0].rows.size() == sizes);
@@ -401,7 +401,8 @@ TEST_CASE("the sweep binds once per size and mode and runs check + warm-up + tim
 }
 
 TEST_CASE("a library without out-of-place is measured in place only; -c 0 leaves #wrong unset") {
-  BenchmarkOptions options = SmallSweep(Collective::kAllreduce, DataType::kFloat32, ReduceOp::kSum);
+  BenchmarkOptions options =
+      SmallSweep(CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum);
   options.check_iterations = 0;
   const SweepResult result = Sweep(options, 2, Fault::kSkipOutput, /*out_of_place=*/false);
   for (const ResultRow& row : result.runs[0].rows) {
@@ -412,7 +413,8 @@ TEST_CASE("a library without out-of-place is measured in place only; -c 0 leaves
 }
 
 TEST_CASE("barrier is one row of size 0, timed in place") {
-  BenchmarkOptions options = SmallSweep(Collective::kBarrier, DataType::kFloat32, ReduceOp::kSum);
+  BenchmarkOptions options =
+      SmallSweep(CollectiveKind::kBarrier, DataType::kFloat32, ReduceOp::kSum);
   const SweepResult result = Sweep(options, 3);
   REQUIRE(result.runs[0].rows.size() == 1);
   const ResultRow& row = result.runs[0].rows[0];
@@ -424,7 +426,8 @@ TEST_CASE("barrier is one row of size 0, timed in place") {
 }
 
 TEST_CASE("a root outside the job is refused before anything runs") {
-  BenchmarkOptions options = SmallSweep(Collective::kBroadcast, DataType::kFloat32, ReduceOp::kSum);
+  BenchmarkOptions options =
+      SmallSweep(CollectiveKind::kBroadcast, DataType::kFloat32, ReduceOp::kSum);
   options.root = 5;
   Shared shared(1);
   ReferenceTarget target(shared, options, 0, 1, Fault::kNone, true);

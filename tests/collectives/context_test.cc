@@ -1,6 +1,6 @@
-// The collective context's piggyback protocol (context.h), driven directly on two ranks of a
-// real mesh: receives posted in another order than the sends, a receive posted after the
-// header was handled, two messages with the same step, a rank that only receives (its owed
+// The collective context's piggyback protocol (collectives/engine/context.h), driven directly on
+// two ranks of a real mesh: receives posted in another order than the sends, a receive posted after
+// the header was handled, two messages with the same step, a rank that only receives (its owed
 // header must still go out), and cancellation of a receive whose data rides in the header.
 #include <catch2/catch.hpp>
 
@@ -14,9 +14,9 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "chorus/collectives/comm_state.h"
-#include "chorus/collectives/context.h"
-#include "chorus/collectives/header.h"
+#include "chorus/collectives/engine/comm_state.h"
+#include "chorus/collectives/engine/context.h"
+#include "chorus/collectives/engine/header.h"
 #include "chorus/core/status.h"
 #include "chorus/rendezvous/memory_store.h"
 #include "chorus/rendezvous/prefix_store.h"

@@ -1,9 +1,9 @@
 // Measures the alpha / beta / gamma of the cost model on this machine: two ranks as threads
 // over a transport; alpha from zero-byte ping-pongs (half the round trip), beta from a
 // one-way stream of 4 MiB messages, gamma from the float32 sum kernel. The defaults in
-// selector.cc come from its output (docs/collectives.md). Then, to check the model's choices,
-// it times every allreduce algorithm at a few sizes on `ranks` thread ranks and prints which
-// one the selector would pick.
+// collectives/select/selector.cc come from its output (docs/collectives.md). Then, to check the
+// model's choices, it times every allreduce algorithm at a few sizes on `ranks` thread ranks and
+// prints which one the selector would pick.
 //
 //   bazel run //tests/collectives:cost_probe -- tcp [ranks]
 #include <algorithm>
@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "chorus/collectives/reduce_kernels.h"
+#include "chorus/collectives/reduce/reduce_kernels.h"
 #include "chorus/core/status.h"
 #include "tests/collectives/world.h"
 

@@ -18,9 +18,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "chorus/collectives/algorithms/algorithms.h"
-#include "chorus/collectives/comm_state.h"
-#include "chorus/collectives/context.h"
-#include "chorus/collectives/header.h"
+#include "chorus/collectives/engine/comm_state.h"
+#include "chorus/collectives/engine/context.h"
+#include "chorus/collectives/engine/header.h"
 #include "chorus/core/status.h"
 #include "chorus/rendezvous/memory_store.h"
 #include "chorus/rendezvous/prefix_store.h"

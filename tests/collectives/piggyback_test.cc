@@ -1,7 +1,7 @@
-// Small first messages ride in the header message (context.h): collectives at and around the
-// size limit stay exact for every algorithm, a rank whose first message is large still works,
-// and ranks whose headers or message lengths disagree fail with a MismatchError (promptly,
-// never a timeout or a crash), also when the data came inside the header.
+// Small first messages ride in the header message (collectives/engine/context.h): collectives at
+// and around the size limit stay exact for every algorithm, a rank whose first message is large
+// still works, and ranks whose headers or message lengths disagree fail with a MismatchError
+// (promptly, never a timeout or a crash), also when the data came inside the header.
 #include <catch2/catch.hpp>
 
 #include <chrono>
@@ -12,7 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "chorus/collectives/context.h"
+#include "chorus/collectives/engine/context.h"
 #include "chorus/core/status.h"
 #include "tests/collectives/test_transport.h"
 

@@ -1,7 +1,7 @@
 // The vectorised reduction kernels against a scalar reference computed here: every type and
 // op, lengths around the vector widths, in place and out of place, and (for the 16-bit floats)
 // random bit patterns so that rounding, subnormals and overflow are compared exactly.
-#include "chorus/collectives/reduce_kernels.h"
+#include "chorus/collectives/reduce/reduce_kernels.h"
 
 #include <catch2/catch.hpp>
 #include <cmath>

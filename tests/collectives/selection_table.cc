@@ -1,6 +1,7 @@
 // Prints which algorithm the cost model picks, per collective with a choice, per rank count,
-// as size ranges, with a device kind's default constants (selector.cc). docs/collectives.md
-// quotes its output, so the "when is each picked" table is the model's, not a hand summary.
+// as size ranges, with a device kind's default constants (collectives/select/selector.cc).
+// docs/collectives.md quotes its output, so the "when is each picked" table is the model's, not a
+// hand summary.
 //
 //   bazel run //tests/collectives:selection_table -- tcp
 //   bazel run //tests/collectives:selection_table -- hybrid   (hosts of several ranks: TCP
@@ -11,7 +12,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "chorus/collectives/selector.h"
+#include "chorus/collectives/select/selector.h"
 #include "chorus/core/types.h"
 #include "chorus/transport/inproc/inproc_device.h"
 #include "chorus/transport/shm/shm_device.h"

@@ -1,7 +1,7 @@
 // Algorithm selection: the rule grammar (both spellings, errors that name the bad piece), the
 // cost model's choices by size and rank count, per-call choices, CHORUS_ALGO applied to a
 // communicator and visible on the Work handle, and the pipeline segment each device kind gets.
-#include "chorus/collectives/selector.h"
+#include "chorus/collectives/select/selector.h"
 
 #include <catch2/catch.hpp>
 #include <cstdlib>

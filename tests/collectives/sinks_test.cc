@@ -6,8 +6,8 @@
 #include <limits>
 #include <vector>
 
-#include "chorus/collectives/reduce_sink.h"
-#include "chorus/collectives/streaming_sink.h"
+#include "chorus/collectives/reduce/reduce_sink.h"
+#include "chorus/collectives/reduce/streaming_sink.h"
 
 namespace chorus {
 namespace {
@@ -71,8 +71,8 @@ TEST_CASE("a ReduceSink reduces each piece as received op own, or the whole buff
     for (size_t i = 0; i < out.size(); ++i) REQUIRE(out[i] == received[i] + 100);
   }
   SECTION("received is the first operand") {
-    // min with a NaN returns its second operand (reduce_kernels.h), so the result shows which
-    // operand the received value was.
+    // min with a NaN returns its second operand (collectives/reduce/reduce_kernels.h), so the
+    // result shows which operand the received value was.
     const float nan = std::numeric_limits<float>::quiet_NaN();
     std::vector<float> in = {nan};
     std::vector<float> mine = {7};
@@ -80,7 +80,8 @@ TEST_CASE("a ReduceSink reduces each piece as received op own, or the whole buff
     ReduceSink sink(DataType::kFloat32, ReduceOp::kMin, mine.data(), out.data(), nullptr,
                     sizeof(float));
     sink.Consume(0, in.data(), sizeof(float));
-    // min(received = NaN, own = 7) returns the second operand (reduce_kernels.h): 7.
+    // min(received = NaN, own = 7) returns the second operand
+    // (collectives/reduce/reduce_kernels.h): 7.
     REQUIRE(out[0] == 7);
   }
 }

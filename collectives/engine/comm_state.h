@@ -1,0 +1,105 @@
+// State shared by a communicator, the collectives it has in flight and its worker threads:
+// identity, the mesh, the scoped store, tuning, and the communicator's fatal failure.
+#ifndef CHORUS_COLLECTIVES_ENGINE_COMM_STATE_H_
+#define CHORUS_COLLECTIVES_ENGINE_COMM_STATE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "chorus/collectives/diagnostics/trace.h"
+#include "chorus/collectives/engine/topology.h"
+#include "chorus/collectives/options.h"
+#include "chorus/rendezvous/store.h"
+#include "chorus/transport/transport.h"
+
+namespace chorus {
+
+struct CommTuning {
+  // The communicator sets it (CommunicatorOptions::segment_bytes, 0 resolved by device kind);
+  // the value here serves code that builds a CommState by itself (tests).
+  size_t segment_bytes = 1024 * 1024;
+  int pipeline_depth = 16;
+  size_t streaming_bytes = 32 << 20;  // CommunicatorOptions::streaming_bytes, 0 resolved
+  // Link costs (every field set) within a host and between hosts, with which the hierarchical
+  // algorithm picks each phase's algorithm.
+  CostParams local_cost;
+  CostParams network_cost;
+};
+
+// Thread-safe.
+class CommState {
+ public:
+  // `store` and `mesh` may be shared with sub-communicators (Communicator::Split, ...).
+  CommState(std::string name, int rank, int size, std::shared_ptr<Store> store,
+            std::shared_ptr<Mesh> mesh, CommTuning tuning, Topology topology,
+            std::unique_ptr<TraceLog> trace);
+
+  const std::string& name() const { return name_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  uint16_t tag_id() const { return tag_id_; }
+  Mesh& mesh() { return *mesh_; }
+  const std::shared_ptr<Mesh>& shared_mesh() const { return mesh_; }
+  // mesh().GetConnection(peer), remembered once it succeeds (the mesh returns the same object
+  // for its whole life), so that a collective finds its peers without a transport's lock.
+  absl::StatusOr<Connection*> GetConnection(int peer);
+  Store& store() { return *store_; }
+  const std::shared_ptr<Store>& shared_store() const { return store_; }
+  const CommTuning& tuning() const { return tuning_; }
+  // Which ranks share a host (fixed at creation).
+  const Topology& topology() const { return topology_; }
+  // The timeline (CHORUS_TRACE_FILE); nullptr when tracing is off.
+  TraceLog* trace() const { return trace_.get(); }
+
+  // OK while the communicator is usable; afterwards the failure that broke it.
+  absl::Status broken() const;
+
+  // Marks the communicator broken by `error` (the first error wins), publishes it in the store
+  // so that other ranks can report the cause instead of "connection closed", and aborts the
+  // mesh so that every pending operation on every rank ends promptly. Idempotent.
+  void Break(const absl::Status& error);
+
+  // The failure some rank published with Break(), if any (kind preserved). Waits at most a
+  // moment for a record whose writer has claimed it but not finished writing.
+  std::optional<absl::Status> PublishedFailure();
+
+  // The published failure if its record is complete now; one store read, never waits. For
+  // collectives that have waited a while: a peer that broke the communicator before this rank
+  // ever connected to it is otherwise only noticed at the connect timeout.
+  std::optional<absl::Status> PeekFailure();
+
+  // Scratch buffers for collectives, recycled so that repeated collectives neither allocate
+  // nor fault pages in on the hot path. The contents of an acquired buffer are undefined.
+  std::unique_ptr<uint8_t[]> AcquireScratch(size_t bytes, size_t* capacity);
+  void ReleaseScratch(std::unique_ptr<uint8_t[]> buffer, size_t capacity);
+
+ private:
+  const std::string name_;
+  const int rank_;
+  const int size_;
+  const uint16_t tag_id_;
+  const std::shared_ptr<Store> store_;
+  const std::shared_ptr<Mesh> mesh_;
+  const CommTuning tuning_;
+  const Topology topology_;
+  const std::unique_ptr<TraceLog> trace_;
+  const std::unique_ptr<std::atomic<Connection*>[]> connections_;  // by rank; null: not yet
+  mutable std::mutex mu_;
+  absl::Status broken_ ABSL_GUARDED_BY(mu_);
+  // Set (under mu_) once broken_ is, so that broken() takes no lock while all is well.
+  std::atomic<bool> is_broken_{false};
+  std::multimap<size_t, std::unique_ptr<uint8_t[]>> scratch_ ABSL_GUARDED_BY(mu_);  // by size
+  size_t scratch_bytes_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace chorus
+
+#endif  // CHORUS_COLLECTIVES_ENGINE_COMM_STATE_H_

@@ -1,0 +1,676 @@
+#include "chorus/collectives/engine/context.h"
+
+#include <cstring>
+#include <map>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "chorus/collectives/diagnostics/trace.h"
+#include "chorus/collectives/engine/tag.h"
+#include "chorus/core/logging.h"
+#include "chorus/core/status.h"
+
+namespace chorus {
+namespace {
+
+// While waiting on one request the others are re-checked this often, so that a failure
+// elsewhere (a mismatched header, a dead peer) is noticed within this time.
+constexpr absl::Duration kRescanInterval = absl::Milliseconds(5);
+
+// A wait that lasts longer than this also looks in the store for a failure another rank
+// published, every this often (see CommState::PeekFailure).
+constexpr absl::Duration kStoreCheckInterval = absl::Milliseconds(250);
+
+// A transfer waited on, packed into one word for CollectiveContext::last_wait_:
+// bit 63 set, bit 62 a receive, bits 32..61 the peer, bits 0..31 the step.
+uint64_t PackWait(int peer, uint64_t step, bool is_recv) {
+  return (uint64_t{1} << 63) | (uint64_t{is_recv} << 62) |
+         (static_cast<uint64_t>(peer & 0x3fffffff) << 32) | (step & 0xffffffffu);
+}
+
+std::string StepName(uint64_t step) {
+  return step == kHeaderStep ? std::string("header") : absl::StrCat(step);
+}
+
+// "a receive from rank 2 at step header".
+std::string DescribeWait(uint64_t wait) {
+  const bool is_recv = (wait >> 62) & 1;
+  return absl::StrCat(is_recv ? "a receive from rank " : "a send to rank ",
+                      (wait >> 32) & 0x3fffffff, " at step ", StepName(wait & 0xffffffffu));
+}
+
+const char kSameCallsAdvice[] =
+    "every rank must call the same collectives in the same order with the same count, type, "
+    "op and root";
+
+}  // namespace
+
+CollectiveContext::CollectiveContext(CommState& comm, const CollectiveArgs& args,
+                                     const CollectiveHeader& header, Deadline deadline,
+                                     std::optional<Deadline::Clock::time_point> start)
+    : comm_(comm),
+      args_(args),
+      header_(header),
+      header_wire_(header.Encode()),
+      deadline_(deadline),
+      first_wait_clock_(start),
+      peer_slots_(comm.size()) {}
+CollectiveContext::~CollectiveContext() {
+  Cancel();
+  for (ScratchBuffer& buffer : scratch_) {
+    comm_.ReleaseScratch(std::move(buffer.data), buffer.capacity);
+  }
+}
+
+std::string CollectiveContext::Describe() const {
+  return absl::StrCat(header_.Describe(), " on rank ", comm_.rank());
+}
+
+std::string CollectiveContext::DescribeProgress() const {
+  // Data messages per peer and direction; headers only say whether the peer has entered.
+  struct Direction {
+    int posted = 0;
+    int done = 0;
+    uint64_t bytes_posted = 0;
+    uint64_t bytes_done = 0;
+    std::optional<uint64_t> first_pending_step;
+  };
+  struct Peer {
+    Direction sends;
+    Direction receives;
+    bool header_missing = false;
+  };
+  std::map<int, Peer> peers;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const Transfer& transfer : posted_) {
+      Peer& peer = peers[transfer.peer];
+      const bool done = IsDone(transfer);
+      if (transfer.step == kHeaderStep) {
+        if (transfer.is_recv && !done) peer.header_missing = true;
+        continue;
+      }
+      Direction& direction = transfer.is_recv ? peer.receives : peer.sends;
+      ++direction.posted;
+      direction.bytes_posted += transfer.bytes;
+      if (done) {
+        ++direction.done;
+        direction.bytes_done += transfer.bytes;
+      } else if (!direction.first_pending_step) {
+        direction.first_pending_step = transfer.step;
+      }
+    }
+  }
+  auto describe = [](absl::string_view what, const Direction& direction) {
+    if (direction.posted == 0) return absl::StrCat("no ", what);
+    std::string text = absl::StrCat(what, " ", direction.done, "/", direction.posted, " done (",
+                                    HumanBytes(direction.bytes_done), " of ",
+                                    HumanBytes(direction.bytes_posted), ")");
+    if (direction.first_pending_step) {
+      absl::StrAppend(&text, ", first pending at step ", *direction.first_pending_step);
+    }
+    return text;
+  };
+  std::string text;
+  const uint64_t wait = last_wait_.load(std::memory_order_relaxed);
+  if (wait != 0) absl::StrAppend(&text, "    last waited on ", DescribeWait(wait), "\n");
+  std::vector<int> silent;
+  for (const auto& [rank, peer] : peers) {
+    absl::StrAppend(&text, "    rank ", rank, ": ");
+    if (peer.header_missing) {
+      silent.push_back(rank);
+      absl::StrAppend(&text, "SILENT, its header never arrived; ");
+    }
+    absl::StrAppend(&text, describe("sends", peer.sends), "; ", describe("receives", peer.receives),
+                    "\n");
+  }
+  if (!silent.empty()) {
+    absl::StrAppend(&text, "    => rank", silent.size() == 1 ? " " : "s ",
+                    absl::StrJoin(silent, ", "), silent.size() == 1 ? " has" : " have",
+                    " not entered ", header_.Describe(),
+                    ": look at what it is doing (stuck in an earlier call, dead, or calling "
+                    "something else)\n");
+  }
+  return text;
+}
+
+void CollectiveContext::Register(const Transfer& transfer) {
+  std::lock_guard<std::mutex> lock(mu_);
+  posted_.push_back(transfer);
+  if (cancelled_) transfer.request->Cancel();
+}
+
+void CollectiveContext::Start() {
+  const int size = comm_.size();
+  if (size == 1) return;
+  owed_header_ = (comm_.rank() + 1) % size;
+  ExpectHeaderFrom((comm_.rank() + size - 1) % size);
+}
+
+void CollectiveContext::FlushOwedHeader() {
+  if (owed_header_ < 0) return;
+  SendHeaderTo(owed_header_);
+  owed_header_ = -1;
+}
+
+void CollectiveContext::SendHeaderTo(int peer) {
+  if (peer_slots_[peer].header_sent) return;
+  peer_slots_[peer].header_sent = true;
+  const Tag tag = CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep);
+  absl::StatusOr<Connection*> connection = comm_.GetConnection(peer);
+  // Without a connection the data transfers to this peer report the same error.
+  if (!connection.ok()) return;
+  Transfer transfer{nullptr, peer, header_wire_.size(), kHeaderStep, false};
+  transfer.request = (*connection)->Send(tag, header_wire_.data(), header_wire_.size());
+  Register(transfer);
+  sends_.push_back(std::move(transfer));
+}
+
+Transfer CollectiveContext::SendHeaderWith(int peer, Connection& connection, uint64_t step,
+                                           const void* data, size_t bytes) {
+  const size_t length = CollectiveHeader::kWireSize + kStepBytes + bytes;
+  uint8_t* message;
+  if (!first_outgoing_used_) {
+    first_outgoing_used_ = true;
+    message = first_outgoing_;
+  } else {
+    more_outgoing_.push_back(std::unique_ptr<uint8_t[]>(new uint8_t[length]));
+    message = more_outgoing_.back().get();
+  }
+  std::memcpy(message, header_wire_.data(), CollectiveHeader::kWireSize);
+  std::memcpy(message + CollectiveHeader::kWireSize, &step, kStepBytes);  // little-endian
+  if (bytes != 0) std::memcpy(message + CollectiveHeader::kWireSize + kStepBytes, data, bytes);
+  // Progress and errors speak of the data message it carries.
+  Transfer transfer{nullptr, peer, bytes, step, false};
+  transfer.request = connection.Send(CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep),
+                                     message, length);
+  Register(transfer);
+  sends_.push_back(transfer);
+  return transfer;
+}
+
+CollectiveContext::PeerHeader* CollectiveContext::ExpectHeaderFrom(int peer) {
+  if (PeerHeader* header = HeaderOf(peer)) return header;
+  absl::StatusOr<Connection*> connection = comm_.GetConnection(peer);
+  if (!connection.ok()) return nullptr;
+  PeerHeader* slot = &first_header_;
+  if (!headers_.empty()) {
+    more_headers_.push_back(std::make_unique<PeerHeader>());
+    slot = more_headers_.back().get();
+  }
+  peer_slots_[peer].header = static_cast<int>(headers_.size());
+  headers_.push_back(slot);
+  PeerHeader& header = *slot;
+  header.peer = peer;
+  header.request = (*connection)
+                       ->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep),
+                              header.message, kHeaderMessageCapacity);
+  const Transfer transfer{header.request, peer, CollectiveHeader::kWireSize, kHeaderStep,
+                          /*is_recv=*/true};
+  Register(transfer);
+  header_recvs_.push_back(transfer);
+  ++unresolved_headers_;
+  return &header;
+}
+
+Transfer CollectiveContext::Send(int peer, uint64_t step, const void* data, size_t bytes) {
+  if (!group_.empty()) {
+    peer = group_[peer];
+    step += step_base_;
+  }
+  if (!peer_slots_[peer].header_sent && bytes <= kPiggybackBytes) {
+    absl::StatusOr<Connection*> connection = comm_.GetConnection(peer);
+    if (connection.ok()) {
+      peer_slots_[peer].header_sent = true;
+      if (owed_header_ == peer) owed_header_ = -1;
+      return SendHeaderWith(peer, **connection, step, data, bytes);
+    }
+  }
+  SendHeaderTo(peer);
+  if (owed_header_ == peer) owed_header_ = -1;
+  Transfer transfer =
+      Post(peer, step, bytes, /*is_recv=*/false,
+           [&](Connection& connection, Tag tag) { return connection.Send(tag, data, bytes); });
+  sends_.push_back(transfer);
+  return transfer;
+}
+
+Transfer CollectiveContext::Recv(int peer, uint64_t step, void* data, size_t bytes) {
+  return RecvInto(peer, step, data, bytes, /*sink=*/nullptr);
+}
+
+Transfer CollectiveContext::RecvInto(int peer, uint64_t step, void* data, size_t bytes,
+                                     RecvSink* sink) {
+  if (!group_.empty()) {
+    peer = group_[peer];
+    step += step_base_;
+  }
+  if (PeerHeader* header = ExpectHeaderFrom(peer)) {
+    if (!header->resolved) {
+      if (bytes <= kPiggybackBytes) {
+        Transfer transfer = Defer(peer, step, data, bytes);
+        header->early.push_back(EarlyRecv{step, bytes, transfer.deferred});
+        return transfer;
+      }
+      header->early.push_back(EarlyRecv{step, bytes, -1});
+    } else if (header->has_payload && !header->payload_taken && header->payload_step == step) {
+      // The first receive for the payload's step takes it, whatever its length.
+      header->payload_taken = true;
+      Transfer transfer = Defer(peer, step, data, bytes);
+      TakePayload(transfer.deferred, *header, bytes);
+      return transfer;
+    }
+  }
+  return Post(peer, step, bytes, /*is_recv=*/true, [&](Connection& connection, Tag tag) {
+    return sink == nullptr ? connection.Recv(tag, data, bytes)
+                           : connection.RecvWithSink(tag, MemoryRef{data, bytes}, sink);
+  });
+}
+
+Transfer CollectiveContext::RecvReduce(int peer, uint64_t step, void* buffer, size_t bytes,
+                                       const void* own, void* out) {
+  auto sink = std::make_unique<ReduceSink>(args_.type, args_.op, own, out, buffer, bytes);
+  Transfer transfer = RecvInto(peer, step, buffer, bytes, sink.get());
+  transfer.reduce = sink.get();
+  sinks_.push_back(std::move(sink));
+  return transfer;
+}
+
+Transfer CollectiveContext::RecvStreaming(int peer, uint64_t step, void* data, size_t bytes) {
+  sinks_.push_back(std::make_unique<StreamingSink>(data));
+  return RecvInto(peer, step, data, bytes, sinks_.back().get());
+}
+
+Transfer CollectiveContext::Defer(int peer, uint64_t step, void* data, size_t bytes) {
+  Transfer transfer{nullptr, peer, bytes, step, /*is_recv=*/true};
+  std::lock_guard<std::mutex> lock(mu_);
+  transfer.deferred = static_cast<int>(deferred_.size());
+  deferred_.push_back(DeferredRecv{data, nullptr});
+  posted_.push_back(transfer);
+  return transfer;
+}
+
+void CollectiveContext::TakePayload(int index, const PeerHeader& header, size_t bytes) {
+  std::lock_guard<std::mutex> lock(mu_);
+  DeferredRecv& deferred = deferred_[index];
+  if (cancelled_) {
+    // After Cancel nothing writes into the caller's buffers; Wait reports the abort.
+    deferred.request = MakeFailedRequest(RequestKind::kRecv, -1, 0, AbortedError("cancelled"));
+    return;
+  }
+  deferred.taken = true;
+  deferred.got = header.payload_bytes;
+  if (header.payload_bytes == bytes && bytes != 0) {
+    std::memcpy(deferred.data, header.message + CollectiveHeader::kWireSize + kStepBytes, bytes);
+  }
+}
+
+void CollectiveContext::PostDeferred(int index, int peer, uint64_t step, size_t bytes) {
+  void* data = deferred_[index].data;
+  const absl::StatusOr<Connection*> connection = comm_.GetConnection(peer);
+  std::lock_guard<std::mutex> lock(mu_);
+  deferred_[index].request =
+      PostLocked(peer, step, RequestKind::kRecv, connection,
+                 [&](Connection& to, Tag tag) { return to.Recv(tag, data, bytes); });
+}
+
+absl::Status CollectiveContext::Resolve(int peer, PeerHeader& header) {
+  for (const EarlyRecv& early : header.early) {
+    if (header.has_payload && !header.payload_taken && early.step == header.payload_step) {
+      header.payload_taken = true;
+      if (early.deferred < 0) {
+        // This rank posted a large transport receive for the step whose data the peer sent
+        // small, inside its header: the lengths disagree. Kept, so that every later wait (and
+        // not only the one that found it) reports it.
+        header.failure = WrongLength(Transfer{nullptr, peer, early.bytes, early.step, true},
+                                     header.payload_bytes);
+        return header.failure;
+      }
+      TakePayload(early.deferred, header, early.bytes);
+    } else if (early.deferred >= 0) {
+      PostDeferred(early.deferred, peer, early.step, early.bytes);
+    }
+  }
+  header.early.clear();
+  header.resolved = true;
+  --unresolved_headers_;
+  return absl::OkStatus();
+}
+
+Transfer CollectiveContext::Post(int peer, uint64_t step, size_t bytes, bool is_recv,
+                                 absl::FunctionRef<RequestPtr(Connection&, Tag)> post) {
+  Transfer transfer{nullptr, peer, bytes, step, is_recv};
+  const absl::StatusOr<Connection*> connection = comm_.GetConnection(peer);
+  std::lock_guard<std::mutex> lock(mu_);
+  transfer.request =
+      PostLocked(peer, step, is_recv ? RequestKind::kRecv : RequestKind::kSend, connection, post);
+  posted_.push_back(transfer);
+  return transfer;
+}
+
+RequestPtr CollectiveContext::PostLocked(int peer, uint64_t step, RequestKind kind,
+                                         const absl::StatusOr<Connection*>& connection,
+                                         absl::FunctionRef<RequestPtr(Connection&, Tag)> post) {
+  // Posted under the lock Cancel takes: a receive whose message has already arrived is
+  // delivered while it is posted, so posting after Cancel returned would write the caller's
+  // buffer (or run a sink) after all.
+  if (cancelled_) return MakeFailedRequest(kind, peer, 0, AbortedError("cancelled"));
+  if (!connection.ok()) return MakeFailedRequest(kind, peer, 0, connection.status());
+  // A data step never takes the header's tag, also where an algorithm's step count reaches
+  // 0xffff: steps wrap modulo kHeaderStep (tag.h).
+  return post(**connection, CollectiveTag(comm_.tag_id(), header_.sequence, step % kHeaderStep));
+}
+
+uint8_t* CollectiveContext::Scratch(size_t bytes) {
+  if (bytes <= kInlineScratchBytes && !inline_scratch_used_) {
+    inline_scratch_used_ = true;
+    return inline_scratch_;
+  }
+  ScratchBuffer buffer;
+  buffer.data = comm_.AcquireScratch(bytes, &buffer.capacity);
+  scratch_.push_back(std::move(buffer));
+  return scratch_.back().data.get();
+}
+
+void CollectiveContext::Cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+  // Requests that are done need no cancel (and cancelling one may take a transport lock).
+  for (const Transfer& transfer : posted_) {
+    const RequestPtr& request =
+        transfer.deferred >= 0 ? deferred_[transfer.deferred].request : transfer.request;
+    if (request != nullptr && !request->IsDone()) request->Cancel();
+  }
+}
+
+absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
+  FlushOwedHeader();
+  return AwaitAll(transfers);
+}
+
+absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
+  // Read from the clock once per blocking round, never on the way through.
+  std::optional<Deadline::Clock::time_point> store_check;
+  // With tracing on, a wait that blocks becomes a "wait" event from its first block to its
+  // return, named after the transfer it first blocked on.
+  struct TracedWait {
+    TraceLog* trace;
+    uint64_t wait = 0;
+    absl::Time since = absl::InfinitePast();
+    ~TracedWait() {
+      if (wait == 0) return;
+      trace->Add(absl::StrCat("wait ", DescribeWait(wait)), "wait", since, WallNow());
+    }
+  } traced{comm_.trace()};
+  while (true) {
+    CHORUS_RETURN_IF_ERROR(CheckArrivedHeaders());
+    Request* pending = nullptr;
+    uint64_t wait = 0;
+    for (const Transfer& transfer : transfers) {
+      Request* request = transfer.request.get();
+      if (transfer.deferred >= 0) {
+        const DeferredRecv& deferred = deferred_[transfer.deferred];
+        if (deferred.taken) {  // from a checked header
+          if (deferred.got != transfer.bytes) return WrongLength(transfer, deferred.got);
+          continue;
+        }
+        request = deferred.request.get();
+        if (request == nullptr) {  // its peer's header has not arrived
+          if (pending == nullptr) {
+            pending = HeaderOf(transfer.peer)->request.get();
+            wait = PackWait(transfer.peer, transfer.step, transfer.is_recv);
+          }
+          continue;
+        }
+      }
+      if (!request->IsDone()) {
+        if (pending == nullptr) {
+          pending = request;
+          wait = PackWait(transfer.peer, transfer.step, transfer.is_recv);
+        }
+        continue;
+      }
+      const absl::Status status = request->status();
+      if (!status.ok()) return Failed(transfer, status);
+      // Headers are checked by CheckHeader, which allows for a payload.
+      if (!transfer.is_recv || transfer.step == kHeaderStep) continue;
+      if (request->bytes() != transfer.bytes) return WrongLength(transfer, request->bytes());
+      // Data from a peer counts only once that peer's header has been checked.
+      const PeerHeader* header = HeaderOf(transfer.peer);
+      if (header != nullptr && !header->checked && pending == nullptr) {
+        pending = header->request.get();
+        wait = PackWait(transfer.peer, kHeaderStep, /*is_recv=*/true);
+      }
+    }
+    if (pending == nullptr) {
+      // Every transfer is done and its sender's header checked: the data may be used.
+      for (const Transfer& transfer : transfers) {
+        if (transfer.reduce != nullptr) transfer.reduce->Finish();
+      }
+      return absl::OkStatus();
+    }
+    last_wait_.store(wait, std::memory_order_relaxed);
+    if (traced.trace != nullptr && traced.wait == 0) {
+      traced.wait = wait;
+      traced.since = WallNow();
+    }
+    // The collective's first blocking round reuses the reading its deadline came from (older by
+    // the time posting took: at worst its first slice ends at once and the loop reads again).
+    const Deadline::Clock::time_point now =
+        first_wait_clock_ ? *first_wait_clock_ : Deadline::Clock::now();
+    first_wait_clock_.reset();
+    if (!store_check) {
+      store_check = now + absl::ToChronoNanoseconds(kStoreCheckInterval);
+    } else if (now >= *store_check) {
+      if (std::optional<absl::Status> published = comm_.PeekFailure()) {
+        return Reported(*published, -1);
+      }
+      store_check = now + absl::ToChronoNanoseconds(kStoreCheckInterval);
+    }
+    if (now >= deadline_.time_point()) return TimedOut(transfers);
+    // The status is read from the requests above; a slice ending is not an error here.
+    pending->Wait(deadline_.Min(Deadline::At(now + absl::ToChronoNanoseconds(kRescanInterval))))
+        .IgnoreError();
+  }
+}
+
+bool CollectiveContext::IsDone(const Transfer& transfer) const {
+  if (transfer.deferred < 0) return transfer.request->IsDone();
+  const DeferredRecv& deferred = deferred_[transfer.deferred];
+  return deferred.taken || (deferred.request != nullptr && deferred.request->IsDone());
+}
+
+bool CollectiveContext::Ready(const Transfer& transfer) {
+  FlushOwedHeader();
+  if (transfer.deferred >= 0) {
+    if (!HeaderOf(transfer.peer)->request->IsDone()) return false;
+    // Checks the header and hands out its payload; an error is reported again by Wait.
+    if (!CheckArrivedHeaders().ok()) return true;
+    return IsDone(transfer);
+  }
+  if (!transfer.request->IsDone()) return false;
+  if (!transfer.is_recv) return true;
+  const PeerHeader* header = HeaderOf(transfer.peer);
+  return header == nullptr || header->request->IsDone();
+}
+
+absl::Status CollectiveContext::Finish() {
+  FlushOwedHeader();
+  CHORUS_RETURN_IF_ERROR(AwaitAll(sends_));
+  return AwaitAll(header_recvs_);
+}
+
+absl::Status CollectiveContext::WaitSendsSince(size_t first) {
+  FlushOwedHeader();
+  if (first >= sends_.size()) return absl::OkStatus();
+  return AwaitAll(absl::MakeConstSpan(sends_).subspan(first));
+}
+
+absl::Status CollectiveContext::CheckArrivedHeaders() {
+  if (unresolved_headers_ == 0) return absl::OkStatus();
+  for (PeerHeader* header : headers_) {
+    if (!header->failure.ok()) return header->failure;
+    if (header->resolved || !header->request->IsDone()) continue;
+    if (!header->checked) CHORUS_RETURN_IF_ERROR(CheckHeader(header->peer, *header));
+    CHORUS_RETURN_IF_ERROR(Resolve(header->peer, *header));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CollectiveContext::CheckHeader(int peer, PeerHeader& header) {
+  const absl::Status status = header.request->status();
+  if (!status.ok()) {
+    return Failed(Transfer{header.request, peer, CollectiveHeader::kWireSize, kHeaderStep, true},
+                  status);
+  }
+  // The header alone, or the header, a step and a payload (see the top of context.h).
+  const size_t length = header.request->bytes();
+  const bool with_payload = length >= CollectiveHeader::kWireSize + kStepBytes;
+  absl::StatusOr<CollectiveHeader> theirs =
+      CollectiveHeader::Decode(header.message, with_payload ? CollectiveHeader::kWireSize : length);
+  if (!theirs.ok()) {
+    return Fatal(MismatchError(
+        absl::StrCat(Describe(), ": rank ", peer, " sent a malformed collective header (",
+                     theirs.status().message(), "); is it running a different Chorus version?"),
+        peer));
+  }
+  // Equal wires agree; only a disagreement is worth describing.
+  const std::string differences =
+      std::memcmp(header.message, header_wire_.data(), CollectiveHeader::kWireSize) == 0
+          ? std::string()
+          : header_.Differences(*theirs);
+  if (!differences.empty()) {
+    return Fatal(
+        MismatchError(absl::StrCat(Describe(), " but rank ", peer, " called ", theirs->Describe(),
+                                   " (", differences, "); ", kSameCallsAdvice),
+                      peer));
+  }
+  header.checked = true;
+  if (with_payload) {
+    header.has_payload = true;
+    std::memcpy(&header.payload_step, header.message + CollectiveHeader::kWireSize, kStepBytes);
+    header.payload_bytes = length - CollectiveHeader::kWireSize - kStepBytes;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CollectiveContext::Reported(const absl::Status& published, int peer) {
+  return Fatal(MakeError(
+      GetErrorKind(published),
+      absl::StrCat(Describe(), " failed because another rank reported: ", published.message()),
+      ErrorPeerRank(published).value_or(peer)));
+}
+
+absl::Status CollectiveContext::Fatal(absl::Status error) {
+  comm_.Break(error);
+  return error;
+}
+
+absl::Status CollectiveContext::Failed(const Transfer& transfer, const absl::Status& status) {
+  const int peer = transfer.peer;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (cancelled_) {
+      return AbortedError(absl::StrCat(Describe(), ": aborted by the caller (Work::Abort)"));
+    }
+  }
+  const absl::Status broken = comm_.broken();
+  if (!broken.ok()) {
+    return MakeError(GetErrorKind(broken),
+                     absl::StrCat(Describe(), ": the communicator is broken: ", broken.message()),
+                     ErrorPeerRank(broken).value_or(-1));
+  }
+  const ErrorKind kind = GetErrorKind(status);
+  if (kind == ErrorKind::kInvalidArgument && transfer.is_recv) {
+    // A longer message than expected: most likely the peer runs a different collective.
+    PeerHeader* header = HeaderOf(peer);
+    if (header != nullptr && !header->checked && header->request->Wait(deadline_).ok()) {
+      CHORUS_RETURN_IF_ERROR(CheckHeader(peer, *header));
+    }
+    return Fatal(
+        MismatchError(absl::StrCat(Describe(), ": rank ", peer, " sent a longer message than the ",
+                                   transfer.bytes, " bytes expected at step ", transfer.step, " (",
+                                   status.message(), "); ", kSameCallsAdvice),
+                      peer));
+  }
+  if (kind == ErrorKind::kPeerUnavailable || kind == ErrorKind::kAborted) {
+    // Another rank may have broken the communicator on purpose; report its reason.
+    if (std::optional<absl::Status> published = comm_.PublishedFailure()) {
+      return Reported(*published, peer);
+    }
+    return Fatal(PeerUnavailableError(
+        absl::StrCat(Describe(), ": rank ", peer, " closed its connection or died during ",
+                     transfer.is_recv ? "a receive" : "a send", " at step ",
+                     StepName(transfer.step), " (", status.message(), "); check rank ", peer,
+                     "'s log"),
+        peer));
+  }
+  if (kind == ErrorKind::kDeadlineExceeded) return TimedOut({&transfer, 1});
+  return Fatal(MakeError(
+      kind, absl::StrCat(Describe(), ": transfer with rank ", peer, " failed: ", status.message()),
+      peer));
+}
+
+absl::Status CollectiveContext::WrongLength(const Transfer& transfer, size_t got) {
+  PeerHeader* header = HeaderOf(transfer.peer);
+  if (header != nullptr && !header->checked && header->request->Wait(deadline_).ok()) {
+    CHORUS_RETURN_IF_ERROR(CheckHeader(transfer.peer, *header));
+  }
+  return Fatal(MismatchError(
+      absl::StrCat(Describe(), ": rank ", transfer.peer, " sent ", got, " bytes at step ",
+                   transfer.step, " where ", transfer.bytes, " were expected; ", kSameCallsAdvice),
+      transfer.peer));
+}
+
+absl::Status CollectiveContext::TimedOut(absl::Span<const Transfer> transfers) {
+  std::vector<std::string> waiting;
+  for (const Transfer& transfer : transfers) {
+    if (IsDone(transfer)) continue;
+    waiting.push_back(
+        absl::StrCat(transfer.is_recv ? "a receive from rank " : "a send to rank ", transfer.peer,
+                     transfer.step == kHeaderStep ? std::string(" (header)")
+                                                  : absl::StrCat(" (step ", transfer.step, ")")));
+  }
+  for (const PeerHeader* header : headers_) {
+    if (!header->request->IsDone()) {
+      waiting.push_back(absl::StrCat("the header of rank ", header->peer));
+    }
+  }
+  int first_peer = -1;
+  for (const Transfer& transfer : transfers) {
+    if (!IsDone(transfer)) {
+      first_peer = transfer.peer;
+      break;
+    }
+  }
+  return DeadlineExceededError(
+      absl::StrCat(Describe(), ": did not finish before its deadline; still waiting for ",
+                   waiting.empty() ? std::string("nothing") : absl::StrJoin(waiting, ", "),
+                   ". Those ranks may be stuck in an earlier collective, dead, or calling a "
+                   "different collective; check their logs"),
+      first_peer);
+}
+
+GroupView::GroupView(CollectiveContext& ctx, std::vector<int> members, uint64_t step_base)
+    : ctx_(ctx),
+      saved_group_(std::move(ctx.group_)),
+      saved_rank_(ctx.group_rank_),
+      saved_base_(ctx.step_base_) {
+  const int self = ctx.comm_.rank();
+  ctx.group_rank_ = 0;
+  for (size_t i = 0; i < members.size(); ++i) {
+    if (members[i] == self) ctx.group_rank_ = static_cast<int>(i);
+  }
+  ctx.group_ = std::move(members);
+  ctx.step_base_ = step_base;
+}
+
+GroupView::~GroupView() {
+  ctx_.group_ = std::move(saved_group_);
+  ctx_.group_rank_ = saved_rank_;
+  ctx_.step_base_ = saved_base_;
+}
+
+}  // namespace chorus

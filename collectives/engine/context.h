@@ -1,0 +1,315 @@
+// One collective call in progress: the algorithm's only window on the transport. It tags
+// messages, exchanges and checks headers, waits with the collective's deadline, and turns
+// transport errors into messages that name the collective, its sequence number, the peer and
+// what to do.
+//
+// Header protocol: before its first message to a peer the context sends that peer its
+// header, and before data received from a peer is used the context has checked that peer's
+// header (so a rank never completes with data from a rank that disagrees with it). The one
+// exception is RecvReduce, which combines data into its output as it arrives: a peer that
+// disagrees can leave that output (at most the posted length) with meaningless values, but the
+// collective still fails before it completes, as the header rule requires. Each rank
+// also sends its header to its right-hand ring neighbour and checks the one from its left
+// before it completes, so that any disagreement is seen by at least one rank even when the
+// two sides' communication patterns do not meet. A disagreement breaks the communicator
+// (CommState::Break): the record in the store and the aborted mesh make every other rank that
+// is still inside the collective fail promptly with the same message.
+//
+// Piggybacking: when a rank's first message to a peer is small (at most kPiggybackBytes), it
+// travels inside the header message, on the header step, as one transport message:
+//   [40-byte header][u64 step][payload]     (a header alone is the 40 bytes)
+// The payload is copied into a context-owned buffer when the send is posted. Every header
+// receive is posted with room for a header and kPiggybackBytes. A small receive from a peer
+// whose header has not been checked yet is deferred: it posts nothing on the transport until
+// the header arrives and is checked. Then, in posting order, the first receive from that peer
+// for the header's step takes the payload (copied out of the context's buffer, and only if its
+// length is the one expected: otherwise, as for any message, a MismatchError), and every other
+// deferred receive is posted on the transport. Large receives are posted at once (a large
+// receive for the step a payload carries is a length disagreement, a MismatchError).
+// Start() owes the right-hand neighbour its header rather than sending it, so that it can ride
+// on the first data message to that neighbour; an owed header goes out on its own before this
+// rank blocks in any wait (and so before Finish), so no rank waits while its neighbour lacks
+// its header. Transports see ordinary tagged messages: none of this is theirs to know.
+#ifndef CHORUS_COLLECTIVES_ENGINE_CONTEXT_H_
+#define CHORUS_COLLECTIVES_ENGINE_CONTEXT_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/inlined_vector.h"
+#include "absl/functional/function_ref.h"
+#include "absl/status/status.h"
+#include "absl/types/span.h"
+#include "chorus/collectives/collective_args.h"
+#include "chorus/collectives/engine/comm_state.h"
+#include "chorus/collectives/engine/header.h"
+#include "chorus/collectives/engine/topology.h"
+#include "chorus/collectives/reduce/reduce_sink.h"
+#include "chorus/collectives/reduce/streaming_sink.h"
+#include "chorus/core/deadline.h"
+#include "chorus/transport/request.h"
+
+namespace chorus {
+
+// The largest message that rides in the header message when it is a rank's first message to a
+// peer (see the comment at the top). 1 KiB: latency-bound messages (an 8-byte allreduce, a
+// barrier, a small broadcast) fit, which halves their transport messages, while the two extra
+// copies (into and out of the context's buffers) stay well under the ~1 us one message costs
+// on shared memory, and the header receive posted for each peer stays small.
+inline constexpr size_t kPiggybackBytes = 1024;
+
+// A posted send or receive.
+struct Transfer {
+  RequestPtr request;  // null for a deferred receive (below) until its data is known
+  int peer = -1;
+  size_t bytes = 0;  // the length sent, or the exact length a receive expects
+  uint64_t step = 0;
+  bool is_recv = false;
+  // A small receive waiting for its peer's header, which may carry its data: an index into
+  // the context's deferred receives; -1 otherwise.
+  int deferred = -1;
+  ReduceSink* reduce = nullptr;  // RecvReduce: the reduction to complete once received
+};
+
+// Used by the one thread that runs the collective; Cancel() may be called from any thread.
+class CollectiveContext {
+ public:
+  // `start`, when known, is the clock reading `deadline` was computed from: the first wait
+  // that blocks uses it instead of reading the clock again.
+  CollectiveContext(CommState& comm, const CollectiveArgs& args, const CollectiveHeader& header,
+                    Deadline deadline, std::optional<Deadline::Clock::time_point> start = {});
+  // Cancels whatever is still pending, so no transport touches the buffers afterwards.
+  ~CollectiveContext();
+  CollectiveContext(const CollectiveContext&) = delete;
+  CollectiveContext& operator=(const CollectiveContext&) = delete;
+
+  // This rank and the rank count: of the communicator, or of the group while a GroupView is
+  // active (group-relative; peers passed to Send and Recv are then group-relative too).
+  int rank() const { return group_.empty() ? comm_.rank() : group_rank_; }
+  int size() const { return group_.empty() ? comm_.size() : static_cast<int>(group_.size()); }
+  const CommTuning& tuning() const { return comm_.tuning(); }
+  // Which ranks share a host, by communicator rank (never group-relative).
+  const Topology& topology() const { return comm_.topology(); }
+  const CollectiveHeader& header() const { return header_; }
+
+  // Expects a header from the left-hand neighbour and owes one to the right: it rides on the
+  // first small message to that neighbour, or goes out alone before this rank first waits.
+  void Start();
+
+  // Post a message of step `step` (numbered by the algorithm from 0). Errors surface in Wait.
+  // Under a GroupView, `peer` is a group rank and the view's step base is added to `step`;
+  // the returned Transfer, errors and the flight recorder name the communicator rank.
+  Transfer Send(int peer, uint64_t step, const void* data, size_t bytes);
+  Transfer Recv(int peer, uint64_t step, void* data, size_t bytes);
+  // A receive of `bytes` whose data is combined into `out` as (received op own), elementwise
+  // in the collective's type and op (`out` may be `own`). Transports that hand data over as it
+  // arrives are reduced from directly; others store it in `buffer` (`bytes` long, scratch)
+  // first. Wait() returns once the reduction is done; Ready() says nothing about it.
+  Transfer RecvReduce(int peer, uint64_t step, void* buffer, size_t bytes, const void* own,
+                      void* out);
+  // A receive into `data` that nobody reads again soon (a final result too large for the
+  // cache): transports that hand data over have it copied past the cache (StreamingSink).
+  Transfer RecvStreaming(int peer, uint64_t step, void* data, size_t bytes);
+
+  // Waits until every transfer is done and, for receives, the sender's header is checked.
+  absl::Status Wait(const Transfer& transfer) { return WaitAll({&transfer, 1}); }
+  absl::Status WaitAll(absl::Span<const Transfer> transfers);
+
+  // True when Wait(transfer) would return at once: done and, for a receive, the sender's
+  // header has arrived (a deferred receive: checked, and its data taken or arrived). Never
+  // blocks; sends an owed header.
+  bool Ready(const Transfer& transfer);
+
+  // Waits for every send posted so far and for all expected headers; called once the
+  // algorithm has returned OK.
+  absl::Status Finish();
+
+  // The number of sends posted so far, and a wait for the sends posted since such a count: a
+  // phase whose send buffers a later phase overwrites waits for its own sends first (an
+  // algorithm may return with sends in flight; Finish waits for them).
+  size_t SendsPosted() const { return sends_.size(); }
+  absl::Status WaitSendsSince(size_t first);
+
+  // Ends the collective early with kAborted (Work::Abort). Thread-safe.
+  void Cancel();
+
+  // A scratch buffer (contents undefined) owned by the context until it ends.
+  uint8_t* Scratch(size_t bytes);
+
+  // "allreduce #17 (ring, 1000 x float32 (3.9 KiB), sum) on rank 2".
+  std::string Describe() const;
+
+  // For the flight recorder, from any thread: what the collective waited on last and, per
+  // peer, the messages posted and completed, naming peers whose header never arrived (they
+  // have not entered this collective). Indented lines, each ending in a newline.
+  std::string DescribeProgress() const;
+
+ private:
+  friend class GroupView;
+
+  // A header message: the header, then optionally the step and payload of a small message.
+  static constexpr size_t kStepBytes = sizeof(uint64_t);
+  static constexpr size_t kHeaderMessageCapacity =
+      CollectiveHeader::kWireSize + kStepBytes + kPiggybackBytes;
+
+  // A receive posted from a peer before its header was resolved, in posting order.
+  struct EarlyRecv {
+    uint64_t step;
+    size_t bytes;
+    int deferred;  // index into deferred_, or -1 for a receive posted on the transport
+  };
+
+  struct PeerHeader {
+    PeerHeader() {}  // the message buffer is left uninitialised
+    int peer = -1;
+    RequestPtr request;
+    bool checked = false;   // arrived and agrees with ours
+    bool resolved = false;  // checked, and the early receives got their data or were posted
+    absl::Status failure;   // a disagreement Resolve found, reported by every later wait
+    bool has_payload = false;
+    bool payload_taken = false;
+    uint64_t payload_step = 0;
+    size_t payload_bytes = 0;
+    absl::InlinedVector<EarlyRecv, 2> early;
+    uint8_t message[kHeaderMessageCapacity];
+  };
+
+  // A small receive waiting for its peer's header. Changed only by the collective's thread,
+  // under mu_ (DescribeProgress and Cancel read it from other threads).
+  struct DeferredRecv {
+    void* data;
+    RequestPtr request;  // posted on the transport once the header said the data comes apart
+    size_t got = 0;      // the length of the header's payload, once taken
+    bool taken = false;  // took the header's payload (copied when `got` is the expected length)
+  };
+
+  // Recv, or RecvReduce's / RecvStreaming's receive when `sink` is set (a small receive
+  // deferred for its peer's header never uses the sink: its data lands in `data`).
+  Transfer RecvInto(int peer, uint64_t step, void* data, size_t bytes, RecvSink* sink);
+  Transfer Post(int peer, uint64_t step, size_t bytes, bool is_recv,
+                absl::FunctionRef<RequestPtr(Connection&, Tag)> post);
+  // Posts a data message's request with `post` on `connection` (a failed one once cancelled
+  // or without a connection); mu_ held.
+  RequestPtr PostLocked(int peer, uint64_t step, RequestKind kind,
+                        const absl::StatusOr<Connection*>& connection,
+                        absl::FunctionRef<RequestPtr(Connection&, Tag)> post)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SendHeaderTo(int peer);
+  // Sends the header with a small message (`bytes` <= kPiggybackBytes) of step `step`.
+  Transfer SendHeaderWith(int peer, Connection& connection, uint64_t step, const void* data,
+                          size_t bytes);
+  void FlushOwedHeader();
+  PeerHeader* ExpectHeaderFrom(int peer);
+  // The header expected from `peer`, or null.
+  PeerHeader* HeaderOf(int peer) {
+    const int index = peer_slots_[peer].header;
+    return index < 0 ? nullptr : headers_[index];
+  }
+  Transfer Defer(int peer, uint64_t step, void* data, size_t bytes);
+  // Hands the payload of `header` to deferred receive `index` (copied only if it is `bytes`
+  // long and the collective was not cancelled).
+  void TakePayload(int index, const PeerHeader& header, size_t bytes);
+  void PostDeferred(int index, int peer, uint64_t step, size_t bytes);
+  absl::Status Resolve(int peer, PeerHeader& header);
+  absl::Status AwaitAll(absl::Span<const Transfer> transfers);
+  bool IsDone(const Transfer& transfer) const;
+  void Register(const Transfer& transfer);
+  void NoteWait(const Transfer& transfer);
+  absl::Status CheckArrivedHeaders();
+  absl::Status CheckHeader(int peer, PeerHeader& header);
+  absl::Status Failed(const Transfer& transfer, const absl::Status& status);
+  absl::Status WrongLength(const Transfer& transfer, size_t got);
+  absl::Status TimedOut(absl::Span<const Transfer> transfers);
+  absl::Status Fatal(absl::Status error);
+  absl::Status Reported(const absl::Status& published, int peer);
+
+  CommState& comm_;
+  const CollectiveArgs& args_;
+  const CollectiveHeader header_;
+  const CollectiveHeader::Wire header_wire_;
+  const Deadline deadline_;
+  // The constructor's `start`, until the first blocking wait uses it as its clock reading.
+  std::optional<Deadline::Clock::time_point> first_wait_clock_;
+  // The containers below hold what a latency-bound collective needs without a heap
+  // allocation (a few transfers, one or two peers, one small scratch buffer); they grow on the
+  // heap beyond that.
+  struct ScratchBuffer {
+    std::unique_ptr<uint8_t[]> data;
+    size_t capacity;
+  };
+  absl::InlinedVector<ScratchBuffer, 1> scratch_;
+  // The first Scratch() of at most this many bytes is served from here.
+  static constexpr size_t kInlineScratchBytes = 256;
+  alignas(64) uint8_t inline_scratch_[kInlineScratchBytes];
+  bool inline_scratch_used_ = false;
+  struct PeerSlot {
+    int header = -1;  // index into headers_ of the header expected from this rank
+    bool header_sent = false;
+  };
+  absl::InlinedVector<PeerSlot, 16> peer_slots_;  // by communicator rank
+  int owed_header_ = -1;                          // Start(): the right-hand neighbour, until sent
+  // Headers expected, in the order first expected. Receive buffers stay put: the first lives
+  // in the context, the others on the heap.
+  absl::InlinedVector<PeerHeader*, 2> headers_;
+  PeerHeader first_header_;
+  std::vector<std::unique_ptr<PeerHeader>> more_headers_;
+  absl::InlinedVector<Transfer, 2> header_recvs_;  // one per entry of headers_, for Finish
+  int unresolved_headers_ = 0;
+  absl::InlinedVector<Transfer, 4> sends_;
+  // Header messages that carry a payload, until the context ends: the first here, the others
+  // on the heap.
+  uint8_t first_outgoing_[kHeaderMessageCapacity];
+  bool first_outgoing_used_ = false;
+  std::vector<std::unique_ptr<uint8_t[]>> more_outgoing_;
+  absl::InlinedVector<DeferredRecv, 2> deferred_;
+  // RecvReduce's and RecvStreaming's sinks (one per such receive; a deferred small receive
+  // leaves its sink unused), each on the heap so it stays put while a transport may still call
+  // it (until the destructor's Cancel).
+  std::vector<std::unique_ptr<RecvSink>> sinks_;
+
+  // The transfer WaitAll blocked on last (peer, step, direction) packed by NoteWait, so that
+  // a dump reads it without a lock; 0 before the first wait.
+  std::atomic<uint64_t> last_wait_{0};
+
+  // The active group view: members by group rank (empty: the whole communicator), this
+  // rank's place among them, and the base added to every step.
+  std::vector<int> group_;
+  int group_rank_ = 0;
+  uint64_t step_base_ = 0;
+
+  mutable std::mutex mu_;
+  // Everything posted, headers included: for Cancel and for DescribeProgress.
+  absl::InlinedVector<Transfer, 6> posted_ ABSL_GUARDED_BY(mu_);
+  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+};
+
+// Runs an algorithm on a subset of the communicator's ranks, unchanged: while the view lives,
+// the context's rank() and size() are those of the group, Send and Recv take group ranks, and
+// every step is offset by `step_base`, so that phases of one collective (the hierarchical
+// algorithm's intra-host and inter-host phases) keep apart on the wire. Headers, errors and
+// the flight recorder keep speaking of communicator ranks. Views may nest (the inner one wins
+// until it ends). Used by the collective's own thread, like the context.
+class GroupView {
+ public:
+  // `members`: communicator ranks in group order, including this rank.
+  GroupView(CollectiveContext& ctx, std::vector<int> members, uint64_t step_base);
+  ~GroupView();
+  GroupView(const GroupView&) = delete;
+  GroupView& operator=(const GroupView&) = delete;
+
+ private:
+  CollectiveContext& ctx_;
+  std::vector<int> saved_group_;
+  int saved_rank_;
+  uint64_t saved_base_;
+};
+
+}  // namespace chorus
+
+#endif  // CHORUS_COLLECTIVES_ENGINE_CONTEXT_H_
