@@ -11,7 +11,6 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -33,10 +32,6 @@ constexpr absl::Duration kIdleSleep = absl::Milliseconds(50);
 constexpr int kLivenessPollMillis = 5;
 // Cancel of a send whose receiver is copying out of it waits this long for the copy to end.
 constexpr absl::Duration kCancelReadWait = absl::Seconds(10);
-// How many of one sender's slots may wait for a claim while its unmatched messages wait out a
-// hold (Hold): half of them, so the other half stays free for messages whose receives are
-// posted.
-constexpr int kMaxHeldPerPeer = kSlotsPerPeer / 2;
 
 std::string TagText(Tag tag) { return absl::StrCat("0x", absl::Hex(tag)); }
 
@@ -143,14 +138,6 @@ struct Engine::InboundStream {
   uint64_t received = 0;
 };
 
-// An unmatched announcement, to be pulled once its hold time is over.
-struct Engine::HeldAnnouncement {
-  std::chrono::steady_clock::time_point pull_at;
-  int peer = -1;
-  Tag tag = 0;
-  uint64_t arrival = 0;
-};
-
 struct Engine::Peer {
   int rank = -1;
   InboxAddress address;
@@ -178,7 +165,6 @@ struct Engine::Peer {
   RingReader reader;
   uint64_t chunks_consumed = 0;
   absl::flat_hash_map<int, InboundStream> inbound_streams;  // by slot index
-  std::chrono::steady_clock::time_point last_pull_at;       // when the last held message is due
   // The peer's arena, mapped (read-only) when the first message announced from it arrives;
   // arena_failed once that failed (its messages then travel like those from private buffers).
   std::unique_ptr<Mapping> arena;
@@ -203,7 +189,8 @@ Engine::Engine(Config config)
       job_hash_(config.job_hash),
       inbox_(std::move(config.inbox)),
       header_(inbox_->header()),
-      matching_(config.size) {
+      matching_(config.size),
+      held_(mu_, config.size) {
   peers_.resize(size_);
   for (int r = 0; r < size_; ++r) {
     Peer& peer = peers_[r];
@@ -629,7 +616,8 @@ void Engine::DeliverAnnouncement(Peer& peer, const Record& record) {
     message.length = record.length;
     message.address = record.arg;
     const uint64_t arrival = matching_.AddUnexpected(peer.rank, record.tag, std::move(message));
-    Hold(peer, record.tag, arrival, record.length);
+    held_.Hold({peer.rank, record.tag, arrival}, options_.HoldFor(record.length),
+               UnclaimedSlots(peer));
     return;
   }
   const Claim claim =
@@ -638,31 +626,6 @@ void Engine::DeliverAnnouncement(Peer& peer, const Record& record) {
   if (claim == Claim::kWithdrawn) return;  // cancelled by its sender: never a message
   ReceiveAnnounced(peer, TakePosted(peer, record.tag), claim, record.slot_ref, record.length,
                    record.arg);
-}
-
-void Engine::Hold(Peer& peer, Tag tag, uint64_t arrival, uint64_t length) {
-  // One sender's held messages are pulled one after another: a message's hold starts when the
-  // one held before it from the same sender is due. A pipelined sender announces many segments
-  // at once and the receiver works through them in order, so each gets the time its
-  // predecessors take instead of all expiring together and being copied twice.
-  // Once more than kMaxHeldPerPeer of the sender's slots wait for a claim, a message is pulled
-  // at once instead: a held message keeps its rendezvous slot, and a sender running far ahead
-  // of our receives must never have every slot idle in a hold, or all its later messages (small
-  // ones too, queued behind) wait the holds out although their receives are posted.
-  const auto now = std::chrono::steady_clock::now();
-  auto pull_at = now;
-  if (UnclaimedSlots(peer) <= kMaxHeldPerPeer) {
-    pull_at =
-        std::max(now, peer.last_pull_at) + absl::ToChronoNanoseconds(options_.HoldFor(length));
-    peer.last_pull_at = pull_at;
-  }
-  const HeldAnnouncement held{pull_at, peer.rank, tag, arrival};
-  held_.insert(std::upper_bound(held_.begin(), held_.end(), held,
-                                [](const HeldAnnouncement& a, const HeldAnnouncement& b) {
-                                  return a.pull_at < b.pull_at;
-                                }),
-               held);
-  next_pull_ns_.store(held_.front().pull_at.time_since_epoch().count(), std::memory_order_relaxed);
 }
 
 int Engine::UnclaimedSlots(const Peer& peer) const {
@@ -790,9 +753,8 @@ void Engine::PublishArena(const Arena& arena) {
 
 void Engine::PullExpiredAnnouncements() {
   const auto now = std::chrono::steady_clock::now();
-  while (!held_.empty() && held_.front().pull_at <= now) {
-    const HeldAnnouncement held = held_.front();
-    held_.pop_front();
+  HoldSchedule::Entry held;
+  while (held_.PopDue(now, &held)) {
     Peer& peer = peers_[held.peer];
     if (!peer.failure.ok()) continue;
     const auto is_held = [&](const Matching::Arrived& a) { return a.arrival == held.arrival; };
@@ -837,9 +799,6 @@ void Engine::PullExpiredAnnouncements() {
     }
     if (!keep) matching_.EraseUnexpected(peer.rank, held.tag, is_held);
   }
-  next_pull_ns_.store(held_.empty() ? std::numeric_limits<int64_t>::max()
-                                    : held_.front().pull_at.time_since_epoch().count(),
-                      std::memory_order_relaxed);
 }
 
 void Engine::TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& request,
@@ -1304,7 +1263,7 @@ void Engine::CloseWith(absl::Status status, uint32_t how) {
     peer.inbound_streams.clear();
     peer.control_queue.clear();
   }
-  held_.clear();
+  held_.Clear();
   // Tell the peers: those attached to us see `closed` on their next poll; ring the ones we
   // reach so sleeping ones look now.
   ScanAttachments();
@@ -1387,7 +1346,8 @@ absl::Status Engine::Wait(ShmRequest& request, Deadline deadline) {
       sleeping_waiters_.fetch_add(1, std::memory_order_seq_cst);
       PollOnce();
       if (!request.IsDone()) {
-        Sleep(header_, seq, std::min({deadline.Remaining(), kWaiterSleepCap, UntilNextPull()}));
+        Sleep(header_, seq,
+              std::min({deadline.Remaining(), kWaiterSleepCap, held_.UntilNextPull()}));
       }
       sleeping_waiters_.fetch_sub(1, std::memory_order_relaxed);
       EndSleep(header_);
@@ -1409,13 +1369,6 @@ absl::Status Engine::Wait(ShmRequest& request, Deadline deadline) {
   return request.status();
 }
 
-absl::Duration Engine::UntilNextPull() const {
-  const int64_t at = next_pull_ns_.load(std::memory_order_relaxed);
-  if (at == std::numeric_limits<int64_t>::max()) return absl::InfiniteDuration();
-  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
-  return absl::Nanoseconds(std::max<int64_t>(0, at - now));
-}
-
 void Engine::BackgroundLoop() {
   SetThreadLogRank(rank_);
   while (!stopping_.load(std::memory_order_acquire)) {
@@ -1429,7 +1382,7 @@ void Engine::BackgroundLoop() {
     PollOnce();
     if (active_waiters_.load(std::memory_order_relaxed) == 0 &&
         !stopping_.load(std::memory_order_acquire)) {
-      Sleep(header_, seq, std::min(kIdleSleep, UntilNextPull()));
+      Sleep(header_, seq, std::min(kIdleSleep, held_.UntilNextPull()));
     }
     EndSleep(header_);
   }

@@ -12,7 +12,6 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -27,6 +26,7 @@
 #include "chorus/transport/receive_claim.h"
 #include "chorus/transport/request.h"
 #include "chorus/transport/shm/arena.h"
+#include "chorus/transport/shm/hold_schedule.h"
 #include "chorus/transport/shm/layout.h"
 #include "chorus/transport/shm/ring.h"
 #include "chorus/transport/shm/segment.h"
@@ -116,7 +116,6 @@ class Engine : public std::enable_shared_from_this<Engine> {
   struct Peer;
   struct Unexpected;
   struct InboundStream;
-  struct HeldAnnouncement;
   enum class Claim { kWithdrawn, kTooLong, kRead, kStage };
   using Matching = matching::MatchTable<std::shared_ptr<ShmRequest>, Unexpected>;
 
@@ -187,10 +186,6 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // Pulls announcements that waited longer than the hold time for a receive into buffers of
   // this rank, so their senders complete.
   void PullExpiredAnnouncements() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Keeps an unmatched announcement of `length` bytes from `peer` as a descriptor until its
-  // hold is over (ShmOptions::HoldFor, queued behind the peer's earlier held messages).
-  void Hold(Peer& peer, Tag tag, uint64_t arrival, uint64_t length)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // How many of `peer`'s rendezvous slots towards this rank hold an announcement nobody has
   // claimed yet: its held messages, and any whose announcement is still in the ring.
   int UnclaimedSlots(const Peer& peer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -223,8 +218,6 @@ class Engine : public std::enable_shared_from_this<Engine> {
 
   // --- waiting and the background thread (mu_ not held) ---
   void PollOnce() ABSL_LOCKS_EXCLUDED(mu_);
-  // Time until the oldest held announcement is due to be pulled (infinite if none).
-  absl::Duration UntilNextPull() const;
   void WakeWaitersIfCompleted();
   void BackgroundLoop();
   // Polls the peers' pidfds (and the stop event) for up to `timeout_ms`; fails dead peers.
@@ -248,8 +241,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::vector<int> active_ ABSL_GUARDED_BY(mu_);  // connected, not failed: polled by Progress
   uint64_t seen_attach_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   Matching matching_ ABSL_GUARDED_BY(mu_);
-  std::deque<HeldAnnouncement> held_ ABSL_GUARDED_BY(mu_);                  // in due order
-  std::atomic<int64_t> next_pull_ns_{std::numeric_limits<int64_t>::max()};  // steady clock
+  HoldSchedule held_;  // guarded by mu_, which it names
   // Every request from creation to completion, so Abort and peer failure can reach them.
   absl::flat_hash_map<ShmRequest*, std::shared_ptr<ShmRequest>> pending_ ABSL_GUARDED_BY(mu_);
   absl::Status closed_ ABSL_GUARDED_BY(mu_);  // non-OK once aborted or shut down
