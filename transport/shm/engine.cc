@@ -19,6 +19,7 @@
 #include "chorus/core/host_identity.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
+#include "chorus/transport/shm/bytes.h"
 #include "chorus/transport/shm/doorbell.h"
 
 namespace chorus::shm {
@@ -92,22 +93,6 @@ class ShmConnection final : public Connection {
   const int peer_;
 };
 
-// A heap buffer that is not zero-filled first: pulled messages (up to many MiB) are written
-// over at once.
-struct Bytes {
-  std::unique_ptr<char[]> data;
-  size_t size = 0;
-
-  static Bytes Uninitialized(size_t size) {
-    return Bytes{std::unique_ptr<char[]>(new char[size]), size};
-  }
-  static Bytes CopyOf(const char* from, size_t size) {
-    Bytes bytes = Uninitialized(size);
-    if (size != 0) std::memcpy(bytes.data.get(), from, size);
-    return bytes;
-  }
-};
-
 // A message that arrived before its receive was posted.
 struct Engine::Unexpected {
   enum class Kind {
@@ -120,22 +105,6 @@ struct Engine::Unexpected {
   uint32_t slot_ref = 0;  // kAnnounced, kPulling
   uint64_t length = 0;
   uint64_t address = 0;
-};
-
-// A large message coming through the staging area.
-struct Engine::InboundStream {
-  enum class Into {
-    kRequest,  // the matched receive (its buffer, or its sink)
-    kHeld,     // `held`: pulled before any receive was posted
-    kDiscard,  // the receive was cancelled or too small: drain and drop the rest
-  };
-  Into into = Into::kRequest;
-  std::shared_ptr<ShmRequest> request;
-  Bytes held;
-  Tag tag = 0;
-  uint32_t slot_ref = 0;
-  uint64_t length = 0;
-  uint64_t received = 0;
 };
 
 struct Engine::Peer {
@@ -163,8 +132,7 @@ struct Engine::Peer {
   // Inbound: the peer's area in this rank's inbox.
   AreaView in;
   RingReader reader;
-  uint64_t chunks_consumed = 0;
-  absl::flat_hash_map<int, InboundStream> inbound_streams;  // by slot index
+  InboundStreams inbound_streams;
   // The peer's arena, mapped (read-only) when the first message announced from it arrives;
   // arena_failed once that failed (its messages then travel like those from private buffers).
   std::unique_ptr<Mapping> arena;
@@ -200,6 +168,7 @@ Engine::Engine(Config config)
     peer.connection = std::make_unique<ShmConnection>(*this, r);
     peer.in = inbox_->area(r);
     peer.reader = RingReader(peer.in);
+    peer.inbound_streams = InboundStreams(peer.in);
   }
 }
 
@@ -591,12 +560,12 @@ void Engine::FinishEagerReceive(ShmRequest& request, int from, const char* data,
              0, from);
     return;
   }
-  if (length != 0) Store(request, 0, data, length);
+  if (length != 0) request.Store(0, data, length);
   Complete(request, absl::OkStatus(), length, from);
 }
 
-void Engine::Store(ShmRequest& request, uint64_t offset, const char* data, uint64_t length) {
-  Deliver(request.sink_, request.data_, offset, data, length);
+void ShmRequest::Store(uint64_t offset, const char* data, uint64_t length) {
+  Deliver(sink_, data_, offset, data, length);
 }
 
 void Engine::DeliverAnnouncement(Peer& peer, const Record& record) {
@@ -671,12 +640,7 @@ void Engine::ReceiveAnnounced(Peer& peer, const std::shared_ptr<ShmRequest>& req
       request->stage_ = ShmRequest::Stage::kStreaming;
       request->slot_ref_ = slot_ref;
       request->source_ = peer.rank;
-      InboundStream& stream = peer.inbound_streams[SlotIndex(slot_ref)];
-      stream = InboundStream{};
-      stream.request = request;
-      stream.tag = request->tag();
-      stream.slot_ref = slot_ref;
-      stream.length = length;
+      peer.inbound_streams.StartInto(slot_ref, request, request->tag(), length);
       WriteControl(peer, RecordType::kClearToSend, slot_ref);
       return;
     }
@@ -786,13 +750,7 @@ void Engine::PullExpiredAnnouncements() {
       }
       case Claim::kStage: {
         message->kind = Unexpected::Kind::kPulling;
-        InboundStream& stream = peer.inbound_streams[SlotIndex(message->slot_ref)];
-        stream = InboundStream{};
-        stream.into = InboundStream::Into::kHeld;
-        stream.held = Bytes::Uninitialized(message->length);
-        stream.tag = held.tag;
-        stream.slot_ref = message->slot_ref;
-        stream.length = message->length;
+        peer.inbound_streams.StartPull(message->slot_ref, held.tag, message->length);
         WriteControl(peer, RecordType::kClearToSend, message->slot_ref);
         break;
       }
@@ -803,24 +761,18 @@ void Engine::PullExpiredAnnouncements() {
 
 void Engine::TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& request,
                             const Unexpected& message) {
-  InboundStream& stream = peer.inbound_streams[SlotIndex(message.slot_ref)];
   if (message.length > request->size_) {
-    stream.into = InboundStream::Into::kDiscard;
-    stream.held = {};
+    peer.inbound_streams.Discard(message.slot_ref);
     FinishEagerReceive(*request, peer.rank, nullptr, message.length);  // fails: too long
     return;
   }
-  // What has arrived so far moves over; the rest streams straight into the receive.
-  if (stream.received != 0) Store(*request, 0, stream.held.data.get(), stream.received);
-  stream.held = {};
-  stream.into = InboundStream::Into::kRequest;
-  stream.request = request;
+  peer.inbound_streams.TakeOver(message.slot_ref, request);
   request->stage_ = ShmRequest::Stage::kStreaming;
   request->slot_ref_ = message.slot_ref;
   request->source_ = peer.rank;
 }
 
-void Engine::FinishPulled(Peer& peer, InboundStream& stream) {
+void Engine::FinishPulled(Peer& peer, InboundStreams::Stream& stream) {
   Matching::Arrived* arrived =
       matching_.FindUnexpected(peer.rank, stream.tag, [&](const Matching::Arrived& a) {
         return a.message.kind == Unexpected::Kind::kPulling && a.message.slot_ref == stream.slot_ref;
@@ -840,36 +792,25 @@ void Engine::OnClearToSend(Peer& peer, uint32_t slot_ref) {
 }
 
 void Engine::OnChunk(Peer& peer, const Record& record) {
-  auto it = peer.inbound_streams.find(SlotIndex(record.slot_ref));
-  const uint64_t chunk_bytes = peer.in.chunk_bytes();
-  if (it == peer.inbound_streams.end() || it->second.slot_ref != record.slot_ref ||
-      record.arg != it->second.received || record.length == 0 || record.length > chunk_bytes ||
-      record.length > it->second.length - it->second.received) {
-    FailPeer(peer, PeerUnavailableError(absl::StrCat("shm: rank ", peer.rank,
-                                                     " sent a staging chunk that does "
-                                                     "not continue any transfer (protocol error)"),
-                                        peer.rank));
-    return;
+  InboundStreams::Stream stream;
+  switch (peer.inbound_streams.OnChunk(record, &stream)) {
+    case InboundStreams::ChunkResult::kInvalid:
+      FailPeer(peer, PeerUnavailableError(absl::StrCat("shm: rank ", peer.rank,
+                                                       " sent a staging chunk that does not "
+                                                       "continue any transfer (protocol error)"),
+                                          peer.rank));
+      return;
+    case InboundStreams::ChunkResult::kPartial:
+      return;
+    case InboundStreams::ChunkResult::kComplete:
+      break;
   }
-  InboundStream& stream = it->second;
-  const char* chunk = peer.in.chunk(peer.chunks_consumed);
-  if (stream.into == InboundStream::Into::kRequest) {
-    Store(*stream.request, record.arg, chunk, record.length);
-  } else if (stream.into == InboundStream::Into::kHeld) {
-    std::memcpy(stream.held.data.get() + record.arg, chunk, record.length);
-  }
-  ++peer.chunks_consumed;
-  peer.in.control->staging_released.store(peer.chunks_consumed, std::memory_order_release);
-  stream.received += record.length;
-  if (stream.received < stream.length) return;
-  if (stream.into == InboundStream::Into::kRequest) {
+  if (stream.into == InboundStreams::Stream::Into::kRequest) {
     Complete(*stream.request, absl::OkStatus(), stream.length, peer.rank);
-  } else if (stream.into == InboundStream::Into::kHeld) {
+  } else if (stream.into == InboundStreams::Stream::Into::kHeld) {
     FinishPulled(peer, stream);  // now an ordinary unexpected message
   }
-  const uint32_t slot_ref = stream.slot_ref;
-  peer.inbound_streams.erase(it);
-  WriteControl(peer, RecordType::kFinished, slot_ref, kFinishDelivered);
+  WriteControl(peer, RecordType::kFinished, stream.slot_ref, kFinishDelivered);
 }
 
 void Engine::OnFinished(Peer& peer, uint32_t slot_ref, uint64_t outcome) {
@@ -1112,10 +1053,7 @@ void Engine::Cancel(ShmRequest& request) {
       case ShmRequest::Stage::kStreaming:
         if (!is_send) {
           // Later chunks are drained and dropped.
-          InboundStream& stream =
-              peers_[request.source_].inbound_streams[SlotIndex(request.slot_ref_)];
-          stream.into = InboundStream::Into::kDiscard;
-          stream.request.reset();
+          peers_[request.source_].inbound_streams.Discard(request.slot_ref_);
           Complete(request, cancelled);
           break;
         }
@@ -1213,10 +1151,8 @@ void Engine::FailPeer(Peer& peer, absl::Status status, bool departed) {
     request.reset();
   }
   peer.streams.clear();
-  for (auto& [slot, stream] : peer.inbound_streams) {
-    if (stream.into == InboundStream::Into::kRequest) Complete(*stream.request, status);
-  }
-  peer.inbound_streams.clear();
+  peer.inbound_streams.ForEachReceive([&](ShmRequest& request) { Complete(request, status); });
+  peer.inbound_streams.Clear();
   peer.control_queue.clear();
   // Messages that arrived in full stay receivable; descriptors and partial pulls of large ones
   // are useless without their sender.
@@ -1260,7 +1196,7 @@ void Engine::CloseWith(absl::Status status, uint32_t how) {
     peer.send_queue.clear();
     for (auto& request : peer.announced) request.reset();
     peer.streams.clear();
-    peer.inbound_streams.clear();
+    peer.inbound_streams.Clear();
     peer.control_queue.clear();
   }
   held_.Clear();

@@ -27,6 +27,7 @@
 #include "chorus/transport/request.h"
 #include "chorus/transport/shm/arena.h"
 #include "chorus/transport/shm/hold_schedule.h"
+#include "chorus/transport/shm/inbound_streams.h"
 #include "chorus/transport/shm/layout.h"
 #include "chorus/transport/shm/ring.h"
 #include "chorus/transport/shm/segment.h"
@@ -39,7 +40,7 @@ namespace chorus::shm {
 class Engine;
 
 // A send or receive of the shm transport. Thread-safe like every Request; the fields below the
-// base class belong to the engine and are guarded by its mutex.
+// base class belong to the engine and are guarded by its mutex (as is Store).
 class ShmRequest final : public Request {
  public:
   ShmRequest(std::shared_ptr<Engine> engine, RequestKind kind, int peer, Tag tag, char* data,
@@ -51,6 +52,7 @@ class ShmRequest final : public Request {
 
  private:
   friend class Engine;
+  friend class InboundStreams;
   enum class Stage {
     kNew,
     kQueued,     // send: waiting for ring space or a rendezvous slot
@@ -59,6 +61,9 @@ class ShmRequest final : public Request {
     kPosted,     // receive: waiting for a message
     kDone,
   };
+
+  // Receive: puts received bytes where it wants them, its sink, else its buffer.
+  void Store(uint64_t offset, const char* data, uint64_t length);
 
   const std::shared_ptr<Engine> engine_;
   char* data_;  // the caller's buffer, or private_copy_ once a streaming send is cancelled
@@ -115,7 +120,6 @@ class Engine : public std::enable_shared_from_this<Engine> {
  private:
   struct Peer;
   struct Unexpected;
-  struct InboundStream;
   enum class Claim { kWithdrawn, kTooLong, kRead, kStage };
   using Matching = matching::MatchTable<std::shared_ptr<ShmRequest>, Unexpected>;
 
@@ -173,9 +177,6 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void ReceiveAnnounced(Peer& peer, const std::shared_ptr<ShmRequest>& request, Claim claim,
                         uint32_t slot_ref, uint64_t length, uint64_t address)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Puts received bytes where the receive wants them: its sink, else its buffer.
-  void Store(ShmRequest& request, uint64_t offset, const char* data, uint64_t length)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishEagerReceive(ShmRequest& request, int from, const char* data, uint64_t length)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Copies an announced message (claimed for reading) out of the sender's buffer into `into`,
@@ -193,7 +194,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& request,
                     const Unexpected& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A pull finished: its unexpected entry becomes plain data.
-  void FinishPulled(Peer& peer, InboundStream& stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishPulled(Peer& peer, InboundStreams::Stream& stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- completion and failure (mu_ held) ---
   std::shared_ptr<ShmRequest> NewRequest(RequestKind kind, int peer, Tag tag, void* data,
