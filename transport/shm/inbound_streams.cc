@@ -3,7 +3,7 @@
 #include <cstring>
 #include <utility>
 
-#include "chorus/transport/shm/engine.h"
+#include "chorus/transport/shm/shm_request.h"
 
 namespace chorus::shm {
 
