@@ -21,6 +21,7 @@
 #include "chorus/core/status.h"
 #include "chorus/transport/shm/bytes.h"
 #include "chorus/transport/shm/doorbell.h"
+#include "chorus/transport/shm/peer_outbound.h"
 
 namespace chorus::shm {
 namespace {
@@ -46,8 +47,6 @@ std::string Describe(const ShmRequest& request, absl::Span<const int> any_peers)
   }
   return absl::StrCat("receive from rank ", request.peer(), " (tag ", TagText(request.tag()), ")");
 }
-
-SlotState StateOf(uint32_t word) { return static_cast<SlotState>(word & 7u); }
 
 int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
@@ -115,19 +114,9 @@ struct Engine::Peer {
   bool connected = false;
   std::unique_ptr<ShmConnection> connection;
 
-  // Outbound: this rank's area in the peer's inbox.
-  std::unique_ptr<PeerInbox> outbox;
-  RingWriter writer;
+  PeerOutbound out;
   LargePath large_path = LargePath::kStaging;  // how this rank reads the peer's large messages
-  uint64_t eager_limit = 0;
   int pidfd = -1;  // -1 for a peer in this process (or without pidfd_open: kill(pid, 0))
-  std::deque<Record> control_queue;  // rendezvous replies waiting for ring space
-  std::deque<std::shared_ptr<ShmRequest>> send_queue;
-  std::vector<int> free_slots;
-  std::array<std::shared_ptr<ShmRequest>, kSlotsPerPeer> announced;
-  std::array<uint32_t, kSlotsPerPeer> generation{};
-  std::deque<std::shared_ptr<ShmRequest>> streams;  // cleared to stream, in order
-  uint64_t chunks_produced = 0;
 
   // Inbound: the peer's area in this rank's inbox.
   AreaView in;
@@ -250,7 +239,7 @@ RequestPtr Engine::Send(int peer_rank, Tag tag, ConstMemoryRef buffer) {
       Complete(*request, std::move(check));
     } else {
       request->stage_ = ShmRequest::Stage::kQueued;
-      peer.send_queue.push_back(request);
+      peer.out.QueueSend(request);
       Flush(peer);
     }
     TrackIfPending(request);
@@ -363,27 +352,18 @@ void Engine::Connect(Peer& peer) {
     FailUnreachable(peer, outbox.status());
     return;
   }
-  peer.outbox = std::move(outbox).value();
+  peer.out.Attach(std::move(outbox).value());
   auto large_path = ChooseLargePath(peer);
   if (!large_path.ok()) {
     FailPeer(peer, large_path.status());
     return;
   }
   peer.large_path = *large_path;
-  peer.writer = RingWriter(peer.outbox->area());
-  peer.eager_limit = std::min<uint64_t>(options_.eager_bytes, peer.writer.max_payload());
-  for (int slot = kSlotsPerPeer - 1; slot >= 0; --slot) peer.free_slots.push_back(slot);
-
-  AreaControl& control = *peer.outbox->area().control;
-  control.producer_job_hash = job_hash_;
-  control.producer_rank = rank_;
-  control.attached.store(1, std::memory_order_release);
-  peer.outbox->header().attach_epoch.fetch_add(1, std::memory_order_acq_rel);
-  RingDoorbell(peer.outbox->header());
+  peer.out.Open(options_.eager_bytes, rank_, job_hash_);
   peer.connected = true;
   active_.push_back(peer.rank);
   CHORUS_LOG(kInfo, "shm") << "rank " << rank_ << " attached to " << who << "; eager up to "
-                           << peer.eager_limit << " bytes, larger messages from it by "
+                           << peer.out.eager_limit() << " bytes, larger messages from it by "
                            << LargePathName(peer.large_path);
 }
 
@@ -399,7 +379,7 @@ absl::StatusOr<LargePath> Engine::ChooseLargePath(const Peer& peer) const {
   const bool same_process = peer.address.pid == getpid();
   if (options_.single_copy == SingleCopyMode::kStaging) return LargePath::kStaging;
   if (options_.single_copy == SingleCopyMode::kAuto && same_process) return LargePath::kMemcpy;
-  const InboxHeader& header = peer.outbox->header();
+  const InboxHeader& header = peer.out.header();
   const absl::Status probe =
       ProbeCrossMemory(peer.address.pid, header.probe_address, header.probe_value);
   if (probe.ok()) {
@@ -459,7 +439,7 @@ void Engine::Progress() {
   for (size_t i = 0; i < active_.size(); ++i) {
     Peer& peer = peers_[active_[i]];
     // Read before draining: what the peer wrote before closing is still delivered.
-    const uint32_t closed = peer.outbox->header().closed.load(std::memory_order_acquire);
+    const uint32_t closed = peer.out.header().closed.load(std::memory_order_acquire);
     Drain(peer);
     if (!peer.failure.ok()) continue;
     if (closed != kOpen) {
@@ -505,7 +485,7 @@ void Engine::Drain(Peer& peer) {
   // Space was freed: wake the peer if it waits for ring space or a staging chunk. Both sides
   // swap `want_space` (after freeing, before looking again), so one of them sees the other.
   if (peer.in.control->want_space.exchange(0, std::memory_order_seq_cst) != 0) {
-    RingDoorbell(peer.outbox->header());
+    RingDoorbell(peer.out.header());
   }
 }
 
@@ -519,7 +499,7 @@ void Engine::HandleRecord(Peer& peer, const Record& record, const char* payload)
       if (slot_ok) DeliverAnnouncement(peer, record);
       break;
     case RecordType::kClearToSend:
-      if (slot_ok) OnClearToSend(peer, record.slot_ref);
+      if (slot_ok) peer.out.ClearedToSend(record.slot_ref);
       break;
     case RecordType::kChunk:
       if (slot_ok) OnChunk(peer, record);
@@ -682,7 +662,7 @@ const char* Engine::InPlace(Peer& peer, uint64_t address, uint64_t length) {
   }
   if (peer.arena == nullptr) {
     if (peer.arena_failed) return nullptr;
-    const InboxHeader& header = peer.outbox->header();
+    const InboxHeader& header = peer.out.header();
     Arena::Identity identity;
     identity.bytes = header.arena_bytes.load(std::memory_order_acquire);
     if (identity.bytes == 0) return nullptr;  // the peer has no arena (yet)
@@ -782,15 +762,6 @@ void Engine::FinishPulled(Peer& peer, InboundStreams::Stream& stream) {
   arrived->message.data = std::move(stream.held);
 }
 
-void Engine::OnClearToSend(Peer& peer, uint32_t slot_ref) {
-  const std::shared_ptr<ShmRequest>& request = peer.announced[SlotIndex(slot_ref)];
-  if (request == nullptr || request->slot_ref_ != slot_ref) return;
-  // A send that failed meanwhile has nothing to stream; a cancelled one streams its private copy.
-  if (request->IsDone() && request->private_copy_ == nullptr) return;
-  request->stage_ = ShmRequest::Stage::kStreaming;
-  peer.streams.push_back(request);
-}
-
 void Engine::OnChunk(Peer& peer, const Record& record) {
   InboundStreams::Stream stream;
   switch (peer.inbound_streams.OnChunk(record, &stream)) {
@@ -814,12 +785,9 @@ void Engine::OnChunk(Peer& peer, const Record& record) {
 }
 
 void Engine::OnFinished(Peer& peer, uint32_t slot_ref, uint64_t outcome) {
-  const int slot = SlotIndex(slot_ref);
-  std::shared_ptr<ShmRequest> request = peer.announced[slot];
-  if (request == nullptr || request->slot_ref_ != slot_ref) return;
-  peer.announced[slot].reset();
-  peer.free_slots.push_back(slot);
-  if (request->IsDone()) return;  // streamed in full already, or cancelled
+  const std::shared_ptr<ShmRequest> request = peer.out.Finished(slot_ref);
+  if (request == nullptr) return;  // about an earlier use of the slot
+  if (request->IsDone()) return;   // streamed in full already, or cancelled
   if (outcome == kFinishReadFailed) {
     Complete(*request, InternalError(absl::StrCat("shm: rank ", peer.rank,
                                                   " could not read this send's buffer with "
@@ -833,110 +801,31 @@ void Engine::OnFinished(Peer& peer, uint32_t slot_ref, uint64_t outcome) {
 // Writing to a peer
 
 void Engine::WriteControl(Peer& peer, RecordType type, uint32_t slot_ref, uint64_t length) {
-  Record record{};
-  record.type = type;
-  record.slot_ref = slot_ref;
-  record.length = length;
-  peer.control_queue.push_back(record);
+  peer.out.QueueControl(type, slot_ref, length);
   Flush(peer);
 }
 
+// What the engine does as a peer's outbound writes sends.
+struct Engine::OutboundEvents {
+  Engine& engine;
+
+  // A send from this process's arena publishes the arena first, so the peer can read it in place.
+  void Announcing(const ShmRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine.mu_) {
+    if (engine.arena_published_) return;
+    const Arena* arena = Arena::IfCreated();
+    if (arena != nullptr && arena->Contains(request.data_, request.size_)) {
+      engine.PublishArena(*arena);
+    }
+  }
+  void Sent(ShmRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine.mu_) {
+    engine.Complete(request, absl::OkStatus(), request.size_);
+  }
+};
+
 void Engine::Flush(Peer& peer) {
   if (!peer.connected || !peer.failure.ok()) return;
-  if (!FlushOnce(peer)) return;
-  // Blocked on space: ask the consumer to ring us when it frees some, then look once more in
-  // case it did in between (see Drain).
-  peer.outbox->area().control->want_space.exchange(1, std::memory_order_seq_cst);
-  FlushOnce(peer);
-}
-
-bool Engine::FlushOnce(Peer& peer) {
-  bool wrote = false;
-  bool blocked = false;
-  while (!peer.control_queue.empty()) {
-    if (!peer.writer.TryWrite(peer.control_queue.front())) {
-      blocked = true;
-      break;
-    }
-    peer.control_queue.pop_front();
-    wrote = true;
-  }
-  if (!blocked) blocked = FlushSends(peer, &wrote);
-  if (!blocked) blocked = PushStreams(peer, &wrote);
-  if (wrote) RingDoorbell(peer.outbox->header());
-  return blocked;
-}
-
-bool Engine::FlushSends(Peer& peer, bool* wrote) {
-  while (!peer.send_queue.empty()) {
-    ShmRequest& request = *peer.send_queue.front();
-    Record record{};
-    record.tag = request.tag();
-    record.length = request.size_;
-    if (request.size_ <= peer.eager_limit) {
-      record.type = RecordType::kEager;
-      if (!peer.writer.TryWrite(record, request.data_, request.size_)) return true;
-      *wrote = true;
-      const std::shared_ptr<ShmRequest> sent = std::move(peer.send_queue.front());
-      peer.send_queue.pop_front();
-      Complete(*sent, absl::OkStatus(), sent->size_);
-      continue;
-    }
-    if (peer.free_slots.empty()) return false;  // a kFinished record will free one
-    const int slot = peer.free_slots.back();
-    const uint32_t generation = (peer.generation[slot] + 1) & kSlotGenerationMask;
-    // Published by the ring's release of the record below.
-    peer.outbox->area().control->slots[slot].store(SlotWord(generation, kSlotPosted),
-                                                   std::memory_order_relaxed);
-    record.type = RecordType::kAnnounce;
-    record.slot_ref = SlotRef(generation, slot);
-    record.arg = reinterpret_cast<uint64_t>(request.data_);
-    if (!arena_published_) {
-      const Arena* arena = Arena::IfCreated();
-      if (arena != nullptr && arena->Contains(request.data_, request.size_)) PublishArena(*arena);
-    }
-    if (!peer.writer.TryWrite(record)) return true;
-    *wrote = true;
-    peer.generation[slot] = generation;
-    peer.free_slots.pop_back();
-    request.slot_ = slot;
-    request.slot_ref_ = record.slot_ref;
-    request.stage_ = ShmRequest::Stage::kAnnounced;
-    peer.announced[slot] = std::move(peer.send_queue.front());
-    peer.send_queue.pop_front();
-  }
-  return false;
-}
-
-bool Engine::PushStreams(Peer& peer, bool* wrote) {
-  const AreaView& out = peer.outbox->area();
-  while (!peer.streams.empty()) {
-    ShmRequest& request = *peer.streams.front();
-    while (request.streamed_ < request.size_) {
-      const uint64_t released = out.control->staging_released.load(std::memory_order_acquire);
-      if (peer.chunks_produced - released >= kStagingChunks) return true;
-      const uint64_t bytes =
-          std::min<uint64_t>(out.chunk_bytes(), request.size_ - request.streamed_);
-      // Rewritten harmlessly if the record below does not fit yet.
-      std::memcpy(out.chunk(peer.chunks_produced), request.data_ + request.streamed_, bytes);
-      Record record{};
-      record.type = RecordType::kChunk;
-      record.slot_ref = request.slot_ref_;
-      record.tag = request.tag();
-      record.length = bytes;
-      record.arg = request.streamed_;
-      if (!peer.writer.TryWrite(record)) return true;
-      *wrote = true;
-      ++peer.chunks_produced;
-      request.streamed_ += bytes;
-    }
-    // Every byte is in the staging area: the buffer is free. The slot stays taken until the
-    // receiver's kFinished.
-    const std::shared_ptr<ShmRequest> sent = std::move(peer.streams.front());
-    peer.streams.pop_front();
-    Complete(*sent, absl::OkStatus(), sent->size_);
-  }
-  return false;
+  OutboundEvents events{*this};
+  peer.out.Flush(events);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1037,12 +926,7 @@ void Engine::Cancel(ShmRequest& request) {
       case ShmRequest::Stage::kDone:
         break;
       case ShmRequest::Stage::kQueued: {
-        auto& queue = peer->send_queue;
-        queue.erase(std::remove_if(queue.begin(), queue.end(),
-                                   [&](const std::shared_ptr<ShmRequest>& queued) {
-                                     return queued.get() == &request;
-                                   }),
-                    queue.end());
+        peer->out.Unqueue(request);
         Complete(request, cancelled);
         break;
       }
@@ -1059,16 +943,10 @@ void Engine::Cancel(ShmRequest& request) {
         }
         [[fallthrough]];
       case ShmRequest::Stage::kAnnounced: {
-        std::atomic<uint32_t>& word = peer->outbox->area().control->slots[request.slot_];
-        const uint32_t generation = SlotGeneration(request.slot_ref_);
-        uint32_t expected = SlotWord(generation, kSlotPosted);
-        if (word.compare_exchange_strong(expected, SlotWord(generation, kSlotCancelled),
-                                         std::memory_order_acq_rel)) {
-          // The receiver never touched it; its descriptor will fail to claim the slot.
-          peer->announced[request.slot_].reset();
-          peer->free_slots.push_back(request.slot_);
+        const SlotState state = peer->out.Withdraw(request);
+        if (state == kSlotPosted) {
           Complete(request, cancelled);
-        } else if (StateOf(expected) == kSlotStaging) {
+        } else if (state == kSlotStaging) {
           // The receiver has taken the message and may hold part of it already. As with a TCP
           // message partly on the wire, the rest goes out from a private copy: the receiver
           // gets the whole message (a receive never sees half of a cancelled send) and the
@@ -1078,7 +956,7 @@ void Engine::Cancel(ShmRequest& request) {
                       request.data_ + request.streamed_, request.size_ - request.streamed_);
           request.data_ = request.private_copy_.get();
           Complete(request, cancelled);  // the slot is freed by the receiver's kFinished
-        } else if (StateOf(expected) == kSlotDone) {
+        } else if (state == kSlotDone) {
           Complete(request, absl::OkStatus(), request.size_);  // delivered just now
         } else {
           receiver_reading = true;
@@ -1101,7 +979,7 @@ void Engine::FinishCancelAfterRead(ShmRequest& request) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (request.IsDone()) return;
-    word = &peers_[peer_rank].outbox->area().control->slots[request.slot_];
+    word = &peers_[peer_rank].out.slot_word(request.slot_);
     reading = SlotWord(SlotGeneration(request.slot_ref_), kSlotReading);
   }
   const Deadline give_up = Deadline::After(kCancelReadWait);
@@ -1119,7 +997,7 @@ void Engine::FinishCancelAfterRead(ShmRequest& request) {
                              << " while rank " << peer_rank << " still reads its buffer after "
                              << absl::FormatDuration(kCancelReadWait) << "; giving up on it";
   }
-  if (StateOf(word->load(std::memory_order_acquire)) == kSlotDone) {
+  if (SlotStateOf(word->load(std::memory_order_acquire)) == kSlotDone) {
     Complete(request, absl::OkStatus(), request.size_);  // the receiver took it meanwhile
     return;
   }
@@ -1144,16 +1022,9 @@ void Engine::FailPeer(Peer& peer, absl::Status status, bool departed) {
     }
     Complete(*request, status);
   }
-  for (const std::shared_ptr<ShmRequest>& request : peer.send_queue) Complete(*request, status);
-  peer.send_queue.clear();
-  for (std::shared_ptr<ShmRequest>& request : peer.announced) {
-    if (request != nullptr && !request->IsDone()) Complete(*request, status);
-    request.reset();
-  }
-  peer.streams.clear();
+  peer.out.FailAll([&](ShmRequest& request) { Complete(request, status); });
   peer.inbound_streams.ForEachReceive([&](ShmRequest& request) { Complete(request, status); });
   peer.inbound_streams.Clear();
-  peer.control_queue.clear();
   // Messages that arrived in full stay receivable; descriptors and partial pulls of large ones
   // are useless without their sender.
   matching_.RetainUnexpected(peer.rank, [](const Matching::Arrived& arrived) {
@@ -1178,33 +1049,22 @@ void Engine::CloseWith(absl::Status status, uint32_t how) {
   if (!closed_.ok()) return;
   closed_ = status;
   // Withdraw announced buffers nobody reads yet, so no peer starts reading them later.
-  for (Peer& peer : peers_) {
-    for (const std::shared_ptr<ShmRequest>& request : peer.announced) {
-      if (request == nullptr || request->IsDone()) continue;
-      const uint32_t generation = SlotGeneration(request->slot_ref_);
-      uint32_t expected = SlotWord(generation, kSlotPosted);
-      peer.outbox->area().control->slots[request->slot_].compare_exchange_strong(
-          expected, SlotWord(generation, kSlotCancelled), std::memory_order_acq_rel);
-    }
-  }
+  for (Peer& peer : peers_) peer.out.WithdrawAll();
   std::vector<std::shared_ptr<ShmRequest>> all;
   all.reserve(pending_.size());
   for (auto& [raw, request] : pending_) all.push_back(request);
   for (const std::shared_ptr<ShmRequest>& request : all) Complete(*request, status);
   matching_.Clear();
   for (Peer& peer : peers_) {
-    peer.send_queue.clear();
-    for (auto& request : peer.announced) request.reset();
-    peer.streams.clear();
+    peer.out.Clear();
     peer.inbound_streams.Clear();
-    peer.control_queue.clear();
   }
   held_.Clear();
   // Tell the peers: those attached to us see `closed` on their next poll; ring the ones we
   // reach so sleeping ones look now.
   ScanAttachments();
   header_.closed.store(how, std::memory_order_release);
-  for (int r : active_) WakeAll(peers_[r].outbox->header());
+  for (int r : active_) WakeAll(peers_[r].out.header());
   active_.clear();
 }
 
@@ -1354,8 +1214,7 @@ void Engine::CheckLiveness(int timeout_ms) {
       Peer& peer = peers_[r];
       if (!peer.failure.ok() || !closed_.ok()) continue;
       // A peer that closed its mesh and then exited left in order: report that instead.
-      const bool closed_first =
-          peer.outbox->header().closed.load(std::memory_order_acquire) != kOpen;
+      const bool closed_first = peer.out.header().closed.load(std::memory_order_acquire) != kOpen;
       Drain(peer);  // what it wrote in full before dying is still delivered
       if (closed_first) {
         Progress();

@@ -8,10 +8,8 @@
 #ifndef CHORUS_TRANSPORT_SHM_ENGINE_H_
 #define CHORUS_TRANSPORT_SHM_ENGINE_H_
 
-#include <array>
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -77,6 +75,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
  private:
   struct Peer;
   struct Unexpected;
+  struct OutboundEvents;
   enum class Claim { kWithdrawn, kTooLong, kRead, kStage };
   using Matching = matching::MatchTable<std::shared_ptr<ShmRequest>, Unexpected>;
 
@@ -95,14 +94,10 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void DeliverEager(Peer& peer, Tag tag, const char* data, uint64_t length)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DeliverAnnouncement(Peer& peer, const Record& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnClearToSend(Peer& peer, uint32_t slot_ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnChunk(Peer& peer, const Record& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnFinished(Peer& peer, uint32_t slot_ref, uint64_t outcome)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Flush(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool FlushOnce(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool FlushSends(Peer& peer, bool* wrote) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool PushStreams(Peer& peer, bool* wrote) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WriteControl(Peer& peer, RecordType type, uint32_t slot_ref, uint64_t length = 0)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

@@ -30,6 +30,7 @@ class ShmRequest final : public Request {
  private:
   friend class Engine;
   friend class InboundStreams;
+  friend class PeerOutbound;
   enum class Stage {
     kNew,
     kQueued,     // send: waiting for ring space or a rendezvous slot
