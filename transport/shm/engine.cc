@@ -21,6 +21,7 @@
 #include "chorus/core/status.h"
 #include "chorus/transport/shm/bytes.h"
 #include "chorus/transport/shm/doorbell.h"
+#include "chorus/transport/shm/peer_inbound.h"
 #include "chorus/transport/shm/peer_outbound.h"
 
 namespace chorus::shm {
@@ -115,18 +116,9 @@ struct Engine::Peer {
   std::unique_ptr<ShmConnection> connection;
 
   PeerOutbound out;
+  PeerInbound in;
   LargePath large_path = LargePath::kStaging;  // how this rank reads the peer's large messages
   int pidfd = -1;  // -1 for a peer in this process (or without pidfd_open: kill(pid, 0))
-
-  // Inbound: the peer's area in this rank's inbox.
-  AreaView in;
-  RingReader reader;
-  InboundStreams inbound_streams;
-  // The peer's arena, mapped (read-only) when the first message announced from it arrives;
-  // arena_failed once that failed (its messages then travel like those from private buffers).
-  std::unique_ptr<Mapping> arena;
-  uint64_t arena_base = 0;  // its address in the peer's process
-  bool arena_failed = false;
 };
 
 ShmRequest::ShmRequest(std::shared_ptr<Engine> engine, RequestKind kind, int peer, Tag tag,
@@ -155,9 +147,7 @@ Engine::Engine(Config config)
     peer.address = config.addresses[r];
     if (r == rank_) continue;
     peer.connection = std::make_unique<ShmConnection>(*this, r);
-    peer.in = inbox_->area(r);
-    peer.reader = RingReader(peer.in);
-    peer.inbound_streams = InboundStreams(peer.in);
+    peer.in = PeerInbound(inbox_->area(r));
   }
 }
 
@@ -371,7 +361,7 @@ void Engine::FailUnreachable(Peer& peer, absl::Status status) {
   // A peer that sent to us and then exited or closed its mesh before we attached back: every
   // send it completed is whole in our inbox (eager records, and nothing else, since only our
   // replies complete a large one), so it is still delivered before the peer counts as gone.
-  if (peer.in.control->attached.load(std::memory_order_acquire) != 0) Drain(peer);
+  if (peer.in.writer_attached()) Drain(peer);
   FailPeer(peer, std::move(status));
 }
 
@@ -414,9 +404,8 @@ void Engine::ScanAttachments() {
   seen_attach_epoch_ = epoch;
   for (Peer& peer : peers_) {
     if (peer.rank == rank_ || peer.connected || !peer.failure.ok()) continue;
-    const AreaControl& control = *peer.in.control;
-    if (control.attached.load(std::memory_order_acquire) == 0) continue;
-    if (control.producer_job_hash != job_hash_ || control.producer_rank != peer.rank) {
+    if (!peer.in.writer_attached()) continue;
+    if (!peer.in.WrittenBy(job_hash_, peer.rank)) {
       FailPeer(peer,
                PeerUnavailableError(
                    absl::StrCat("shm: the writer of rank ", peer.rank, "'s area in rank ", rank_,
@@ -464,11 +453,11 @@ void Engine::Drain(Peer& peer) {
   bool consumed = false;
   bool corrupt = false;
   while (peer.failure.ok()) {
-    const Record* next = peer.reader.Next(&corrupt);
+    const Record* next = peer.in.Next(&corrupt);
     if (next == nullptr) break;
     const Record record = *next;
     HandleRecord(peer, record, reinterpret_cast<const char*>(next + 1));
-    peer.reader.Consume(record);
+    peer.in.Consume(record);
     consumed = true;
   }
   if (corrupt) {
@@ -484,9 +473,7 @@ void Engine::Drain(Peer& peer) {
   if (!consumed || !peer.connected) return;
   // Space was freed: wake the peer if it waits for ring space or a staging chunk. Both sides
   // swap `want_space` (after freeing, before looking again), so one of them sees the other.
-  if (peer.in.control->want_space.exchange(0, std::memory_order_seq_cst) != 0) {
-    RingDoorbell(peer.out.header());
-  }
+  if (peer.in.TakeWantSpace()) RingDoorbell(peer.out.header());
 }
 
 void Engine::HandleRecord(Peer& peer, const Record& record, const char* payload) {
@@ -566,7 +553,7 @@ void Engine::DeliverAnnouncement(Peer& peer, const Record& record) {
     message.address = record.arg;
     const uint64_t arrival = matching_.AddUnexpected(peer.rank, record.tag, std::move(message));
     held_.Hold({peer.rank, record.tag, arrival}, options_.HoldFor(record.length),
-               UnclaimedSlots(peer));
+               peer.in.UnclaimedSlots());
     return;
   }
   const Claim claim =
@@ -577,19 +564,8 @@ void Engine::DeliverAnnouncement(Peer& peer, const Record& record) {
                    record.arg);
 }
 
-int Engine::UnclaimedSlots(const Peer& peer) const {
-  // The sender's slot words, not our queues: a bounded look (64 words) however many messages
-  // wait unmatched, and a slot its sender withdrew no longer counts.
-  int unclaimed = 0;
-  for (const std::atomic<uint32_t>& word : peer.in.control->slots) {
-    unclaimed += SlotStateOf(word.load(std::memory_order_relaxed)) == kSlotPosted ? 1 : 0;
-  }
-  return unclaimed;
-}
-
 Engine::Claim Engine::ClaimAnnouncement(Peer& peer, uint32_t slot_ref, uint64_t length,
                                             uint64_t address, size_t capacity) {
-  const uint32_t generation = SlotGeneration(slot_ref);
   Claim claim = Claim::kRead;
   SlotState target = kSlotReading;
   if (length > capacity) {
@@ -599,11 +575,7 @@ Engine::Claim Engine::ClaimAnnouncement(Peer& peer, uint32_t slot_ref, uint64_t 
     claim = Claim::kStage;
     target = kSlotStaging;
   }
-  uint32_t expected = SlotWord(generation, kSlotPosted);
-  if (!peer.in.control->slots[SlotIndex(slot_ref)].compare_exchange_strong(
-          expected, SlotWord(generation, target), std::memory_order_acq_rel)) {
-    return Claim::kWithdrawn;
-  }
+  if (!peer.in.Claim(slot_ref, target)) return Claim::kWithdrawn;
   return claim;
 }
 
@@ -620,7 +592,7 @@ void Engine::ReceiveAnnounced(Peer& peer, const std::shared_ptr<ShmRequest>& req
       request->stage_ = ShmRequest::Stage::kStreaming;
       request->slot_ref_ = slot_ref;
       request->source_ = peer.rank;
-      peer.inbound_streams.StartInto(slot_ref, request, request->tag(), length);
+      peer.in.streams().StartInto(slot_ref, request, request->tag(), length);
       WriteControl(peer, RecordType::kClearToSend, slot_ref);
       return;
     }
@@ -642,8 +614,7 @@ absl::Status Engine::ReadAnnounced(Peer& peer, char* into, RecvSink* sink, uint3
   } else {
     status = CrossMemoryRead(peer.address.pid, into, address, length);
   }
-  peer.in.control->slots[SlotIndex(slot_ref)].store(SlotWord(SlotGeneration(slot_ref), kSlotDone),
-                                                    std::memory_order_release);
+  peer.in.FinishRead(slot_ref);
   WriteControl(peer, RecordType::kFinished, slot_ref,
                status.ok() ? kFinishDelivered : kFinishReadFailed);
   if (status.ok()) return status;
@@ -660,30 +631,7 @@ const char* Engine::InPlace(Peer& peer, uint64_t address, uint64_t length) {
     const Arena* arena = Arena::IfCreated();
     return arena != nullptr && arena->Contains(at, length) ? at : nullptr;
   }
-  if (peer.arena == nullptr) {
-    if (peer.arena_failed) return nullptr;
-    const InboxHeader& header = peer.out.header();
-    Arena::Identity identity;
-    identity.bytes = header.arena_bytes.load(std::memory_order_acquire);
-    if (identity.bytes == 0) return nullptr;  // the peer has no arena (yet)
-    identity.fd = header.arena_fd;
-    identity.base = header.arena_base;
-    identity.nonce = header.arena_nonce;
-    absl::StatusOr<std::unique_ptr<Mapping>> mapping =
-        MapPeerArena(peer.address.pid, identity, peer.rank);
-    if (!mapping.ok()) {
-      CHORUS_LOG(kWarn, "shm") << "rank " << rank_ << ": " << mapping.status().message()
-                               << "; its shared-memory buffers travel like private ones";
-      peer.arena_failed = true;
-      return nullptr;
-    }
-    CHORUS_LOG(kInfo, "shm") << "rank " << rank_ << ": reads rank " << peer.rank
-                             << "'s shared-memory buffers in place";
-    peer.arena = std::move(mapping).value();
-    peer.arena_base = identity.base;
-  }
-  if (!RangeInside(peer.arena_base, peer.arena->bytes(), address, length)) return nullptr;
-  return peer.arena->data() + (address - peer.arena_base);
+  return peer.in.InArena(peer.out.header(), peer.address.pid, peer.rank, rank_, address, length);
 }
 
 void Engine::PublishArena(const Arena& arena) {
@@ -730,7 +678,7 @@ void Engine::PullExpiredAnnouncements() {
       }
       case Claim::kStage: {
         message->kind = Unexpected::Kind::kPulling;
-        peer.inbound_streams.StartPull(message->slot_ref, held.tag, message->length);
+        peer.in.streams().StartPull(message->slot_ref, held.tag, message->length);
         WriteControl(peer, RecordType::kClearToSend, message->slot_ref);
         break;
       }
@@ -742,11 +690,11 @@ void Engine::PullExpiredAnnouncements() {
 void Engine::TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& request,
                             const Unexpected& message) {
   if (message.length > request->size_) {
-    peer.inbound_streams.Discard(message.slot_ref);
+    peer.in.streams().Discard(message.slot_ref);
     FinishEagerReceive(*request, peer.rank, nullptr, message.length);  // fails: too long
     return;
   }
-  peer.inbound_streams.TakeOver(message.slot_ref, request);
+  peer.in.streams().TakeOver(message.slot_ref, request);
   request->stage_ = ShmRequest::Stage::kStreaming;
   request->slot_ref_ = message.slot_ref;
   request->source_ = peer.rank;
@@ -764,7 +712,7 @@ void Engine::FinishPulled(Peer& peer, InboundStreams::Stream& stream) {
 
 void Engine::OnChunk(Peer& peer, const Record& record) {
   InboundStreams::Stream stream;
-  switch (peer.inbound_streams.OnChunk(record, &stream)) {
+  switch (peer.in.streams().OnChunk(record, &stream)) {
     case InboundStreams::ChunkResult::kInvalid:
       FailPeer(peer, PeerUnavailableError(absl::StrCat("shm: rank ", peer.rank,
                                                        " sent a staging chunk that does not "
@@ -937,7 +885,7 @@ void Engine::Cancel(ShmRequest& request) {
       case ShmRequest::Stage::kStreaming:
         if (!is_send) {
           // Later chunks are drained and dropped.
-          peers_[request.source_].inbound_streams.Discard(request.slot_ref_);
+          peers_[request.source_].in.streams().Discard(request.slot_ref_);
           Complete(request, cancelled);
           break;
         }
@@ -1023,8 +971,8 @@ void Engine::FailPeer(Peer& peer, absl::Status status, bool departed) {
     Complete(*request, status);
   }
   peer.out.FailAll([&](ShmRequest& request) { Complete(request, status); });
-  peer.inbound_streams.ForEachReceive([&](ShmRequest& request) { Complete(request, status); });
-  peer.inbound_streams.Clear();
+  peer.in.streams().ForEachReceive([&](ShmRequest& request) { Complete(request, status); });
+  peer.in.streams().Clear();
   // Messages that arrived in full stay receivable; descriptors and partial pulls of large ones
   // are useless without their sender.
   matching_.RetainUnexpected(peer.rank, [](const Matching::Arrived& arrived) {
@@ -1057,7 +1005,7 @@ void Engine::CloseWith(absl::Status status, uint32_t how) {
   matching_.Clear();
   for (Peer& peer : peers_) {
     peer.out.Clear();
-    peer.inbound_streams.Clear();
+    peer.in.streams().Clear();
   }
   held_.Clear();
   // Tell the peers: those attached to us see `closed` on their next poll; ring the ones we

@@ -139,9 +139,6 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // Pulls announcements that waited longer than the hold time for a receive into buffers of
   // this rank, so their senders complete.
   void PullExpiredAnnouncements() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // How many of `peer`'s rendezvous slots towards this rank hold an announcement nobody has
-  // claimed yet: its held messages, and any whose announcement is still in the ring.
-  int UnclaimedSlots(const Peer& peer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A receive matched a message being pulled through staging: it takes over the stream.
   void TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& request,
                     const Unexpected& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
