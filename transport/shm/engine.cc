@@ -1,14 +1,9 @@
 #include "chorus/transport/shm/engine.h"
 
-#include <poll.h>
 #include <sched.h>
-#include <signal.h>
-#include <sys/eventfd.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <utility>
@@ -22,6 +17,7 @@
 #include "chorus/transport/shm/bytes.h"
 #include "chorus/transport/shm/doorbell.h"
 #include "chorus/transport/shm/peer_inbound.h"
+#include "chorus/transport/shm/peer_liveness.h"
 #include "chorus/transport/shm/peer_outbound.h"
 
 namespace chorus::shm {
@@ -48,8 +44,6 @@ std::string Describe(const ShmRequest& request, absl::Span<const int> any_peers)
   }
   return absl::StrCat("receive from rank ", request.peer(), " (tag ", TagText(request.tag()), ")");
 }
-
-int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
 
 // A spinning waiter reads the clock (for the end of its spin and its deadline) once per this
 // many polls: a clock read costs about as much as a poll of an idle ring.
@@ -118,7 +112,6 @@ struct Engine::Peer {
   PeerOutbound out;
   PeerInbound in;
   LargePath large_path = LargePath::kStaging;  // how this rank reads the peer's large messages
-  int pidfd = -1;  // -1 for a peer in this process (or without pidfd_open: kill(pid, 0))
 };
 
 ShmRequest::ShmRequest(std::shared_ptr<Engine> engine, RequestKind kind, int peer, Tag tag,
@@ -138,6 +131,7 @@ Engine::Engine(Config config)
       job_hash_(config.job_hash),
       inbox_(std::move(config.inbox)),
       header_(inbox_->header()),
+      liveness_(mu_, config.size),
       matching_(config.size),
       held_(mu_, config.size) {
   peers_.resize(size_);
@@ -153,18 +147,11 @@ Engine::Engine(Config config)
 
 std::shared_ptr<Engine> Engine::Start(Config config) {
   std::shared_ptr<Engine> engine(new Engine(std::move(config)));
-  engine->stop_event_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   engine->background_ = std::thread([raw = engine.get()] { raw->BackgroundLoop(); });
   return engine;
 }
 
-Engine::~Engine() {
-  Shutdown();
-  for (Peer& peer : peers_) {
-    if (peer.pidfd >= 0) close(peer.pidfd);
-  }
-  if (stop_event_ >= 0) close(stop_event_);
-}
+Engine::~Engine() { Shutdown(); }
 
 // ------------------------------------------------------------------------------------------
 // Posting
@@ -326,16 +313,12 @@ void Engine::Connect(Peer& peer) {
                        peer.rank));
     return;
   }
+  // Watched before the inbox is attached, so a recycled pid cannot slip in (PeerLiveness).
   const bool same_process = peer.address.pid == getpid();
-  if (!same_process) {
-    // Opened before the inbox is attached, so a recycled pid cannot slip in: the attach checks
-    // the inbox's nonce, which only the process we now hold a pidfd of can have.
-    peer.pidfd = PidfdOpen(peer.address.pid);
-    if (peer.pidfd < 0 && errno == ESRCH) {
-      FailUnreachable(peer, PeerUnavailableError(absl::StrCat("shm: ", who, " is not running"),
-                                                 peer.rank));
-      return;
-    }
+  if (!same_process && !liveness_.Watch(peer.rank, peer.address.pid)) {
+    FailUnreachable(peer, PeerUnavailableError(absl::StrCat("shm: ", who, " is not running"),
+                                               peer.rank));
+    return;
   }
   auto outbox = PeerInbox::Attach(peer.address, peer.rank, rank_, size_);
   if (!outbox.ok()) {
@@ -1032,9 +1015,7 @@ void Engine::Shutdown() {
               kClosedDestroyed);
   }
   if (!stopping_.exchange(true)) {
-    const uint64_t one = 1;
-    const ssize_t ignored = write(stop_event_, &one, sizeof(one));
-    (void)ignored;
+    liveness_.Stop();
     WakeAll(header_);
     background_.join();
     inbox_->CloseForAttach();
@@ -1133,28 +1114,12 @@ void Engine::BackgroundLoop() {
 }
 
 void Engine::CheckLiveness(int timeout_ms) {
-  std::vector<struct pollfd> fds;
-  std::vector<int> ranks;
-  std::vector<int> dead;
-  fds.push_back({stop_event_, POLLIN, 0});
-  ranks.push_back(-1);
+  PeerLiveness::Look look = liveness_.Begin();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (int r : active_) {
-      const Peer& peer = peers_[r];
-      if (peer.pidfd >= 0) {
-        fds.push_back({peer.pidfd, POLLIN, 0});
-        ranks.push_back(r);
-      } else if (peer.address.pid != getpid() && kill(peer.address.pid, 0) != 0 && errno == ESRCH) {
-        dead.push_back(r);  // no pidfd_open on this kernel
-      }
-    }
+    for (int r : active_) liveness_.Add(r, peers_[r].address.pid, &look);
   }
-  if (poll(fds.data(), fds.size(), timeout_ms) > 0) {
-    for (size_t i = 1; i < fds.size(); ++i) {
-      if (fds[i].revents != 0) dead.push_back(ranks[i]);
-    }
-  }
+  const std::vector<int>& dead = look.Wait(timeout_ms);
   if (dead.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);

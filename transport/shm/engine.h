@@ -27,6 +27,7 @@
 #include "chorus/transport/shm/hold_schedule.h"
 #include "chorus/transport/shm/inbound_streams.h"
 #include "chorus/transport/shm/layout.h"
+#include "chorus/transport/shm/peer_liveness.h"
 #include "chorus/transport/shm/ring.h"
 #include "chorus/transport/shm/segment.h"
 #include "chorus/transport/shm/shm_device.h"
@@ -187,6 +188,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // std::mutex rather than absl::Mutex: Debian's libabsl is not built for ThreadSanitizer, so
   // TSan cannot see absl::Mutex's ordering, while it intercepts pthread mutexes.
   std::mutex mu_;
+  PeerLiveness liveness_;  // its pidfds guarded by mu_, which it names
   std::vector<Peer> peers_ ABSL_GUARDED_BY(mu_);  // index = rank; this rank's entry unused
   std::vector<int> active_ ABSL_GUARDED_BY(mu_);  // connected, not failed: polled by Progress
   uint64_t seen_attach_epoch_ ABSL_GUARDED_BY(mu_) = 0;
@@ -201,7 +203,6 @@ class Engine : public std::enable_shared_from_this<Engine> {
   std::atomic<int> sleeping_waiters_{0};  // of those, the ones asleep on the doorbell
   std::atomic<bool> completed_since_wake_{false};
   std::atomic<bool> stopping_{false};
-  int stop_event_ = -1;  // eventfd that ends the background thread's poll
   std::thread background_;
 };
 
