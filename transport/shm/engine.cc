@@ -326,7 +326,9 @@ void Engine::Connect(Peer& peer) {
     return;
   }
   peer.out.Attach(std::move(outbox).value());
-  auto large_path = ChooseLargePath(peer);
+  const InboxHeader& header = peer.out.header();
+  auto large_path = ChooseLargePath(options_.single_copy, rank_, peer.rank, peer.address.pid,
+                                    header.probe_address, header.probe_value);
   if (!large_path.ok()) {
     FailPeer(peer, large_path.status());
     return;
@@ -346,39 +348,6 @@ void Engine::FailUnreachable(Peer& peer, absl::Status status) {
   // replies complete a large one), so it is still delivered before the peer counts as gone.
   if (peer.in.writer_attached()) Drain(peer);
   FailPeer(peer, std::move(status));
-}
-
-absl::StatusOr<LargePath> Engine::ChooseLargePath(const Peer& peer) const {
-  const bool same_process = peer.address.pid == getpid();
-  if (options_.single_copy == SingleCopyMode::kStaging) return LargePath::kStaging;
-  if (options_.single_copy == SingleCopyMode::kAuto && same_process) return LargePath::kMemcpy;
-  const InboxHeader& header = peer.out.header();
-  const absl::Status probe =
-      ProbeCrossMemory(peer.address.pid, header.probe_address, header.probe_value);
-  if (probe.ok()) {
-    const CopyRates& rates = MeasuredCopyRates();
-    if (options_.single_copy == SingleCopyMode::kCma || rates.CrossMemoryWorthIt()) {
-      return LargePath::kCrossMemory;
-    }
-    CHORUS_LOG(kInfo, "shm") << "rank " << rank_ << ": cross-memory attach copies at "
-                             << rates.cross_memory / 1e9 << " GB/s against memcpy's "
-                             << rates.memcpy / 1e9 << " GB/s here; large messages from rank "
-                             << peer.rank
-                             << " go through the staging area (CHORUS_SHM_SINGLE_COPY=cma "
-                                "forces cross-memory attach)";
-    return LargePath::kStaging;
-  }
-  if (options_.single_copy == SingleCopyMode::kCma) {
-    return PeerUnavailableError(
-        absl::StrCat("shm: CHORUS_SHM_SINGLE_COPY=cma, but cross-memory attach to rank ", peer.rank,
-                     " fails: ", probe.message(),
-                     "; set it to auto to fall back to the staging area"),
-        peer.rank);
-  }
-  CHORUS_LOG(kInfo, "shm") << "rank " << rank_ << ": cross-memory attach to rank " << peer.rank
-                           << " is not allowed (" << probe.message()
-                           << "); its large messages go through the staging area";
-  return LargePath::kStaging;
 }
 
 void Engine::ScanAttachments() {

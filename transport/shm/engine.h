@@ -88,7 +88,6 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void Connect(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Connect found `peer` gone: delivers what it sent in full, then fails it with `status`.
   void FailUnreachable(Peer& peer, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<LargePath> ChooseLargePath(const Peer& peer) const;
   void Drain(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleRecord(Peer& peer, const Record& record, const char* payload)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
