@@ -1,6 +1,5 @@
 #include "chorus/transport/shm/engine.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,8 +22,6 @@
 namespace chorus::shm {
 namespace {
 
-// A sleeping waiter re-checks at least this often (its deadline, and as a safety net).
-constexpr absl::Duration kWaiterSleepCap = absl::Milliseconds(100);
 // The background thread asleep on the doorbell wakes this often to check liveness.
 constexpr absl::Duration kIdleSleep = absl::Milliseconds(50);
 // While threads wait (and so drive progress), the background thread only polls pidfds.
@@ -43,26 +40,6 @@ std::string Describe(const ShmRequest& request, absl::Span<const int> any_peers)
                         TagText(request.tag()), ")");
   }
   return absl::StrCat("receive from rank ", request.peer(), " (tag ", TagText(request.tag()), ")");
-}
-
-// A spinning waiter reads the clock (for the end of its spin and its deadline) once per this
-// many polls: a clock read costs about as much as a poll of an idle ring.
-constexpr int kPollsPerClockRead = 16;
-
-// Polls between yields while spinning (Engine::yield_every_).
-constexpr int kYieldEveryOversubscribed = 8;
-constexpr int kYieldEveryDedicated = 256;
-
-// Whether the ranks on this host (of `addresses`) outnumber the cores this process may use.
-bool Oversubscribed(const std::vector<InboxAddress>& addresses) {
-  int local = 0;
-  for (const InboxAddress& address : addresses) {
-    if (address.host == LocalHostIdentity()) ++local;
-  }
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) return true;
-  return local > CPU_COUNT(&cpus);
 }
 
 }  // namespace
@@ -124,8 +101,6 @@ void ShmRequest::Cancel() { engine_->Cancel(*this); }
 
 Engine::Engine(Config config)
     : options_(config.options),
-      yield_every_(Oversubscribed(config.addresses) ? kYieldEveryOversubscribed
-                                                    : kYieldEveryDedicated),
       rank_(config.rank),
       size_(config.size),
       job_hash_(config.job_hash),
@@ -133,7 +108,8 @@ Engine::Engine(Config config)
       header_(inbox_->header()),
       liveness_(mu_, config.size),
       matching_(config.size),
-      held_(mu_, config.size) {
+      held_(mu_, config.size),
+      waiters_(header_, config.options.spin, config.addresses) {
   peers_.resize(size_);
   for (int r = 0; r < size_; ++r) {
     Peer& peer = peers_[r];
@@ -221,7 +197,7 @@ RequestPtr Engine::Send(int peer_rank, Tag tag, ConstMemoryRef buffer) {
     }
     TrackIfPending(request);
   }
-  WakeWaitersIfCompleted();
+  waiters_.WakeIfCompleted();
   return request;
 }
 
@@ -247,7 +223,7 @@ RequestPtr Engine::Recv(int peer_rank, Tag tag, MemoryRef buffer, RecvSink* sink
     }
     TrackIfPending(request);
   }
-  WakeWaitersIfCompleted();
+  waiters_.WakeIfCompleted();
   return request;
 }
 
@@ -292,7 +268,7 @@ RequestPtr Engine::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef b
     }
     TrackIfPending(request);
   }
-  WakeWaitersIfCompleted();
+  waiters_.WakeIfCompleted();
   return request;
 }
 
@@ -807,7 +783,7 @@ void Engine::Complete(ShmRequest& request, absl::Status status, size_t bytes, in
   }
   request.stage_ = ShmRequest::Stage::kDone;
   if (request.Complete(std::move(status), bytes, from)) {
-    completed_since_wake_.store(true, std::memory_order_release);
+    waiters_.Completed();
   }
 }
 
@@ -866,7 +842,7 @@ void Engine::Cancel(ShmRequest& request) {
     }
   }
   if (receiver_reading) FinishCancelAfterRead(request);
-  WakeWaitersIfCompleted();
+  waiters_.WakeIfCompleted();
 }
 
 void Engine::FinishCancelAfterRead(ShmRequest& request) {
@@ -999,55 +975,14 @@ void Engine::PollOnce() {
     if (closed_.ok()) Progress();
     mu_.unlock();
   }
-  WakeWaitersIfCompleted();
-}
-
-void Engine::WakeWaitersIfCompleted() {
-  if (!completed_since_wake_.load(std::memory_order_relaxed) ||
-      !completed_since_wake_.exchange(false, std::memory_order_acq_rel)) {
-    return;
-  }
-  // A read-modify-write, like the waiter's increment before it checks IsDone(): of the two,
-  // the later one sees the earlier.
-  if (sleeping_waiters_.fetch_add(0, std::memory_order_seq_cst) > 0) WakeAll(header_);
+  waiters_.WakeIfCompleted();
 }
 
 absl::Status Engine::Wait(ShmRequest& request, Deadline deadline) {
   if (!request.IsDone()) {
-    active_waiters_.fetch_add(1, std::memory_order_relaxed);
-    // Poll the rings ourselves for a while: a message usually arrives within microseconds, and
-    // a futex wake-up costs tens. Yield now and then so oversubscribed ranks still run. The
-    // spin is timed from the first clock read, kPollsPerClockRead polls in.
-    std::chrono::steady_clock::time_point spin_until{};
-    for (int polls = 1; !request.IsDone(); ++polls) {
-      PollOnce();
-      if (request.IsDone()) break;
-      if (polls % kPollsPerClockRead == 0) {
-        const auto now = std::chrono::steady_clock::now();
-        if (polls == kPollsPerClockRead) {
-          spin_until = now + absl::ToChronoNanoseconds(options_.spin);
-        } else if (now >= spin_until) {
-          break;
-        }
-        if (now >= deadline.time_point()) break;
-      }
-      if (polls % yield_every_ == 0) sched_yield();
-    }
-    // Then sleep on the doorbell: peers ring it when they publish, local threads when they
-    // complete something.
-    while (!request.IsDone() && !deadline.Expired()) {
-      const uint32_t seq = BeginSleep(header_);
-      sleeping_waiters_.fetch_add(1, std::memory_order_seq_cst);
-      PollOnce();
-      if (!request.IsDone()) {
-        Sleep(header_, seq,
-              std::min({deadline.Remaining(), kWaiterSleepCap, held_.UntilNextPull()}));
-      }
-      sleeping_waiters_.fetch_sub(1, std::memory_order_relaxed);
-      EndSleep(header_);
-      PollOnce();
-    }
-    active_waiters_.fetch_sub(1, std::memory_order_relaxed);
+    waiters_.Wait(
+        deadline, [this] { PollOnce(); }, [&request] { return request.IsDone(); },
+        [this] { return held_.UntilNextPull(); });
   }
   if (!request.IsDone()) {
     std::vector<int> any_peers;
@@ -1066,7 +1001,7 @@ absl::Status Engine::Wait(ShmRequest& request, Deadline deadline) {
 void Engine::BackgroundLoop() {
   SetThreadLogRank(rank_);
   while (!stopping_.load(std::memory_order_acquire)) {
-    if (active_waiters_.load(std::memory_order_relaxed) > 0) {
+    if (waiters_.active()) {
       // Waiters drive progress; only watch the peers' pids.
       CheckLiveness(kLivenessPollMillis);
       continue;
@@ -1074,8 +1009,7 @@ void Engine::BackgroundLoop() {
     CheckLiveness(0);
     const uint32_t seq = BeginSleep(header_);
     PollOnce();
-    if (active_waiters_.load(std::memory_order_relaxed) == 0 &&
-        !stopping_.load(std::memory_order_acquire)) {
+    if (!waiters_.active() && !stopping_.load(std::memory_order_acquire)) {
       Sleep(header_, seq, std::min(kIdleSleep, held_.UntilNextPull()));
     }
     EndSleep(header_);
@@ -1109,7 +1043,7 @@ void Engine::CheckLiveness(int timeout_ms) {
                          r));
     }
   }
-  WakeWaitersIfCompleted();
+  waiters_.WakeIfCompleted();
 }
 
 }  // namespace chorus::shm

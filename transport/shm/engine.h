@@ -33,6 +33,7 @@
 #include "chorus/transport/shm/shm_device.h"
 #include "chorus/transport/shm/shm_request.h"
 #include "chorus/transport/shm/single_copy.h"
+#include "chorus/transport/shm/waiters.h"
 #include "chorus/transport/transport.h"
 
 namespace chorus::shm {
@@ -168,16 +169,11 @@ class Engine : public std::enable_shared_from_this<Engine> {
 
   // --- waiting and the background thread (mu_ not held) ---
   void PollOnce() ABSL_LOCKS_EXCLUDED(mu_);
-  void WakeWaitersIfCompleted();
   void BackgroundLoop();
   // Polls the peers' pidfds (and the stop event) for up to `timeout_ms`; fails dead peers.
   void CheckLiveness(int timeout_ms) ABSL_LOCKS_EXCLUDED(mu_);
 
   const ShmOptions options_;
-  // A spinning waiter yields the core every this many polls: often (8) when this host's
-  // ranks outnumber the cores this process may run on, so the rank it waits for gets to run;
-  // rarely otherwise, where a yield only adds a system call to the reply's latency.
-  const int yield_every_;
   const int rank_;
   const int size_;
   const uint64_t job_hash_;
@@ -198,9 +194,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
   absl::Status closed_ ABSL_GUARDED_BY(mu_);  // non-OK once aborted or shut down
   bool arena_published_ ABSL_GUARDED_BY(mu_) = false;
 
-  std::atomic<int> active_waiters_{0};    // threads inside Wait()
-  std::atomic<int> sleeping_waiters_{0};  // of those, the ones asleep on the doorbell
-  std::atomic<bool> completed_since_wake_{false};
+  Waiters waiters_;
   std::atomic<bool> stopping_{false};
   std::thread background_;
 };
