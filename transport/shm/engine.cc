@@ -78,6 +78,7 @@ struct Engine::Unexpected {
   uint64_t address = 0;
 };
 
+// One peer: who it is, whether it failed, and the two directions between it and this rank.
 struct Engine::Peer {
   int rank = -1;
   InboxAddress address;
@@ -133,7 +134,7 @@ Engine::~Engine() { Shutdown(); }
 // Posting
 
 std::shared_ptr<ShmRequest> Engine::NewRequest(RequestKind kind, int peer, Tag tag, void* data,
-                                                 size_t size) {
+                                               size_t size) {
   return std::make_shared<ShmRequest>(shared_from_this(), kind, peer, tag, static_cast<char*>(data),
                                       size);
 }
@@ -228,7 +229,7 @@ RequestPtr Engine::Recv(int peer_rank, Tag tag, MemoryRef buffer, RecvSink* sink
 }
 
 RequestPtr Engine::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer,
-                                 std::shared_ptr<ReceiveClaim> claim, int part) {
+                               std::shared_ptr<ReceiveClaim> claim, int part) {
   std::shared_ptr<ShmRequest> request;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -292,8 +293,8 @@ void Engine::Connect(Peer& peer) {
   // Watched before the inbox is attached, so a recycled pid cannot slip in (PeerLiveness).
   const bool same_process = peer.address.pid == getpid();
   if (!same_process && !liveness_.Watch(peer.rank, peer.address.pid)) {
-    FailUnreachable(peer, PeerUnavailableError(absl::StrCat("shm: ", who, " is not running"),
-                                               peer.rank));
+    FailUnreachable(peer,
+                    PeerUnavailableError(absl::StrCat("shm: ", who, " is not running"), peer.rank));
     return;
   }
   auto outbox = PeerInbox::Attach(peer.address, peer.rank, rank_, size_);
@@ -444,8 +445,7 @@ void Engine::DeliverEager(Peer& peer, Tag tag, const char* data, uint64_t length
   matching_.AddUnexpected(peer.rank, tag, std::move(message));
 }
 
-void Engine::FinishEagerReceive(ShmRequest& request, int from, const char* data,
-                                  uint64_t length) {
+void Engine::FinishEagerReceive(ShmRequest& request, int from, const char* data, uint64_t length) {
   if (length > request.size_) {
     Complete(request,
              InvalidArgumentError(absl::StrCat("shm: the message from rank ", from, " with tag ",
@@ -493,7 +493,7 @@ void Engine::DeliverAnnouncement(Peer& peer, const Record& record) {
 }
 
 Engine::Claim Engine::ClaimAnnouncement(Peer& peer, uint32_t slot_ref, uint64_t length,
-                                            uint64_t address, size_t capacity) {
+                                        uint64_t address, size_t capacity) {
   Claim claim = Claim::kRead;
   SlotState target = kSlotReading;
   if (length > capacity) {
@@ -508,7 +508,7 @@ Engine::Claim Engine::ClaimAnnouncement(Peer& peer, uint32_t slot_ref, uint64_t 
 }
 
 void Engine::ReceiveAnnounced(Peer& peer, const std::shared_ptr<ShmRequest>& request, Claim claim,
-                                uint32_t slot_ref, uint64_t length, uint64_t address) {
+                              uint32_t slot_ref, uint64_t length, uint64_t address) {
   switch (claim) {
     case Claim::kWithdrawn:
       return;
@@ -533,7 +533,7 @@ void Engine::ReceiveAnnounced(Peer& peer, const std::shared_ptr<ShmRequest>& req
 }
 
 absl::Status Engine::ReadAnnounced(Peer& peer, char* into, RecvSink* sink, uint32_t slot_ref,
-                                     uint64_t length, uint64_t address) {
+                                   uint64_t length, uint64_t address) {
   absl::Status status;
   if (const char* source = InPlace(peer, address, length)) {
     Deliver(sink, into, 0, source, length);
@@ -616,7 +616,7 @@ void Engine::PullExpiredAnnouncements() {
 }
 
 void Engine::TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& request,
-                            const Unexpected& message) {
+                          const Unexpected& message) {
   if (message.length > request->size_) {
     peer.in.streams().Discard(message.slot_ref);
     FinishEagerReceive(*request, peer.rank, nullptr, message.length);  // fails: too long
@@ -631,7 +631,8 @@ void Engine::TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& request
 void Engine::FinishPulled(Peer& peer, InboundStreams::Stream& stream) {
   Matching::Arrived* arrived =
       matching_.FindUnexpected(peer.rank, stream.tag, [&](const Matching::Arrived& a) {
-        return a.message.kind == Unexpected::Kind::kPulling && a.message.slot_ref == stream.slot_ref;
+        return a.message.kind == Unexpected::Kind::kPulling &&
+               a.message.slot_ref == stream.slot_ref;
       });
   if (arrived == nullptr) return;
   arrived->message.kind = Unexpected::Kind::kData;
