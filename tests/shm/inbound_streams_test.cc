@@ -1,6 +1,6 @@
 // The staging transfers of one sender on their own: chunks taken in order into a pulled
-// buffer, a matched receive or nowhere, each chunk released to the sender, and chunks that
-// continue no transfer refused.
+// buffer, a matched receive or nowhere, each chunk released to the sender, chunks that
+// continue no transfer refused, and failing every transfer.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -98,12 +98,6 @@ TEST_CASE("a receive matched mid-pull gets what arrived and then the rest") {
   auto receive = std::make_shared<ShmRequest>(nullptr, RequestKind::kRecv, 1, kTag,
                                               buffer.data(), buffer.size());
   streams.TakeOver(slot_ref, receive);
-  int receives = 0;
-  streams.ForEachReceive([&](ShmRequest& request) {
-    CHECK(&request == receive.get());
-    ++receives;
-  });
-  CHECK(receives == 1);
   CHECK(streams.OnChunk(sender.Next(), &finished) == Result::kPartial);
   CHECK(streams.OnChunk(sender.Next(), &finished) == Result::kComplete);
   CHECK(finished.into == Into::kRequest);
@@ -158,13 +152,19 @@ TEST_CASE("chunks that continue no transfer are refused and not released") {
   CHECK(area.view.control->staging_released.load() == 1);
 }
 
-TEST_CASE("clearing drops every transfer") {
+TEST_CASE("failing the transfers fails each receive and drops them all") {
   TestArea area(4096);
   InboundStreams streams(area.view);
   const std::string message = MessageOf(area.view, 1);
-  streams.StartPull(SlotRef(1, 3), kTag, message.size());
+  std::vector<char> buffer(message.size());
+  auto receive = std::make_shared<ShmRequest>(nullptr, RequestKind::kRecv, 1, kTag,
+                                              buffer.data(), buffer.size());
+  streams.StartInto(SlotRef(1, 3), receive, kTag, message.size());
+  streams.StartPull(SlotRef(1, 4), kTag, message.size());
+  std::vector<ShmRequest*> failed;
+  streams.FailAll([&](ShmRequest& request) { failed.push_back(&request); });
+  CHECK(failed == std::vector<ShmRequest*>{receive.get()});
   Sender sender(area.view, SlotRef(1, 3), message);
-  streams.Clear();
   InboundStreams::Stream finished;
   CHECK(streams.OnChunk(sender.Next(), &finished) == Result::kInvalid);
 }

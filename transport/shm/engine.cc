@@ -900,8 +900,7 @@ void Engine::FailPeer(Peer& peer, absl::Status status, bool departed) {
     Complete(*request, status);
   }
   peer.out.FailAll([&](ShmRequest& request) { Complete(request, status); });
-  peer.in.streams().ForEachReceive([&](ShmRequest& request) { Complete(request, status); });
-  peer.in.streams().Clear();
+  peer.in.streams().FailAll([&](ShmRequest& request) { Complete(request, status); });
   // Messages that arrived in full stay receivable; descriptors and partial pulls of large ones
   // are useless without their sender.
   matching_.RetainUnexpected(peer.rank, [](const Matching::Arrived& arrived) {

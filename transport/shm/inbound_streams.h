@@ -65,12 +65,13 @@ class InboundStreams {
   // transfer is whole, the transfer leaves this object and is moved into `*finished`.
   ChunkResult OnChunk(const Record& record, Stream* finished);
 
-  // Calls `receive(request)` for each transfer into a receive.
+  // Calls `fail(request)` for each transfer into a receive, then Clear().
   template <typename Fn>
-  void ForEachReceive(Fn&& receive) const {
+  void FailAll(Fn&& fail) {
     for (const auto& [slot, stream] : streams_) {
-      if (stream.into == Stream::Into::kRequest) receive(*stream.request);
+      if (stream.into == Stream::Into::kRequest) fail(*stream.request);
     }
+    Clear();
   }
   void Clear() { streams_.clear(); }
 
