@@ -820,23 +820,17 @@ void Engine::Cancel(ShmRequest& request) {
         }
         [[fallthrough]];
       case ShmRequest::Stage::kAnnounced: {
-        const SlotState state = peer->out.Withdraw(request);
-        if (state == kSlotPosted) {
-          Complete(request, cancelled);
-        } else if (state == kSlotStaging) {
-          // The receiver has taken the message and may hold part of it already. As with a TCP
-          // message partly on the wire, the rest goes out from a private copy: the receiver
-          // gets the whole message (a receive never sees half of a cancelled send) and the
-          // caller's buffer is free once Cancel returns.
-          request.private_copy_.reset(new char[request.size_]);
-          std::memcpy(request.private_copy_.get() + request.streamed_,
-                      request.data_ + request.streamed_, request.size_ - request.streamed_);
-          request.data_ = request.private_copy_.get();
-          Complete(request, cancelled);  // the slot is freed by the receiver's kFinished
-        } else if (state == kSlotDone) {
-          Complete(request, absl::OkStatus(), request.size_);  // delivered just now
-        } else {
-          receiver_reading = true;
+        switch (peer->out.Cancel(request)) {
+          case PeerOutbound::Cancelled::kWithdrawn:
+          case PeerOutbound::Cancelled::kCopied:  // its slot is freed by the peer's kFinished
+            Complete(request, cancelled);
+            break;
+          case PeerOutbound::Cancelled::kDelivered:
+            Complete(request, absl::OkStatus(), request.size_);
+            break;
+          case PeerOutbound::Cancelled::kBeingRead:
+            receiver_reading = true;
+            break;
         }
         break;
       }

@@ -55,13 +55,26 @@ bool PeerOutbound::CancelSlot(const ShmRequest& request, uint32_t* observed) {
       *observed, SlotWord(generation, kSlotCancelled), std::memory_order_acq_rel);
 }
 
-SlotState PeerOutbound::Withdraw(const ShmRequest& request) {
+PeerOutbound::Cancelled PeerOutbound::Cancel(ShmRequest& request) {
   uint32_t observed;
-  if (!CancelSlot(request, &observed)) return SlotStateOf(observed);
-  // The receiver never touched it; its descriptor will fail to claim the slot.
-  announced_[request.slot_].reset();
-  free_slots_.push_back(request.slot_);
-  return kSlotPosted;
+  if (CancelSlot(request, &observed)) {
+    // Its descriptor will fail to claim the slot.
+    announced_[request.slot_].reset();
+    free_slots_.push_back(request.slot_);
+    return Cancelled::kWithdrawn;
+  }
+  switch (SlotStateOf(observed)) {
+    case kSlotStaging:
+      request.private_copy_.reset(new char[request.size_]);
+      std::memcpy(request.private_copy_.get() + request.streamed_,
+                  request.data_ + request.streamed_, request.size_ - request.streamed_);
+      request.data_ = request.private_copy_.get();
+      return Cancelled::kCopied;
+    case kSlotDone:
+      return Cancelled::kDelivered;
+    default:
+      return Cancelled::kBeingRead;
+  }
 }
 
 void PeerOutbound::WithdrawAll() {

@@ -64,9 +64,18 @@ class PeerOutbound {
   // The peer is done with the send announced in `slot_ref`: frees the slot and returns the
   // send (null for a reply about an earlier use of the slot).
   std::shared_ptr<ShmRequest> Finished(uint32_t slot_ref);
-  // Withdraws the announced `request` unless the peer claimed it; returns the slot's state as
-  // it was: kSlotPosted when withdrawn (the slot is free again), else the peer's claim.
-  SlotState Withdraw(const ShmRequest& request);
+  // What became of an announced send that is cancelled.
+  enum class Cancelled {
+    kWithdrawn,  // the peer had not claimed it: never a message; its slot is free again
+    kCopied,     // the peer streams it: the rest streams from a private copy
+    kDelivered,  // the peer finished reading it just now
+    kBeingRead,  // the peer is reading the send's buffer in place
+  };
+  // Cancels the announced (or streaming) send `request`. A peer that takes the message through
+  // the staging area may hold part of it already; as with a TCP message partly on the wire, it
+  // still gets the whole message (a receive never sees half of a cancelled send), and the
+  // caller's buffer is free once this returns.
+  Cancelled Cancel(ShmRequest& request);
   // Withdraws every announced send not yet complete, leaving its slot taken.
   void WithdrawAll();
 
