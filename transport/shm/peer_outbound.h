@@ -6,8 +6,8 @@
 // eagerly or announced in a rendezvous slot; then the staging chunks of the sends the peer
 // cleared to stream), and the rendezvous slots: which are free, which send each announced one
 // holds, and each slot's generation, so that a reply about an earlier use of a slot is told
-// apart. The engine decides what a written send means (it completes it) and when the peer's
-// replies arrive.
+// apart; and so what becomes of a cancelled announced send. The engine completes the sends it
+// hears of through Flush's events and hands over the peer's replies (ClearedToSend, Finished).
 //
 // Thread-compatible: the engine's mutex guards it with the rest of the peer's state.
 #ifndef CHORUS_TRANSPORT_SHM_PEER_OUTBOUND_H_
