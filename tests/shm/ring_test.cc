@@ -11,24 +11,10 @@
 #include "chorus/transport/shm/layout.h"
 #include "chorus/transport/shm/ring.h"
 #include "chorus/transport/shm/shm_device.h"
+#include "tests/shm/test_area.h"
 
 namespace chorus::shm {
 namespace {
-
-// An area in ordinary memory, laid out like one in an inbox.
-struct TestArea {
-  explicit TestArea(uint64_t ring_bytes)
-      : memory(AreaBytes(ring_bytes, kStagingChunks * kPageBytes) + kPageBytes, 0) {
-    header.ring_bytes = ring_bytes;
-    header.staging_bytes = kStagingChunks * kPageBytes;
-    char* aligned = memory.data() + (kPageBytes - reinterpret_cast<uintptr_t>(memory.data()) %
-                                                      kPageBytes) % kPageBytes;
-    view = AreaView::At(aligned, header);
-  }
-  std::vector<char> memory;
-  InboxHeader header{};
-  AreaView view;
-};
 
 TEST_CASE("records of every size round-trip through many wrap-arounds in order") {
   TestArea area(4096);

@@ -1,17 +1,10 @@
 #include "chorus/transport/shm/engine.h"
 
-#include <poll.h>
-#include <sched.h>
-#include <signal.h>
-#include <sys/eventfd.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstring>
-#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -20,23 +13,21 @@
 #include "chorus/core/host_identity.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
+#include "chorus/transport/shm/bytes.h"
 #include "chorus/transport/shm/doorbell.h"
+#include "chorus/transport/shm/peer_inbound.h"
+#include "chorus/transport/shm/peer_liveness.h"
+#include "chorus/transport/shm/peer_outbound.h"
 
 namespace chorus::shm {
 namespace {
 
-// A sleeping waiter re-checks at least this often (its deadline, and as a safety net).
-constexpr absl::Duration kWaiterSleepCap = absl::Milliseconds(100);
 // The background thread asleep on the doorbell wakes this often to check liveness.
 constexpr absl::Duration kIdleSleep = absl::Milliseconds(50);
 // While threads wait (and so drive progress), the background thread only polls pidfds.
 constexpr int kLivenessPollMillis = 5;
 // Cancel of a send whose receiver is copying out of it waits this long for the copy to end.
 constexpr absl::Duration kCancelReadWait = absl::Seconds(10);
-// How many of one sender's slots may wait for a claim while its unmatched messages wait out a
-// hold (Hold): half of them, so the other half stays free for messages whose receives are
-// posted.
-constexpr int kMaxHeldPerPeer = kSlotsPerPeer / 2;
 
 std::string TagText(Tag tag) { return absl::StrCat("0x", absl::Hex(tag)); }
 
@@ -49,30 +40,6 @@ std::string Describe(const ShmRequest& request, absl::Span<const int> any_peers)
                         TagText(request.tag()), ")");
   }
   return absl::StrCat("receive from rank ", request.peer(), " (tag ", TagText(request.tag()), ")");
-}
-
-SlotState StateOf(uint32_t word) { return static_cast<SlotState>(word & 7u); }
-
-int PidfdOpen(pid_t pid) { return static_cast<int>(syscall(SYS_pidfd_open, pid, 0)); }
-
-// A spinning waiter reads the clock (for the end of its spin and its deadline) once per this
-// many polls: a clock read costs about as much as a poll of an idle ring.
-constexpr int kPollsPerClockRead = 16;
-
-// Polls between yields while spinning (Engine::yield_every_).
-constexpr int kYieldEveryOversubscribed = 8;
-constexpr int kYieldEveryDedicated = 256;
-
-// Whether the ranks on this host (of `addresses`) outnumber the cores this process may use.
-bool Oversubscribed(const std::vector<InboxAddress>& addresses) {
-  int local = 0;
-  for (const InboxAddress& address : addresses) {
-    if (address.host == LocalHostIdentity()) ++local;
-  }
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) return true;
-  return local > CPU_COUNT(&cpus);
 }
 
 }  // namespace
@@ -97,22 +64,6 @@ class ShmConnection final : public Connection {
   const int peer_;
 };
 
-// A heap buffer that is not zero-filled first: pulled messages (up to many MiB) are written
-// over at once.
-struct Bytes {
-  std::unique_ptr<char[]> data;
-  size_t size = 0;
-
-  static Bytes Uninitialized(size_t size) {
-    return Bytes{std::unique_ptr<char[]>(new char[size]), size};
-  }
-  static Bytes CopyOf(const char* from, size_t size) {
-    Bytes bytes = Uninitialized(size);
-    if (size != 0) std::memcpy(bytes.data.get(), from, size);
-    return bytes;
-  }
-};
-
 // A message that arrived before its receive was posted.
 struct Engine::Unexpected {
   enum class Kind {
@@ -127,30 +78,7 @@ struct Engine::Unexpected {
   uint64_t address = 0;
 };
 
-// A large message coming through the staging area.
-struct Engine::InboundStream {
-  enum class Into {
-    kRequest,  // the matched receive (its buffer, or its sink)
-    kHeld,     // `held`: pulled before any receive was posted
-    kDiscard,  // the receive was cancelled or too small: drain and drop the rest
-  };
-  Into into = Into::kRequest;
-  std::shared_ptr<ShmRequest> request;
-  Bytes held;
-  Tag tag = 0;
-  uint32_t slot_ref = 0;
-  uint64_t length = 0;
-  uint64_t received = 0;
-};
-
-// An unmatched announcement, to be pulled once its hold time is over.
-struct Engine::HeldAnnouncement {
-  std::chrono::steady_clock::time_point pull_at;
-  int peer = -1;
-  Tag tag = 0;
-  uint64_t arrival = 0;
-};
-
+// One peer: who it is, whether it failed, and the two directions between it and this rank.
 struct Engine::Peer {
   int rank = -1;
   InboxAddress address;
@@ -159,31 +87,9 @@ struct Engine::Peer {
   bool connected = false;
   std::unique_ptr<ShmConnection> connection;
 
-  // Outbound: this rank's area in the peer's inbox.
-  std::unique_ptr<PeerInbox> outbox;
-  RingWriter writer;
+  PeerOutbound out;
+  PeerInbound in;
   LargePath large_path = LargePath::kStaging;  // how this rank reads the peer's large messages
-  uint64_t eager_limit = 0;
-  int pidfd = -1;  // -1 for a peer in this process (or without pidfd_open: kill(pid, 0))
-  std::deque<Record> control_queue;  // rendezvous replies waiting for ring space
-  std::deque<std::shared_ptr<ShmRequest>> send_queue;
-  std::vector<int> free_slots;
-  std::array<std::shared_ptr<ShmRequest>, kSlotsPerPeer> announced;
-  std::array<uint32_t, kSlotsPerPeer> generation{};
-  std::deque<std::shared_ptr<ShmRequest>> streams;  // cleared to stream, in order
-  uint64_t chunks_produced = 0;
-
-  // Inbound: the peer's area in this rank's inbox.
-  AreaView in;
-  RingReader reader;
-  uint64_t chunks_consumed = 0;
-  absl::flat_hash_map<int, InboundStream> inbound_streams;  // by slot index
-  std::chrono::steady_clock::time_point last_pull_at;       // when the last held message is due
-  // The peer's arena, mapped (read-only) when the first message announced from it arrives;
-  // arena_failed once that failed (its messages then travel like those from private buffers).
-  std::unique_ptr<Mapping> arena;
-  uint64_t arena_base = 0;  // its address in the peer's process
-  bool arena_failed = false;
 };
 
 ShmRequest::ShmRequest(std::shared_ptr<Engine> engine, RequestKind kind, int peer, Tag tag,
@@ -196,14 +102,15 @@ void ShmRequest::Cancel() { engine_->Cancel(*this); }
 
 Engine::Engine(Config config)
     : options_(config.options),
-      yield_every_(Oversubscribed(config.addresses) ? kYieldEveryOversubscribed
-                                                    : kYieldEveryDedicated),
       rank_(config.rank),
       size_(config.size),
       job_hash_(config.job_hash),
       inbox_(std::move(config.inbox)),
       header_(inbox_->header()),
-      matching_(config.size) {
+      liveness_(mu_, config.size),
+      matching_(config.size),
+      held_(mu_, config.size),
+      waiters_(header_, config.options.spin, config.addresses) {
   peers_.resize(size_);
   for (int r = 0; r < size_; ++r) {
     Peer& peer = peers_[r];
@@ -211,31 +118,23 @@ Engine::Engine(Config config)
     peer.address = config.addresses[r];
     if (r == rank_) continue;
     peer.connection = std::make_unique<ShmConnection>(*this, r);
-    peer.in = inbox_->area(r);
-    peer.reader = RingReader(peer.in);
+    peer.in = PeerInbound(inbox_->area(r));
   }
 }
 
 std::shared_ptr<Engine> Engine::Start(Config config) {
   std::shared_ptr<Engine> engine(new Engine(std::move(config)));
-  engine->stop_event_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   engine->background_ = std::thread([raw = engine.get()] { raw->BackgroundLoop(); });
   return engine;
 }
 
-Engine::~Engine() {
-  Shutdown();
-  for (Peer& peer : peers_) {
-    if (peer.pidfd >= 0) close(peer.pidfd);
-  }
-  if (stop_event_ >= 0) close(stop_event_);
-}
+Engine::~Engine() { Shutdown(); }
 
 // ------------------------------------------------------------------------------------------
 // Posting
 
 std::shared_ptr<ShmRequest> Engine::NewRequest(RequestKind kind, int peer, Tag tag, void* data,
-                                                 size_t size) {
+                                               size_t size) {
   return std::make_shared<ShmRequest>(shared_from_this(), kind, peer, tag, static_cast<char*>(data),
                                       size);
 }
@@ -294,12 +193,12 @@ RequestPtr Engine::Send(int peer_rank, Tag tag, ConstMemoryRef buffer) {
       Complete(*request, std::move(check));
     } else {
       request->stage_ = ShmRequest::Stage::kQueued;
-      peer.send_queue.push_back(request);
+      peer.out.QueueSend(request);
       Flush(peer);
     }
     TrackIfPending(request);
   }
-  WakeWaitersIfCompleted();
+  waiters_.WakeIfCompleted();
   return request;
 }
 
@@ -325,12 +224,12 @@ RequestPtr Engine::Recv(int peer_rank, Tag tag, MemoryRef buffer, RecvSink* sink
     }
     TrackIfPending(request);
   }
-  WakeWaitersIfCompleted();
+  waiters_.WakeIfCompleted();
   return request;
 }
 
 RequestPtr Engine::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef buffer,
-                                 std::shared_ptr<ReceiveClaim> claim, int part) {
+                               std::shared_ptr<ReceiveClaim> claim, int part) {
   std::shared_ptr<ShmRequest> request;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -370,7 +269,7 @@ RequestPtr Engine::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRef b
     }
     TrackIfPending(request);
   }
-  WakeWaitersIfCompleted();
+  waiters_.WakeIfCompleted();
   return request;
 }
 
@@ -391,43 +290,32 @@ void Engine::Connect(Peer& peer) {
                        peer.rank));
     return;
   }
+  // Watched before the inbox is attached, so a recycled pid cannot slip in (PeerLiveness).
   const bool same_process = peer.address.pid == getpid();
-  if (!same_process) {
-    // Opened before the inbox is attached, so a recycled pid cannot slip in: the attach checks
-    // the inbox's nonce, which only the process we now hold a pidfd of can have.
-    peer.pidfd = PidfdOpen(peer.address.pid);
-    if (peer.pidfd < 0 && errno == ESRCH) {
-      FailUnreachable(peer, PeerUnavailableError(absl::StrCat("shm: ", who, " is not running"),
-                                                 peer.rank));
-      return;
-    }
+  if (!same_process && !liveness_.Watch(peer.rank, peer.address.pid)) {
+    FailUnreachable(peer,
+                    PeerUnavailableError(absl::StrCat("shm: ", who, " is not running"), peer.rank));
+    return;
   }
   auto outbox = PeerInbox::Attach(peer.address, peer.rank, rank_, size_);
   if (!outbox.ok()) {
     FailUnreachable(peer, outbox.status());
     return;
   }
-  peer.outbox = std::move(outbox).value();
-  auto large_path = ChooseLargePath(peer);
+  peer.out.Attach(std::move(outbox).value());
+  const InboxHeader& header = peer.out.header();
+  auto large_path = ChooseLargePath(options_.single_copy, rank_, peer.rank, peer.address.pid,
+                                    header.probe_address, header.probe_value);
   if (!large_path.ok()) {
     FailPeer(peer, large_path.status());
     return;
   }
   peer.large_path = *large_path;
-  peer.writer = RingWriter(peer.outbox->area());
-  peer.eager_limit = std::min<uint64_t>(options_.eager_bytes, peer.writer.max_payload());
-  for (int slot = kSlotsPerPeer - 1; slot >= 0; --slot) peer.free_slots.push_back(slot);
-
-  AreaControl& control = *peer.outbox->area().control;
-  control.producer_job_hash = job_hash_;
-  control.producer_rank = rank_;
-  control.attached.store(1, std::memory_order_release);
-  peer.outbox->header().attach_epoch.fetch_add(1, std::memory_order_acq_rel);
-  RingDoorbell(peer.outbox->header());
+  peer.out.Open(options_.eager_bytes, rank_, job_hash_);
   peer.connected = true;
   active_.push_back(peer.rank);
   CHORUS_LOG(kInfo, "shm") << "rank " << rank_ << " attached to " << who << "; eager up to "
-                           << peer.eager_limit << " bytes, larger messages from it by "
+                           << peer.out.eager_limit() << " bytes, larger messages from it by "
                            << LargePathName(peer.large_path);
 }
 
@@ -435,41 +323,8 @@ void Engine::FailUnreachable(Peer& peer, absl::Status status) {
   // A peer that sent to us and then exited or closed its mesh before we attached back: every
   // send it completed is whole in our inbox (eager records, and nothing else, since only our
   // replies complete a large one), so it is still delivered before the peer counts as gone.
-  if (peer.in.control->attached.load(std::memory_order_acquire) != 0) Drain(peer);
+  if (peer.in.writer_attached()) Drain(peer);
   FailPeer(peer, std::move(status));
-}
-
-absl::StatusOr<LargePath> Engine::ChooseLargePath(const Peer& peer) const {
-  const bool same_process = peer.address.pid == getpid();
-  if (options_.single_copy == SingleCopyMode::kStaging) return LargePath::kStaging;
-  if (options_.single_copy == SingleCopyMode::kAuto && same_process) return LargePath::kMemcpy;
-  const InboxHeader& header = peer.outbox->header();
-  const absl::Status probe =
-      ProbeCrossMemory(peer.address.pid, header.probe_address, header.probe_value);
-  if (probe.ok()) {
-    const CopyRates& rates = MeasuredCopyRates();
-    if (options_.single_copy == SingleCopyMode::kCma || rates.CrossMemoryWorthIt()) {
-      return LargePath::kCrossMemory;
-    }
-    CHORUS_LOG(kInfo, "shm") << "rank " << rank_ << ": cross-memory attach copies at "
-                             << rates.cross_memory / 1e9 << " GB/s against memcpy's "
-                             << rates.memcpy / 1e9 << " GB/s here; large messages from rank "
-                             << peer.rank
-                             << " go through the staging area (CHORUS_SHM_SINGLE_COPY=cma "
-                                "forces cross-memory attach)";
-    return LargePath::kStaging;
-  }
-  if (options_.single_copy == SingleCopyMode::kCma) {
-    return PeerUnavailableError(
-        absl::StrCat("shm: CHORUS_SHM_SINGLE_COPY=cma, but cross-memory attach to rank ", peer.rank,
-                     " fails: ", probe.message(),
-                     "; set it to auto to fall back to the staging area"),
-        peer.rank);
-  }
-  CHORUS_LOG(kInfo, "shm") << "rank " << rank_ << ": cross-memory attach to rank " << peer.rank
-                           << " is not allowed (" << probe.message()
-                           << "); its large messages go through the staging area";
-  return LargePath::kStaging;
 }
 
 void Engine::ScanAttachments() {
@@ -478,9 +333,8 @@ void Engine::ScanAttachments() {
   seen_attach_epoch_ = epoch;
   for (Peer& peer : peers_) {
     if (peer.rank == rank_ || peer.connected || !peer.failure.ok()) continue;
-    const AreaControl& control = *peer.in.control;
-    if (control.attached.load(std::memory_order_acquire) == 0) continue;
-    if (control.producer_job_hash != job_hash_ || control.producer_rank != peer.rank) {
+    if (!peer.in.writer_attached()) continue;
+    if (!peer.in.WrittenBy(job_hash_, peer.rank)) {
       FailPeer(peer,
                PeerUnavailableError(
                    absl::StrCat("shm: the writer of rank ", peer.rank, "'s area in rank ", rank_,
@@ -503,7 +357,7 @@ void Engine::Progress() {
   for (size_t i = 0; i < active_.size(); ++i) {
     Peer& peer = peers_[active_[i]];
     // Read before draining: what the peer wrote before closing is still delivered.
-    const uint32_t closed = peer.outbox->header().closed.load(std::memory_order_acquire);
+    const uint32_t closed = peer.out.header().closed.load(std::memory_order_acquire);
     Drain(peer);
     if (!peer.failure.ok()) continue;
     if (closed != kOpen) {
@@ -528,11 +382,11 @@ void Engine::Drain(Peer& peer) {
   bool consumed = false;
   bool corrupt = false;
   while (peer.failure.ok()) {
-    const Record* next = peer.reader.Next(&corrupt);
+    const Record* next = peer.in.Next(&corrupt);
     if (next == nullptr) break;
     const Record record = *next;
     HandleRecord(peer, record, reinterpret_cast<const char*>(next + 1));
-    peer.reader.Consume(record);
+    peer.in.Consume(record);
     consumed = true;
   }
   if (corrupt) {
@@ -548,9 +402,7 @@ void Engine::Drain(Peer& peer) {
   if (!consumed || !peer.connected) return;
   // Space was freed: wake the peer if it waits for ring space or a staging chunk. Both sides
   // swap `want_space` (after freeing, before looking again), so one of them sees the other.
-  if (peer.in.control->want_space.exchange(0, std::memory_order_seq_cst) != 0) {
-    RingDoorbell(peer.outbox->header());
-  }
+  if (peer.in.TakeWantSpace()) RingDoorbell(peer.out.header());
 }
 
 void Engine::HandleRecord(Peer& peer, const Record& record, const char* payload) {
@@ -563,7 +415,7 @@ void Engine::HandleRecord(Peer& peer, const Record& record, const char* payload)
       if (slot_ok) DeliverAnnouncement(peer, record);
       break;
     case RecordType::kClearToSend:
-      if (slot_ok) OnClearToSend(peer, record.slot_ref);
+      if (slot_ok) peer.out.ClearedToSend(record.slot_ref);
       break;
     case RecordType::kChunk:
       if (slot_ok) OnChunk(peer, record);
@@ -593,8 +445,7 @@ void Engine::DeliverEager(Peer& peer, Tag tag, const char* data, uint64_t length
   matching_.AddUnexpected(peer.rank, tag, std::move(message));
 }
 
-void Engine::FinishEagerReceive(ShmRequest& request, int from, const char* data,
-                                  uint64_t length) {
+void Engine::FinishEagerReceive(ShmRequest& request, int from, const char* data, uint64_t length) {
   if (length > request.size_) {
     Complete(request,
              InvalidArgumentError(absl::StrCat("shm: the message from rank ", from, " with tag ",
@@ -604,12 +455,12 @@ void Engine::FinishEagerReceive(ShmRequest& request, int from, const char* data,
              0, from);
     return;
   }
-  if (length != 0) Store(request, 0, data, length);
+  if (length != 0) request.Store(0, data, length);
   Complete(request, absl::OkStatus(), length, from);
 }
 
-void Engine::Store(ShmRequest& request, uint64_t offset, const char* data, uint64_t length) {
-  Deliver(request.sink_, request.data_, offset, data, length);
+void ShmRequest::Store(uint64_t offset, const char* data, uint64_t length) {
+  Deliver(sink_, data_, offset, data, length);
 }
 
 void Engine::DeliverAnnouncement(Peer& peer, const Record& record) {
@@ -629,7 +480,8 @@ void Engine::DeliverAnnouncement(Peer& peer, const Record& record) {
     message.length = record.length;
     message.address = record.arg;
     const uint64_t arrival = matching_.AddUnexpected(peer.rank, record.tag, std::move(message));
-    Hold(peer, record.tag, arrival, record.length);
+    held_.Hold({peer.rank, record.tag, arrival}, options_.HoldFor(record.length),
+               peer.in.UnclaimedSlots());
     return;
   }
   const Claim claim =
@@ -640,44 +492,8 @@ void Engine::DeliverAnnouncement(Peer& peer, const Record& record) {
                    record.arg);
 }
 
-void Engine::Hold(Peer& peer, Tag tag, uint64_t arrival, uint64_t length) {
-  // One sender's held messages are pulled one after another: a message's hold starts when the
-  // one held before it from the same sender is due. A pipelined sender announces many segments
-  // at once and the receiver works through them in order, so each gets the time its
-  // predecessors take instead of all expiring together and being copied twice.
-  // Once more than kMaxHeldPerPeer of the sender's slots wait for a claim, a message is pulled
-  // at once instead: a held message keeps its rendezvous slot, and a sender running far ahead
-  // of our receives must never have every slot idle in a hold, or all its later messages (small
-  // ones too, queued behind) wait the holds out although their receives are posted.
-  const auto now = std::chrono::steady_clock::now();
-  auto pull_at = now;
-  if (UnclaimedSlots(peer) <= kMaxHeldPerPeer) {
-    pull_at =
-        std::max(now, peer.last_pull_at) + absl::ToChronoNanoseconds(options_.HoldFor(length));
-    peer.last_pull_at = pull_at;
-  }
-  const HeldAnnouncement held{pull_at, peer.rank, tag, arrival};
-  held_.insert(std::upper_bound(held_.begin(), held_.end(), held,
-                                [](const HeldAnnouncement& a, const HeldAnnouncement& b) {
-                                  return a.pull_at < b.pull_at;
-                                }),
-               held);
-  next_pull_ns_.store(held_.front().pull_at.time_since_epoch().count(), std::memory_order_relaxed);
-}
-
-int Engine::UnclaimedSlots(const Peer& peer) const {
-  // The sender's slot words, not our queues: a bounded look (64 words) however many messages
-  // wait unmatched, and a slot its sender withdrew no longer counts.
-  int unclaimed = 0;
-  for (const std::atomic<uint32_t>& word : peer.in.control->slots) {
-    unclaimed += SlotStateOf(word.load(std::memory_order_relaxed)) == kSlotPosted ? 1 : 0;
-  }
-  return unclaimed;
-}
-
 Engine::Claim Engine::ClaimAnnouncement(Peer& peer, uint32_t slot_ref, uint64_t length,
-                                            uint64_t address, size_t capacity) {
-  const uint32_t generation = SlotGeneration(slot_ref);
+                                        uint64_t address, size_t capacity) {
   Claim claim = Claim::kRead;
   SlotState target = kSlotReading;
   if (length > capacity) {
@@ -687,16 +503,12 @@ Engine::Claim Engine::ClaimAnnouncement(Peer& peer, uint32_t slot_ref, uint64_t 
     claim = Claim::kStage;
     target = kSlotStaging;
   }
-  uint32_t expected = SlotWord(generation, kSlotPosted);
-  if (!peer.in.control->slots[SlotIndex(slot_ref)].compare_exchange_strong(
-          expected, SlotWord(generation, target), std::memory_order_acq_rel)) {
-    return Claim::kWithdrawn;
-  }
+  if (!peer.in.Claim(slot_ref, target)) return Claim::kWithdrawn;
   return claim;
 }
 
 void Engine::ReceiveAnnounced(Peer& peer, const std::shared_ptr<ShmRequest>& request, Claim claim,
-                                uint32_t slot_ref, uint64_t length, uint64_t address) {
+                              uint32_t slot_ref, uint64_t length, uint64_t address) {
   switch (claim) {
     case Claim::kWithdrawn:
       return;
@@ -708,12 +520,7 @@ void Engine::ReceiveAnnounced(Peer& peer, const std::shared_ptr<ShmRequest>& req
       request->stage_ = ShmRequest::Stage::kStreaming;
       request->slot_ref_ = slot_ref;
       request->source_ = peer.rank;
-      InboundStream& stream = peer.inbound_streams[SlotIndex(slot_ref)];
-      stream = InboundStream{};
-      stream.request = request;
-      stream.tag = request->tag();
-      stream.slot_ref = slot_ref;
-      stream.length = length;
+      peer.in.streams().StartInto(slot_ref, request, request->tag(), length);
       WriteControl(peer, RecordType::kClearToSend, slot_ref);
       return;
     }
@@ -726,7 +533,7 @@ void Engine::ReceiveAnnounced(Peer& peer, const std::shared_ptr<ShmRequest>& req
 }
 
 absl::Status Engine::ReadAnnounced(Peer& peer, char* into, RecvSink* sink, uint32_t slot_ref,
-                                     uint64_t length, uint64_t address) {
+                                   uint64_t length, uint64_t address) {
   absl::Status status;
   if (const char* source = InPlace(peer, address, length)) {
     Deliver(sink, into, 0, source, length);
@@ -735,8 +542,7 @@ absl::Status Engine::ReadAnnounced(Peer& peer, char* into, RecvSink* sink, uint3
   } else {
     status = CrossMemoryRead(peer.address.pid, into, address, length);
   }
-  peer.in.control->slots[SlotIndex(slot_ref)].store(SlotWord(SlotGeneration(slot_ref), kSlotDone),
-                                                    std::memory_order_release);
+  peer.in.FinishRead(slot_ref);
   WriteControl(peer, RecordType::kFinished, slot_ref,
                status.ok() ? kFinishDelivered : kFinishReadFailed);
   if (status.ok()) return status;
@@ -753,30 +559,7 @@ const char* Engine::InPlace(Peer& peer, uint64_t address, uint64_t length) {
     const Arena* arena = Arena::IfCreated();
     return arena != nullptr && arena->Contains(at, length) ? at : nullptr;
   }
-  if (peer.arena == nullptr) {
-    if (peer.arena_failed) return nullptr;
-    const InboxHeader& header = peer.outbox->header();
-    Arena::Identity identity;
-    identity.bytes = header.arena_bytes.load(std::memory_order_acquire);
-    if (identity.bytes == 0) return nullptr;  // the peer has no arena (yet)
-    identity.fd = header.arena_fd;
-    identity.base = header.arena_base;
-    identity.nonce = header.arena_nonce;
-    absl::StatusOr<std::unique_ptr<Mapping>> mapping =
-        MapPeerArena(peer.address.pid, identity, peer.rank);
-    if (!mapping.ok()) {
-      CHORUS_LOG(kWarn, "shm") << "rank " << rank_ << ": " << mapping.status().message()
-                               << "; its shared-memory buffers travel like private ones";
-      peer.arena_failed = true;
-      return nullptr;
-    }
-    CHORUS_LOG(kInfo, "shm") << "rank " << rank_ << ": reads rank " << peer.rank
-                             << "'s shared-memory buffers in place";
-    peer.arena = std::move(mapping).value();
-    peer.arena_base = identity.base;
-  }
-  if (!RangeInside(peer.arena_base, peer.arena->bytes(), address, length)) return nullptr;
-  return peer.arena->data() + (address - peer.arena_base);
+  return peer.in.InArena(peer.out.header(), peer.address.pid, peer.rank, rank_, address, length);
 }
 
 void Engine::PublishArena(const Arena& arena) {
@@ -790,9 +573,8 @@ void Engine::PublishArena(const Arena& arena) {
 
 void Engine::PullExpiredAnnouncements() {
   const auto now = std::chrono::steady_clock::now();
-  while (!held_.empty() && held_.front().pull_at <= now) {
-    const HeldAnnouncement held = held_.front();
-    held_.pop_front();
+  HoldSchedule::Entry held;
+  while (held_.PopDue(now, &held)) {
     Peer& peer = peers_[held.peer];
     if (!peer.failure.ok()) continue;
     const auto is_held = [&](const Matching::Arrived& a) { return a.arrival == held.arrival; };
@@ -824,102 +606,65 @@ void Engine::PullExpiredAnnouncements() {
       }
       case Claim::kStage: {
         message->kind = Unexpected::Kind::kPulling;
-        InboundStream& stream = peer.inbound_streams[SlotIndex(message->slot_ref)];
-        stream = InboundStream{};
-        stream.into = InboundStream::Into::kHeld;
-        stream.held = Bytes::Uninitialized(message->length);
-        stream.tag = held.tag;
-        stream.slot_ref = message->slot_ref;
-        stream.length = message->length;
+        peer.in.streams().StartPull(message->slot_ref, held.tag, message->length);
         WriteControl(peer, RecordType::kClearToSend, message->slot_ref);
         break;
       }
     }
     if (!keep) matching_.EraseUnexpected(peer.rank, held.tag, is_held);
   }
-  next_pull_ns_.store(held_.empty() ? std::numeric_limits<int64_t>::max()
-                                    : held_.front().pull_at.time_since_epoch().count(),
-                      std::memory_order_relaxed);
 }
 
 void Engine::TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& request,
-                            const Unexpected& message) {
-  InboundStream& stream = peer.inbound_streams[SlotIndex(message.slot_ref)];
+                          const Unexpected& message) {
   if (message.length > request->size_) {
-    stream.into = InboundStream::Into::kDiscard;
-    stream.held = {};
+    peer.in.streams().Discard(message.slot_ref);
     FinishEagerReceive(*request, peer.rank, nullptr, message.length);  // fails: too long
     return;
   }
-  // What has arrived so far moves over; the rest streams straight into the receive.
-  if (stream.received != 0) Store(*request, 0, stream.held.data.get(), stream.received);
-  stream.held = {};
-  stream.into = InboundStream::Into::kRequest;
-  stream.request = request;
+  peer.in.streams().TakeOver(message.slot_ref, request);
   request->stage_ = ShmRequest::Stage::kStreaming;
   request->slot_ref_ = message.slot_ref;
   request->source_ = peer.rank;
 }
 
-void Engine::FinishPulled(Peer& peer, InboundStream& stream) {
+void Engine::FinishPulled(Peer& peer, InboundStreams::Stream& stream) {
   Matching::Arrived* arrived =
       matching_.FindUnexpected(peer.rank, stream.tag, [&](const Matching::Arrived& a) {
-        return a.message.kind == Unexpected::Kind::kPulling && a.message.slot_ref == stream.slot_ref;
+        return a.message.kind == Unexpected::Kind::kPulling &&
+               a.message.slot_ref == stream.slot_ref;
       });
   if (arrived == nullptr) return;
   arrived->message.kind = Unexpected::Kind::kData;
   arrived->message.data = std::move(stream.held);
 }
 
-void Engine::OnClearToSend(Peer& peer, uint32_t slot_ref) {
-  const std::shared_ptr<ShmRequest>& request = peer.announced[SlotIndex(slot_ref)];
-  if (request == nullptr || request->slot_ref_ != slot_ref) return;
-  // A send that failed meanwhile has nothing to stream; a cancelled one streams its private copy.
-  if (request->IsDone() && request->private_copy_ == nullptr) return;
-  request->stage_ = ShmRequest::Stage::kStreaming;
-  peer.streams.push_back(request);
-}
-
 void Engine::OnChunk(Peer& peer, const Record& record) {
-  auto it = peer.inbound_streams.find(SlotIndex(record.slot_ref));
-  const uint64_t chunk_bytes = peer.in.chunk_bytes();
-  if (it == peer.inbound_streams.end() || it->second.slot_ref != record.slot_ref ||
-      record.arg != it->second.received || record.length == 0 || record.length > chunk_bytes ||
-      record.length > it->second.length - it->second.received) {
-    FailPeer(peer, PeerUnavailableError(absl::StrCat("shm: rank ", peer.rank,
-                                                     " sent a staging chunk that does "
-                                                     "not continue any transfer (protocol error)"),
-                                        peer.rank));
-    return;
+  InboundStreams::Stream stream;
+  switch (peer.in.streams().OnChunk(record, &stream)) {
+    case InboundStreams::ChunkResult::kInvalid:
+      FailPeer(peer, PeerUnavailableError(absl::StrCat("shm: rank ", peer.rank,
+                                                       " sent a staging chunk that does not "
+                                                       "continue any transfer (protocol error)"),
+                                          peer.rank));
+      return;
+    case InboundStreams::ChunkResult::kPartial:
+      return;
+    case InboundStreams::ChunkResult::kComplete:
+      break;
   }
-  InboundStream& stream = it->second;
-  const char* chunk = peer.in.chunk(peer.chunks_consumed);
-  if (stream.into == InboundStream::Into::kRequest) {
-    Store(*stream.request, record.arg, chunk, record.length);
-  } else if (stream.into == InboundStream::Into::kHeld) {
-    std::memcpy(stream.held.data.get() + record.arg, chunk, record.length);
-  }
-  ++peer.chunks_consumed;
-  peer.in.control->staging_released.store(peer.chunks_consumed, std::memory_order_release);
-  stream.received += record.length;
-  if (stream.received < stream.length) return;
-  if (stream.into == InboundStream::Into::kRequest) {
+  if (stream.into == InboundStreams::Stream::Into::kRequest) {
     Complete(*stream.request, absl::OkStatus(), stream.length, peer.rank);
-  } else if (stream.into == InboundStream::Into::kHeld) {
+  } else if (stream.into == InboundStreams::Stream::Into::kHeld) {
     FinishPulled(peer, stream);  // now an ordinary unexpected message
   }
-  const uint32_t slot_ref = stream.slot_ref;
-  peer.inbound_streams.erase(it);
-  WriteControl(peer, RecordType::kFinished, slot_ref, kFinishDelivered);
+  WriteControl(peer, RecordType::kFinished, stream.slot_ref, kFinishDelivered);
 }
 
 void Engine::OnFinished(Peer& peer, uint32_t slot_ref, uint64_t outcome) {
-  const int slot = SlotIndex(slot_ref);
-  std::shared_ptr<ShmRequest> request = peer.announced[slot];
-  if (request == nullptr || request->slot_ref_ != slot_ref) return;
-  peer.announced[slot].reset();
-  peer.free_slots.push_back(slot);
-  if (request->IsDone()) return;  // streamed in full already, or cancelled
+  const std::shared_ptr<ShmRequest> request = peer.out.Finished(slot_ref);
+  if (request == nullptr) return;  // about an earlier use of the slot
+  if (request->IsDone()) return;   // streamed in full already, or cancelled
   if (outcome == kFinishReadFailed) {
     Complete(*request, InternalError(absl::StrCat("shm: rank ", peer.rank,
                                                   " could not read this send's buffer with "
@@ -933,110 +678,31 @@ void Engine::OnFinished(Peer& peer, uint32_t slot_ref, uint64_t outcome) {
 // Writing to a peer
 
 void Engine::WriteControl(Peer& peer, RecordType type, uint32_t slot_ref, uint64_t length) {
-  Record record{};
-  record.type = type;
-  record.slot_ref = slot_ref;
-  record.length = length;
-  peer.control_queue.push_back(record);
+  peer.out.QueueControl(type, slot_ref, length);
   Flush(peer);
 }
 
+// What the engine does as a peer's outbound writes sends.
+struct Engine::OutboundEvents {
+  Engine& engine;
+
+  // A send from this process's arena publishes the arena first, so the peer can read it in place.
+  void Announcing(const ShmRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine.mu_) {
+    if (engine.arena_published_) return;
+    const Arena* arena = Arena::IfCreated();
+    if (arena != nullptr && arena->Contains(request.data_, request.size_)) {
+      engine.PublishArena(*arena);
+    }
+  }
+  void Sent(ShmRequest& request) ABSL_EXCLUSIVE_LOCKS_REQUIRED(engine.mu_) {
+    engine.Complete(request, absl::OkStatus(), request.size_);
+  }
+};
+
 void Engine::Flush(Peer& peer) {
   if (!peer.connected || !peer.failure.ok()) return;
-  if (!FlushOnce(peer)) return;
-  // Blocked on space: ask the consumer to ring us when it frees some, then look once more in
-  // case it did in between (see Drain).
-  peer.outbox->area().control->want_space.exchange(1, std::memory_order_seq_cst);
-  FlushOnce(peer);
-}
-
-bool Engine::FlushOnce(Peer& peer) {
-  bool wrote = false;
-  bool blocked = false;
-  while (!peer.control_queue.empty()) {
-    if (!peer.writer.TryWrite(peer.control_queue.front())) {
-      blocked = true;
-      break;
-    }
-    peer.control_queue.pop_front();
-    wrote = true;
-  }
-  if (!blocked) blocked = FlushSends(peer, &wrote);
-  if (!blocked) blocked = PushStreams(peer, &wrote);
-  if (wrote) RingDoorbell(peer.outbox->header());
-  return blocked;
-}
-
-bool Engine::FlushSends(Peer& peer, bool* wrote) {
-  while (!peer.send_queue.empty()) {
-    ShmRequest& request = *peer.send_queue.front();
-    Record record{};
-    record.tag = request.tag();
-    record.length = request.size_;
-    if (request.size_ <= peer.eager_limit) {
-      record.type = RecordType::kEager;
-      if (!peer.writer.TryWrite(record, request.data_, request.size_)) return true;
-      *wrote = true;
-      const std::shared_ptr<ShmRequest> sent = std::move(peer.send_queue.front());
-      peer.send_queue.pop_front();
-      Complete(*sent, absl::OkStatus(), sent->size_);
-      continue;
-    }
-    if (peer.free_slots.empty()) return false;  // a kFinished record will free one
-    const int slot = peer.free_slots.back();
-    const uint32_t generation = (peer.generation[slot] + 1) & kSlotGenerationMask;
-    // Published by the ring's release of the record below.
-    peer.outbox->area().control->slots[slot].store(SlotWord(generation, kSlotPosted),
-                                                   std::memory_order_relaxed);
-    record.type = RecordType::kAnnounce;
-    record.slot_ref = SlotRef(generation, slot);
-    record.arg = reinterpret_cast<uint64_t>(request.data_);
-    if (!arena_published_) {
-      const Arena* arena = Arena::IfCreated();
-      if (arena != nullptr && arena->Contains(request.data_, request.size_)) PublishArena(*arena);
-    }
-    if (!peer.writer.TryWrite(record)) return true;
-    *wrote = true;
-    peer.generation[slot] = generation;
-    peer.free_slots.pop_back();
-    request.slot_ = slot;
-    request.slot_ref_ = record.slot_ref;
-    request.stage_ = ShmRequest::Stage::kAnnounced;
-    peer.announced[slot] = std::move(peer.send_queue.front());
-    peer.send_queue.pop_front();
-  }
-  return false;
-}
-
-bool Engine::PushStreams(Peer& peer, bool* wrote) {
-  const AreaView& out = peer.outbox->area();
-  while (!peer.streams.empty()) {
-    ShmRequest& request = *peer.streams.front();
-    while (request.streamed_ < request.size_) {
-      const uint64_t released = out.control->staging_released.load(std::memory_order_acquire);
-      if (peer.chunks_produced - released >= kStagingChunks) return true;
-      const uint64_t bytes =
-          std::min<uint64_t>(out.chunk_bytes(), request.size_ - request.streamed_);
-      // Rewritten harmlessly if the record below does not fit yet.
-      std::memcpy(out.chunk(peer.chunks_produced), request.data_ + request.streamed_, bytes);
-      Record record{};
-      record.type = RecordType::kChunk;
-      record.slot_ref = request.slot_ref_;
-      record.tag = request.tag();
-      record.length = bytes;
-      record.arg = request.streamed_;
-      if (!peer.writer.TryWrite(record)) return true;
-      *wrote = true;
-      ++peer.chunks_produced;
-      request.streamed_ += bytes;
-    }
-    // Every byte is in the staging area: the buffer is free. The slot stays taken until the
-    // receiver's kFinished.
-    const std::shared_ptr<ShmRequest> sent = std::move(peer.streams.front());
-    peer.streams.pop_front();
-    Complete(*sent, absl::OkStatus(), sent->size_);
-  }
-  return false;
+  OutboundEvents events{*this};
+  peer.out.Flush(events);
 }
 
 // ------------------------------------------------------------------------------------------
@@ -1118,7 +784,7 @@ void Engine::Complete(ShmRequest& request, absl::Status status, size_t bytes, in
   }
   request.stage_ = ShmRequest::Stage::kDone;
   if (request.Complete(std::move(status), bytes, from)) {
-    completed_since_wake_.store(true, std::memory_order_release);
+    waiters_.Completed();
   }
 }
 
@@ -1137,12 +803,7 @@ void Engine::Cancel(ShmRequest& request) {
       case ShmRequest::Stage::kDone:
         break;
       case ShmRequest::Stage::kQueued: {
-        auto& queue = peer->send_queue;
-        queue.erase(std::remove_if(queue.begin(), queue.end(),
-                                   [&](const std::shared_ptr<ShmRequest>& queued) {
-                                     return queued.get() == &request;
-                                   }),
-                    queue.end());
+        peer->out.Unqueue(request);
         Complete(request, cancelled);
         break;
       }
@@ -1153,45 +814,30 @@ void Engine::Cancel(ShmRequest& request) {
       case ShmRequest::Stage::kStreaming:
         if (!is_send) {
           // Later chunks are drained and dropped.
-          InboundStream& stream =
-              peers_[request.source_].inbound_streams[SlotIndex(request.slot_ref_)];
-          stream.into = InboundStream::Into::kDiscard;
-          stream.request.reset();
+          peers_[request.source_].in.streams().Discard(request.slot_ref_);
           Complete(request, cancelled);
           break;
         }
         [[fallthrough]];
       case ShmRequest::Stage::kAnnounced: {
-        std::atomic<uint32_t>& word = peer->outbox->area().control->slots[request.slot_];
-        const uint32_t generation = SlotGeneration(request.slot_ref_);
-        uint32_t expected = SlotWord(generation, kSlotPosted);
-        if (word.compare_exchange_strong(expected, SlotWord(generation, kSlotCancelled),
-                                         std::memory_order_acq_rel)) {
-          // The receiver never touched it; its descriptor will fail to claim the slot.
-          peer->announced[request.slot_].reset();
-          peer->free_slots.push_back(request.slot_);
-          Complete(request, cancelled);
-        } else if (StateOf(expected) == kSlotStaging) {
-          // The receiver has taken the message and may hold part of it already. As with a TCP
-          // message partly on the wire, the rest goes out from a private copy: the receiver
-          // gets the whole message (a receive never sees half of a cancelled send) and the
-          // caller's buffer is free once Cancel returns.
-          request.private_copy_.reset(new char[request.size_]);
-          std::memcpy(request.private_copy_.get() + request.streamed_,
-                      request.data_ + request.streamed_, request.size_ - request.streamed_);
-          request.data_ = request.private_copy_.get();
-          Complete(request, cancelled);  // the slot is freed by the receiver's kFinished
-        } else if (StateOf(expected) == kSlotDone) {
-          Complete(request, absl::OkStatus(), request.size_);  // delivered just now
-        } else {
-          receiver_reading = true;
+        switch (peer->out.Cancel(request)) {
+          case PeerOutbound::Cancelled::kWithdrawn:
+          case PeerOutbound::Cancelled::kCopied:  // its slot is freed by the peer's kFinished
+            Complete(request, cancelled);
+            break;
+          case PeerOutbound::Cancelled::kDelivered:
+            Complete(request, absl::OkStatus(), request.size_);
+            break;
+          case PeerOutbound::Cancelled::kBeingRead:
+            receiver_reading = true;
+            break;
         }
         break;
       }
     }
   }
   if (receiver_reading) FinishCancelAfterRead(request);
-  WakeWaitersIfCompleted();
+  waiters_.WakeIfCompleted();
 }
 
 void Engine::FinishCancelAfterRead(ShmRequest& request) {
@@ -1204,7 +850,7 @@ void Engine::FinishCancelAfterRead(ShmRequest& request) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (request.IsDone()) return;
-    word = &peers_[peer_rank].outbox->area().control->slots[request.slot_];
+    word = &peers_[peer_rank].out.slot_word(request.slot_);
     reading = SlotWord(SlotGeneration(request.slot_ref_), kSlotReading);
   }
   const Deadline give_up = Deadline::After(kCancelReadWait);
@@ -1222,7 +868,7 @@ void Engine::FinishCancelAfterRead(ShmRequest& request) {
                              << " while rank " << peer_rank << " still reads its buffer after "
                              << absl::FormatDuration(kCancelReadWait) << "; giving up on it";
   }
-  if (StateOf(word->load(std::memory_order_acquire)) == kSlotDone) {
+  if (SlotStateOf(word->load(std::memory_order_acquire)) == kSlotDone) {
     Complete(request, absl::OkStatus(), request.size_);  // the receiver took it meanwhile
     return;
   }
@@ -1247,18 +893,8 @@ void Engine::FailPeer(Peer& peer, absl::Status status, bool departed) {
     }
     Complete(*request, status);
   }
-  for (const std::shared_ptr<ShmRequest>& request : peer.send_queue) Complete(*request, status);
-  peer.send_queue.clear();
-  for (std::shared_ptr<ShmRequest>& request : peer.announced) {
-    if (request != nullptr && !request->IsDone()) Complete(*request, status);
-    request.reset();
-  }
-  peer.streams.clear();
-  for (auto& [slot, stream] : peer.inbound_streams) {
-    if (stream.into == InboundStream::Into::kRequest) Complete(*stream.request, status);
-  }
-  peer.inbound_streams.clear();
-  peer.control_queue.clear();
+  peer.out.FailAll([&](ShmRequest& request) { Complete(request, status); });
+  peer.in.streams().FailAll([&](ShmRequest& request) { Complete(request, status); });
   // Messages that arrived in full stay receivable; descriptors and partial pulls of large ones
   // are useless without their sender.
   matching_.RetainUnexpected(peer.rank, [](const Matching::Arrived& arrived) {
@@ -1283,33 +919,22 @@ void Engine::CloseWith(absl::Status status, uint32_t how) {
   if (!closed_.ok()) return;
   closed_ = status;
   // Withdraw announced buffers nobody reads yet, so no peer starts reading them later.
-  for (Peer& peer : peers_) {
-    for (const std::shared_ptr<ShmRequest>& request : peer.announced) {
-      if (request == nullptr || request->IsDone()) continue;
-      const uint32_t generation = SlotGeneration(request->slot_ref_);
-      uint32_t expected = SlotWord(generation, kSlotPosted);
-      peer.outbox->area().control->slots[request->slot_].compare_exchange_strong(
-          expected, SlotWord(generation, kSlotCancelled), std::memory_order_acq_rel);
-    }
-  }
+  for (Peer& peer : peers_) peer.out.WithdrawAll();
   std::vector<std::shared_ptr<ShmRequest>> all;
   all.reserve(pending_.size());
   for (auto& [raw, request] : pending_) all.push_back(request);
   for (const std::shared_ptr<ShmRequest>& request : all) Complete(*request, status);
   matching_.Clear();
   for (Peer& peer : peers_) {
-    peer.send_queue.clear();
-    for (auto& request : peer.announced) request.reset();
-    peer.streams.clear();
-    peer.inbound_streams.clear();
-    peer.control_queue.clear();
+    peer.out.Clear();
+    peer.in.streams().Clear();
   }
-  held_.clear();
+  held_.Clear();
   // Tell the peers: those attached to us see `closed` on their next poll; ring the ones we
   // reach so sleeping ones look now.
   ScanAttachments();
   header_.closed.store(how, std::memory_order_release);
-  for (int r : active_) WakeAll(peers_[r].outbox->header());
+  for (int r : active_) WakeAll(peers_[r].out.header());
   active_.clear();
 }
 
@@ -1329,9 +954,7 @@ void Engine::Shutdown() {
               kClosedDestroyed);
   }
   if (!stopping_.exchange(true)) {
-    const uint64_t one = 1;
-    const ssize_t ignored = write(stop_event_, &one, sizeof(one));
-    (void)ignored;
+    liveness_.Stop();
     WakeAll(header_);
     background_.join();
     inbox_->CloseForAttach();
@@ -1346,54 +969,14 @@ void Engine::PollOnce() {
     if (closed_.ok()) Progress();
     mu_.unlock();
   }
-  WakeWaitersIfCompleted();
-}
-
-void Engine::WakeWaitersIfCompleted() {
-  if (!completed_since_wake_.load(std::memory_order_relaxed) ||
-      !completed_since_wake_.exchange(false, std::memory_order_acq_rel)) {
-    return;
-  }
-  // A read-modify-write, like the waiter's increment before it checks IsDone(): of the two,
-  // the later one sees the earlier.
-  if (sleeping_waiters_.fetch_add(0, std::memory_order_seq_cst) > 0) WakeAll(header_);
+  waiters_.WakeIfCompleted();
 }
 
 absl::Status Engine::Wait(ShmRequest& request, Deadline deadline) {
   if (!request.IsDone()) {
-    active_waiters_.fetch_add(1, std::memory_order_relaxed);
-    // Poll the rings ourselves for a while: a message usually arrives within microseconds, and
-    // a futex wake-up costs tens. Yield now and then so oversubscribed ranks still run. The
-    // spin is timed from the first clock read, kPollsPerClockRead polls in.
-    std::chrono::steady_clock::time_point spin_until{};
-    for (int polls = 1; !request.IsDone(); ++polls) {
-      PollOnce();
-      if (request.IsDone()) break;
-      if (polls % kPollsPerClockRead == 0) {
-        const auto now = std::chrono::steady_clock::now();
-        if (polls == kPollsPerClockRead) {
-          spin_until = now + absl::ToChronoNanoseconds(options_.spin);
-        } else if (now >= spin_until) {
-          break;
-        }
-        if (now >= deadline.time_point()) break;
-      }
-      if (polls % yield_every_ == 0) sched_yield();
-    }
-    // Then sleep on the doorbell: peers ring it when they publish, local threads when they
-    // complete something.
-    while (!request.IsDone() && !deadline.Expired()) {
-      const uint32_t seq = BeginSleep(header_);
-      sleeping_waiters_.fetch_add(1, std::memory_order_seq_cst);
-      PollOnce();
-      if (!request.IsDone()) {
-        Sleep(header_, seq, std::min({deadline.Remaining(), kWaiterSleepCap, UntilNextPull()}));
-      }
-      sleeping_waiters_.fetch_sub(1, std::memory_order_relaxed);
-      EndSleep(header_);
-      PollOnce();
-    }
-    active_waiters_.fetch_sub(1, std::memory_order_relaxed);
+    waiters_.Wait(
+        deadline, [this] { PollOnce(); }, [&request] { return request.IsDone(); },
+        [this] { return held_.UntilNextPull(); });
   }
   if (!request.IsDone()) {
     std::vector<int> any_peers;
@@ -1409,17 +992,10 @@ absl::Status Engine::Wait(ShmRequest& request, Deadline deadline) {
   return request.status();
 }
 
-absl::Duration Engine::UntilNextPull() const {
-  const int64_t at = next_pull_ns_.load(std::memory_order_relaxed);
-  if (at == std::numeric_limits<int64_t>::max()) return absl::InfiniteDuration();
-  const int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
-  return absl::Nanoseconds(std::max<int64_t>(0, at - now));
-}
-
 void Engine::BackgroundLoop() {
   SetThreadLogRank(rank_);
   while (!stopping_.load(std::memory_order_acquire)) {
-    if (active_waiters_.load(std::memory_order_relaxed) > 0) {
+    if (waiters_.active()) {
       // Waiters drive progress; only watch the peers' pids.
       CheckLiveness(kLivenessPollMillis);
       continue;
@@ -1427,37 +1003,20 @@ void Engine::BackgroundLoop() {
     CheckLiveness(0);
     const uint32_t seq = BeginSleep(header_);
     PollOnce();
-    if (active_waiters_.load(std::memory_order_relaxed) == 0 &&
-        !stopping_.load(std::memory_order_acquire)) {
-      Sleep(header_, seq, std::min(kIdleSleep, UntilNextPull()));
+    if (!waiters_.active() && !stopping_.load(std::memory_order_acquire)) {
+      Sleep(header_, seq, std::min(kIdleSleep, held_.UntilNextPull()));
     }
     EndSleep(header_);
   }
 }
 
 void Engine::CheckLiveness(int timeout_ms) {
-  std::vector<struct pollfd> fds;
-  std::vector<int> ranks;
-  std::vector<int> dead;
-  fds.push_back({stop_event_, POLLIN, 0});
-  ranks.push_back(-1);
+  PeerLiveness::Look look = liveness_.Begin();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (int r : active_) {
-      const Peer& peer = peers_[r];
-      if (peer.pidfd >= 0) {
-        fds.push_back({peer.pidfd, POLLIN, 0});
-        ranks.push_back(r);
-      } else if (peer.address.pid != getpid() && kill(peer.address.pid, 0) != 0 && errno == ESRCH) {
-        dead.push_back(r);  // no pidfd_open on this kernel
-      }
-    }
+    for (int r : active_) liveness_.Add(r, peers_[r].address.pid, &look);
   }
-  if (poll(fds.data(), fds.size(), timeout_ms) > 0) {
-    for (size_t i = 1; i < fds.size(); ++i) {
-      if (fds[i].revents != 0) dead.push_back(ranks[i]);
-    }
-  }
+  const std::vector<int>& dead = look.Wait(timeout_ms);
   if (dead.empty()) return;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -1465,8 +1024,7 @@ void Engine::CheckLiveness(int timeout_ms) {
       Peer& peer = peers_[r];
       if (!peer.failure.ok() || !closed_.ok()) continue;
       // A peer that closed its mesh and then exited left in order: report that instead.
-      const bool closed_first =
-          peer.outbox->header().closed.load(std::memory_order_acquire) != kOpen;
+      const bool closed_first = peer.out.header().closed.load(std::memory_order_acquire) != kOpen;
       Drain(peer);  // what it wrote in full before dying is still delivered
       if (closed_first) {
         Progress();
@@ -1479,7 +1037,7 @@ void Engine::CheckLiveness(int timeout_ms) {
                          r));
     }
   }
-  WakeWaitersIfCompleted();
+  waiters_.WakeIfCompleted();
 }
 
 }  // namespace chorus::shm

@@ -8,11 +8,8 @@
 #ifndef CHORUS_TRANSPORT_SHM_ENGINE_H_
 #define CHORUS_TRANSPORT_SHM_ENGINE_H_
 
-#include <array>
 #include <atomic>
 #include <cstdint>
-#include <deque>
-#include <limits>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -27,54 +24,19 @@
 #include "chorus/transport/receive_claim.h"
 #include "chorus/transport/request.h"
 #include "chorus/transport/shm/arena.h"
+#include "chorus/transport/shm/hold_schedule.h"
+#include "chorus/transport/shm/inbound_streams.h"
 #include "chorus/transport/shm/layout.h"
+#include "chorus/transport/shm/peer_liveness.h"
 #include "chorus/transport/shm/ring.h"
 #include "chorus/transport/shm/segment.h"
 #include "chorus/transport/shm/shm_device.h"
+#include "chorus/transport/shm/shm_request.h"
 #include "chorus/transport/shm/single_copy.h"
+#include "chorus/transport/shm/waiters.h"
 #include "chorus/transport/transport.h"
 
 namespace chorus::shm {
-
-class Engine;
-
-// A send or receive of the shm transport. Thread-safe like every Request; the fields below the
-// base class belong to the engine and are guarded by its mutex.
-class ShmRequest final : public Request {
- public:
-  ShmRequest(std::shared_ptr<Engine> engine, RequestKind kind, int peer, Tag tag, char* data,
-             size_t size);
-
-  // Drives the engine's progress on the calling thread, then sleeps on the doorbell.
-  absl::Status Wait(Deadline deadline) override;
-  void Cancel() override;
-
- private:
-  friend class Engine;
-  enum class Stage {
-    kNew,
-    kQueued,     // send: waiting for ring space or a rendezvous slot
-    kAnnounced,  // send: descriptor in the ring; the receiver reads it, streams it or drops it
-    kStreaming,  // send: pushing staging chunks; receive: taking them
-    kPosted,     // receive: waiting for a message
-    kDone,
-  };
-
-  const std::shared_ptr<Engine> engine_;
-  char* data_;  // the caller's buffer, or private_copy_ once a streaming send is cancelled
-  const size_t size_;
-  std::unique_ptr<char[]> private_copy_;
-  RecvSink* sink_ = nullptr;  // receive: takes eager and staged bytes in place of data_
-  Stage stage_ = Stage::kNew;
-  std::vector<int> any_peers_;  // Mesh::RecvFromAny: every peer it is posted on
-  // Mesh::RecvFromAnyPart: the claim shared with the receive's parts on other meshes.
-  std::shared_ptr<ReceiveClaim> claim_;
-  int part_ = 0;
-  int slot_ = -1;               // send: rendezvous slot while announced or streaming
-  uint32_t slot_ref_ = 0;       // send: that slot; receive: the stream it takes
-  int source_ = -1;             // receive through staging: the sending rank
-  uint64_t streamed_ = 0;       // send through staging: bytes pushed so far
-};
 
 // Thread-safe. Created by the device once the addresses are exchanged; the mesh calls
 // Shutdown() when it is destroyed, and requests keep the engine alive after that.
@@ -115,8 +77,7 @@ class Engine : public std::enable_shared_from_this<Engine> {
  private:
   struct Peer;
   struct Unexpected;
-  struct InboundStream;
-  struct HeldAnnouncement;
+  struct OutboundEvents;
   enum class Claim { kWithdrawn, kTooLong, kRead, kStage };
   using Matching = matching::MatchTable<std::shared_ptr<ShmRequest>, Unexpected>;
 
@@ -128,21 +89,16 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void Connect(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Connect found `peer` gone: delivers what it sent in full, then fails it with `status`.
   void FailUnreachable(Peer& peer, absl::Status status) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  absl::StatusOr<LargePath> ChooseLargePath(const Peer& peer) const;
   void Drain(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleRecord(Peer& peer, const Record& record, const char* payload)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DeliverEager(Peer& peer, Tag tag, const char* data, uint64_t length)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void DeliverAnnouncement(Peer& peer, const Record& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void OnClearToSend(Peer& peer, uint32_t slot_ref) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnChunk(Peer& peer, const Record& record) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void OnFinished(Peer& peer, uint32_t slot_ref, uint64_t outcome)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Flush(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool FlushOnce(Peer& peer) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool FlushSends(Peer& peer, bool* wrote) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  bool PushStreams(Peer& peer, bool* wrote) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void WriteControl(Peer& peer, RecordType type, uint32_t slot_ref, uint64_t length = 0)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -174,9 +130,6 @@ class Engine : public std::enable_shared_from_this<Engine> {
   void ReceiveAnnounced(Peer& peer, const std::shared_ptr<ShmRequest>& request, Claim claim,
                         uint32_t slot_ref, uint64_t length, uint64_t address)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Puts received bytes where the receive wants them: its sink, else its buffer.
-  void Store(ShmRequest& request, uint64_t offset, const char* data, uint64_t length)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void FinishEagerReceive(ShmRequest& request, int from, const char* data, uint64_t length)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Copies an announced message (claimed for reading) out of the sender's buffer into `into`,
@@ -187,18 +140,11 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // Pulls announcements that waited longer than the hold time for a receive into buffers of
   // this rank, so their senders complete.
   void PullExpiredAnnouncements() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Keeps an unmatched announcement of `length` bytes from `peer` as a descriptor until its
-  // hold is over (ShmOptions::HoldFor, queued behind the peer's earlier held messages).
-  void Hold(Peer& peer, Tag tag, uint64_t arrival, uint64_t length)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // How many of `peer`'s rendezvous slots towards this rank hold an announcement nobody has
-  // claimed yet: its held messages, and any whose announcement is still in the ring.
-  int UnclaimedSlots(const Peer& peer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A receive matched a message being pulled through staging: it takes over the stream.
   void TakeOverPull(Peer& peer, const std::shared_ptr<ShmRequest>& request,
                     const Unexpected& message) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A pull finished: its unexpected entry becomes plain data.
-  void FinishPulled(Peer& peer, InboundStream& stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void FinishPulled(Peer& peer, InboundStreams::Stream& stream) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // --- completion and failure (mu_ held) ---
   std::shared_ptr<ShmRequest> NewRequest(RequestKind kind, int peer, Tag tag, void* data,
@@ -223,18 +169,11 @@ class Engine : public std::enable_shared_from_this<Engine> {
 
   // --- waiting and the background thread (mu_ not held) ---
   void PollOnce() ABSL_LOCKS_EXCLUDED(mu_);
-  // Time until the oldest held announcement is due to be pulled (infinite if none).
-  absl::Duration UntilNextPull() const;
-  void WakeWaitersIfCompleted();
   void BackgroundLoop();
   // Polls the peers' pidfds (and the stop event) for up to `timeout_ms`; fails dead peers.
   void CheckLiveness(int timeout_ms) ABSL_LOCKS_EXCLUDED(mu_);
 
   const ShmOptions options_;
-  // A spinning waiter yields the core every this many polls: often (8) when this host's
-  // ranks outnumber the cores this process may run on, so the rank it waits for gets to run;
-  // rarely otherwise, where a yield only adds a system call to the reply's latency.
-  const int yield_every_;
   const int rank_;
   const int size_;
   const uint64_t job_hash_;
@@ -244,22 +183,19 @@ class Engine : public std::enable_shared_from_this<Engine> {
   // std::mutex rather than absl::Mutex: Debian's libabsl is not built for ThreadSanitizer, so
   // TSan cannot see absl::Mutex's ordering, while it intercepts pthread mutexes.
   std::mutex mu_;
+  PeerLiveness liveness_;  // its pidfds guarded by mu_, which it names
   std::vector<Peer> peers_ ABSL_GUARDED_BY(mu_);  // index = rank; this rank's entry unused
   std::vector<int> active_ ABSL_GUARDED_BY(mu_);  // connected, not failed: polled by Progress
   uint64_t seen_attach_epoch_ ABSL_GUARDED_BY(mu_) = 0;
   Matching matching_ ABSL_GUARDED_BY(mu_);
-  std::deque<HeldAnnouncement> held_ ABSL_GUARDED_BY(mu_);                  // in due order
-  std::atomic<int64_t> next_pull_ns_{std::numeric_limits<int64_t>::max()};  // steady clock
+  HoldSchedule held_;  // guarded by mu_, which it names
   // Every request from creation to completion, so Abort and peer failure can reach them.
   absl::flat_hash_map<ShmRequest*, std::shared_ptr<ShmRequest>> pending_ ABSL_GUARDED_BY(mu_);
   absl::Status closed_ ABSL_GUARDED_BY(mu_);  // non-OK once aborted or shut down
   bool arena_published_ ABSL_GUARDED_BY(mu_) = false;
 
-  std::atomic<int> active_waiters_{0};    // threads inside Wait()
-  std::atomic<int> sleeping_waiters_{0};  // of those, the ones asleep on the doorbell
-  std::atomic<bool> completed_since_wake_{false};
+  Waiters waiters_;
   std::atomic<bool> stopping_{false};
-  int stop_event_ = -1;  // eventfd that ends the background thread's poll
   std::thread background_;
 };
 

@@ -13,6 +13,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "chorus/core/logging.h"
 #include "chorus/core/status.h"
 
 namespace chorus::shm {
@@ -147,6 +148,35 @@ absl::Status ProbeCrossMemory(pid_t pid, uint64_t address, uint64_t expected) {
         absl::StrCat("process_vm_readv in pid ", pid, " read an unexpected probe value"));
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<LargePath> ChooseLargePath(SingleCopyMode mode, int rank, int peer, pid_t pid,
+                                          uint64_t probe_address, uint64_t probe_value) {
+  if (mode == SingleCopyMode::kStaging) return LargePath::kStaging;
+  if (mode == SingleCopyMode::kAuto && pid == getpid()) return LargePath::kMemcpy;
+  const absl::Status probe = ProbeCrossMemory(pid, probe_address, probe_value);
+  if (probe.ok()) {
+    const CopyRates& rates = MeasuredCopyRates();
+    if (mode == SingleCopyMode::kCma || rates.CrossMemoryWorthIt()) return LargePath::kCrossMemory;
+    CHORUS_LOG(kInfo, "shm") << "rank " << rank << ": cross-memory attach copies at "
+                             << rates.cross_memory / 1e9 << " GB/s against memcpy's "
+                             << rates.memcpy / 1e9 << " GB/s here; large messages from rank "
+                             << peer
+                             << " go through the staging area (CHORUS_SHM_SINGLE_COPY=cma "
+                                "forces cross-memory attach)";
+    return LargePath::kStaging;
+  }
+  if (mode == SingleCopyMode::kCma) {
+    return PeerUnavailableError(
+        absl::StrCat("shm: CHORUS_SHM_SINGLE_COPY=cma, but cross-memory attach to rank ", peer,
+                     " fails: ", probe.message(),
+                     "; set it to auto to fall back to the staging area"),
+        peer);
+  }
+  CHORUS_LOG(kInfo, "shm") << "rank " << rank << ": cross-memory attach to rank " << peer
+                           << " is not allowed (" << probe.message()
+                           << "); its large messages go through the staging area";
+  return LargePath::kStaging;
 }
 
 }  // namespace chorus::shm

@@ -33,6 +33,13 @@ absl::string_view SingleCopyModeName(SingleCopyMode mode);
 enum class LargePath { kMemcpy, kCrossMemory, kStaging };
 absl::string_view LargePathName(LargePath path);
 
+// The path by which this rank (`rank`) reads the large messages of rank `peer`, process `pid`,
+// in `mode`: memcpy within a process (kAuto), else cross-memory attach where a probe of the
+// peer's `probe_address` (which holds `probe_value`) succeeds and it is worth it here
+// (CopyRates), else the staging area. kPeerUnavailable where `mode` is kCma and the probe fails.
+absl::StatusOr<LargePath> ChooseLargePath(SingleCopyMode mode, int rank, int peer, pid_t pid,
+                                          uint64_t probe_address, uint64_t probe_value);
+
 // Copies `bytes` from `remote_address` in process `pid` into `local`. Loops over partial reads.
 // kPeerUnavailable when the process is gone, kInternal for any other failure.
 absl::Status CrossMemoryRead(pid_t pid, void* local, uint64_t remote_address, size_t bytes);
