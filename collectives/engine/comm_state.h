@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -22,12 +23,14 @@
 
 namespace chorus {
 
+// CommunicatorOptions' pipelining and streaming, resolved: Communicator::Assemble fills every
+// field from the options, the device's links and this machine's cache. The defaults below are
+// what a CommState built by hand (tests) gets without a device or a cache to ask: no pipelining,
+// the options' window, never streaming past the cache.
 struct CommTuning {
-  // The communicator sets it (CommunicatorOptions::segment_bytes, 0 resolved by device kind);
-  // the value here serves code that builds a CommState by itself (tests).
-  size_t segment_bytes = 1024 * 1024;
-  int pipeline_depth = 16;
-  size_t streaming_bytes = 32 << 20;  // CommunicatorOptions::streaming_bytes, 0 resolved
+  size_t segment_bytes = 0;  // the pipelining segment; 0: one segment per block
+  int pipeline_depth = CommunicatorOptions().pipeline_depth;
+  size_t streaming_bytes = std::numeric_limits<size_t>::max();
   // Link costs (every field set) within a host and between hosts, with which the hierarchical
   // algorithm picks each phase's algorithm.
   CostParams local_cost;
