@@ -122,6 +122,10 @@ void VisitType(DataType type, F&& f) {
       return f(int8_t{});
     case DataType::kUint8:
       return f(uint8_t{});
+    case DataType::kInt16:
+      return f(int16_t{});
+    case DataType::kUint16:
+      return f(uint16_t{});
     case DataType::kInt32:
       return f(int32_t{});
     case DataType::kUint32:

@@ -26,6 +26,8 @@ constexpr std::array<DataTypeInfo, kNumDataTypes> kDataTypeInfo = {{
     {"bfloat16", 2},
     {"float32", 4},
     {"float64", 8},
+    {"int16", 2},
+    {"uint16", 2},
 }};
 
 constexpr std::array<absl::string_view, kNumReduceOps> kReduceOpNames = {
@@ -37,6 +39,7 @@ constexpr std::pair<absl::string_view, DataType> kDataTypeAliases[] = {
     {"fp32", DataType::kFloat32},    {"double", DataType::kFloat64},
     {"fp64", DataType::kFloat64},    {"int", DataType::kInt32},
     {"uint", DataType::kUint32},     {"char", DataType::kInt8},
+    {"short", DataType::kInt16},     {"ushort", DataType::kUint16},
 };
 
 }  // namespace
@@ -63,8 +66,8 @@ absl::StatusOr<DataType> ParseDataType(absl::string_view name) {
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "unknown data type '", name,
-      "'; expected one of int8 uint8 int32 uint32 int64 uint64 float16 bfloat16 float32 "
-      "float64"));
+      "'; expected one of int8 uint8 int16 uint16 int32 uint32 int64 uint64 float16 bfloat16 "
+      "float32 float64"));
 }
 
 absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name) {

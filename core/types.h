@@ -23,8 +23,10 @@ enum class DataType : uint8_t {
   kBFloat16 = 7,  // bfloat16 (the top 16 bits of a binary32)
   kFloat32 = 8,
   kFloat64 = 9,
+  kInt16 = 10,
+  kUint16 = 11,
 };
-inline constexpr int kNumDataTypes = 10;
+inline constexpr int kNumDataTypes = 12;
 
 // Reduction operators. kAvg is a sum followed by a division by the rank count; for integer
 // types the division truncates toward zero (C++ integer division). Numeric values are part of
@@ -42,13 +44,13 @@ inline constexpr int kNumReduceOps = 5;
 size_t DataTypeSize(DataType type);
 
 // Short lowercase names as used in flags, logs and benchmark tables: "int8", "uint8", "int32",
-// "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64";
+// "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64", "int16", "uint16";
 // "sum", "prod", "min", "max", "avg".
 absl::string_view DataTypeName(DataType type);
 absl::string_view ReduceOpName(ReduceOp op);
 
 // Parses the names above (also accepting the aliases "half"/"fp16", "bf16", "float"/"fp32",
-// "double"/"fp64", "int"/"uint"). Unknown names give InvalidArgument.
+// "double"/"fp64", "int"/"uint", "short"/"ushort"). Unknown names give InvalidArgument.
 absl::StatusOr<DataType> ParseDataType(absl::string_view name);
 absl::StatusOr<ReduceOp> ParseReduceOp(absl::string_view name);
 

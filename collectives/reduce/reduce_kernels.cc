@@ -148,6 +148,10 @@ CHORUS_ALWAYS_INLINE void CombineTyped(DataType type, const void* a, const void*
       return Combine<int8_t, Op>(a, b, dst, n);
     case DataType::kUint8:
       return Combine<uint8_t, Op>(a, b, dst, n);
+    case DataType::kInt16:
+      return Combine<int16_t, Op>(a, b, dst, n);
+    case DataType::kUint16:
+      return Combine<uint16_t, Op>(a, b, dst, n);
     case DataType::kInt32:
       return Combine<int32_t, Op>(a, b, dst, n);
     case DataType::kUint32:
@@ -235,6 +239,10 @@ void DivideBuffer(DataType type, void* data, size_t count, int divisor) {
       return DivideTyped<int8_t>(data, count, divisor);
     case DataType::kUint8:
       return DivideTyped<uint8_t>(data, count, divisor);
+    case DataType::kInt16:
+      return DivideTyped<int16_t>(data, count, divisor);
+    case DataType::kUint16:
+      return DivideTyped<uint16_t>(data, count, divisor);
     case DataType::kInt32:
       return DivideTyped<int32_t>(data, count, divisor);
     case DataType::kUint32:

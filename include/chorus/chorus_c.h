@@ -71,7 +71,9 @@ typedef enum chorus_datatype {
   CHORUS_FLOAT16 = 6,  /* IEEE 754 binary16 */
   CHORUS_BFLOAT16 = 7, /* the top 16 bits of a binary32 */
   CHORUS_FLOAT32 = 8,
-  CHORUS_FLOAT64 = 9
+  CHORUS_FLOAT64 = 9,
+  CHORUS_INT16 = 10,
+  CHORUS_UINT16 = 11
 } chorus_datatype_t;
 
 typedef enum chorus_reduce_op {

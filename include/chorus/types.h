@@ -21,6 +21,8 @@ enum class DataType : int {
   kBFloat16 = CHORUS_BFLOAT16,  // the top 16 bits of a binary32
   kFloat32 = CHORUS_FLOAT32,
   kFloat64 = CHORUS_FLOAT64,
+  kInt16 = CHORUS_INT16,
+  kUint16 = CHORUS_UINT16,
 };
 
 // kAvg sums, then divides by the rank count (integers truncate toward zero).
@@ -48,6 +50,14 @@ constexpr DataType DataTypeOf<int8_t>() {
 template <>
 constexpr DataType DataTypeOf<uint8_t>() {
   return DataType::kUint8;
+}
+template <>
+constexpr DataType DataTypeOf<int16_t>() {
+  return DataType::kInt16;
+}
+template <>
+constexpr DataType DataTypeOf<uint16_t>() {
+  return DataType::kUint16;
 }
 template <>
 constexpr DataType DataTypeOf<int32_t>() {

@@ -138,7 +138,8 @@ TEST_CASE("collectives, work and point-to-point among 3 ranks", "[c_api]") {
     const int size = chorus_comm_size(comm);
     // Bad enum values and a bad algorithm are invalid arguments, found before anything is sent.
     int32_t x = rank, y = 0;
-    RANK_EXPECT(chorus_allreduce(comm, &x, &y, 1, static_cast<chorus_datatype_t>(10), CHORUS_SUM,
+    RANK_EXPECT(chorus_allreduce(comm, &x, &y, 1, static_cast<chorus_datatype_t>(CHORUS_UINT16 + 1),
+                                 CHORUS_SUM,
                                  nullptr) == CHORUS_ERR_INVALID_ARGUMENT);
     RANK_EXPECT(chorus_allreduce(comm, &x, &y, 1, CHORUS_INT32, static_cast<chorus_reduce_op_t>(-1),
                                  nullptr) == CHORUS_ERR_INVALID_ARGUMENT);

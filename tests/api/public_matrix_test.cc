@@ -83,12 +83,13 @@ const std::vector<CollInfo>& Collectives() {
   return kAll;
 }
 
-const DataType kTypes[] = {DataType::kInt8,    DataType::kUint8,    DataType::kInt32,
-                           DataType::kUint32,  DataType::kInt64,    DataType::kUint64,
-                           DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32,
-                           DataType::kFloat64};
-const char* const kTypeNames[] = {"int8",   "uint8",   "int32",    "uint32",  "int64",
-                                  "uint64", "float16", "bfloat16", "float32", "float64"};
+const DataType kTypes[] = {DataType::kInt8,    DataType::kUint8,    DataType::kInt16,
+                           DataType::kUint16,  DataType::kInt32,    DataType::kUint32,
+                           DataType::kInt64,   DataType::kUint64,   DataType::kFloat16,
+                           DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
+const char* const kTypeNames[] = {"int8",    "uint8",  "int16",   "uint16",
+                                  "int32",   "uint32", "int64",   "uint64",
+                                  "float16", "bfloat16", "float32", "float64"};
 const ReduceOp kOps[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
                          ReduceOp::kAvg};
 const char* const kOpNames[] = {"sum", "prod", "min", "max", "avg"};
@@ -96,7 +97,8 @@ const size_t kCounts[] = {0, 1, 7, 1000};
 constexpr uint8_t kPoison = 0x5a;
 
 bool IsUnsigned(DataType t) {
-  return t == DataType::kUint8 || t == DataType::kUint32 || t == DataType::kUint64;
+  return t == DataType::kUint8 || t == DataType::kUint16 || t == DataType::kUint32 ||
+         t == DataType::kUint64;
 }
 bool IsFloat(DataType t) {
   return t == DataType::kFloat16 || t == DataType::kBFloat16 || t == DataType::kFloat32 ||
@@ -136,6 +138,10 @@ void Put(DataType t, uint8_t* base, size_t i, double v) {
       return store(static_cast<int8_t>(v));
     case DataType::kUint8:
       return store(static_cast<uint8_t>(v));
+    case DataType::kInt16:
+      return store(static_cast<int16_t>(v));
+    case DataType::kUint16:
+      return store(static_cast<uint16_t>(v));
     case DataType::kInt32:
       return store(static_cast<int32_t>(v));
     case DataType::kUint32:
@@ -169,6 +175,12 @@ std::string Show(DataType t, const uint8_t* base, size_t i) {
       break;
     case DataType::kUint8:
       text << int{load(uint8_t{})};
+      break;
+    case DataType::kInt16:
+      text << int{load(int16_t{})};
+      break;
+    case DataType::kUint16:
+      text << int{load(uint16_t{})};
       break;
     case DataType::kInt32:
       text << load(int32_t{});

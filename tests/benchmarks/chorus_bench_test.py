@@ -88,10 +88,12 @@ class ChorusBench(unittest.TestCase):
     def test_every_type_and_op_in_one_run_over_shm(self):
         result = run_bench(2, "-b", "64", "-e", "4K", "-f", "64", "-n", "1", "-w", "0",
                            "--limits", "0", "-d", "all", "-o", "all", "--transport", "shm")
-        rows = self.assert_all_verified(result, 10 * 5 * 2)  # types x ops x (64 B, 4 KiB)
+        rows = self.assert_all_verified(result, 12 * 5 * 2)  # types x ops x (64 B, 4 KiB)
         printed = {(row[2], row[3]) for row in rows}
-        self.assertEqual(len(printed), 50, printed)
+        self.assertEqual(len(printed), 60, printed)
         self.assertIn(("bfloat16", "avg"), printed)
+        self.assertIn(("int16", "min"), printed)
+        self.assertIn(("uint16", "prod"), printed)
         self.assertIn(("uint64", "prod"), printed)
 
     def test_chorus_transport_is_the_default_and_the_flag_wins(self):

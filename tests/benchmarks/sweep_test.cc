@@ -143,6 +143,10 @@ class ReferenceTarget : public CollectiveTarget {
         return static_cast<const int8_t*>(data)[index];
       case DataType::kUint8:
         return static_cast<const uint8_t*>(data)[index];
+      case DataType::kInt16:
+        return static_cast<const int16_t*>(data)[index];
+      case DataType::kUint16:
+        return static_cast<const uint16_t*>(data)[index];
       case DataType::kInt32:
         return static_cast<const int32_t*>(data)[index];
       case DataType::kUint32:
@@ -169,6 +173,10 @@ class ReferenceTarget : public CollectiveTarget {
         return Store<int8_t>(output_, index, value);
       case DataType::kUint8:
         return Store<uint8_t>(output_, index, value);
+      case DataType::kInt16:
+        return Store<int16_t>(output_, index, value);
+      case DataType::kUint16:
+        return Store<uint16_t>(output_, index, value);
       case DataType::kInt32:
         return Store<int32_t>(output_, index, value);
       case DataType::kUint32:
@@ -329,10 +337,10 @@ BenchmarkOptions SmallSweep(CollectiveKind collective, DataType type, ReduceOp o
 }
 
 TEST_CASE("a correct implementation verifies exactly for every collective, type and op") {
-  const DataType types[] = {DataType::kInt8,    DataType::kUint8,    DataType::kInt32,
-                            DataType::kUint32,  DataType::kInt64,    DataType::kUint64,
-                            DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32,
-                            DataType::kFloat64};
+  const DataType types[] = {DataType::kInt8,    DataType::kUint8,    DataType::kInt16,
+                            DataType::kUint16,  DataType::kInt32,    DataType::kUint32,
+                            DataType::kInt64,   DataType::kUint64,   DataType::kFloat16,
+                            DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
   const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
                           ReduceOp::kAvg};
   for (const CollectiveKind collective :

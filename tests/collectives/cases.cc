@@ -15,7 +15,8 @@ namespace {
 constexpr uint8_t kPoison = 0xa5;
 
 bool IsUnsigned(DataType type) {
-  return type == DataType::kUint8 || type == DataType::kUint32 || type == DataType::kUint64;
+  return type == DataType::kUint8 || type == DataType::kUint16 || type == DataType::kUint32 ||
+         type == DataType::kUint64;
 }
 
 // Inputs of reductions: sums of 9 ranks stay within [-54, 108], products are +-2^k with
@@ -43,6 +44,10 @@ std::string ElementText(DataType type, const uint8_t* base, size_t index) {
       return absl::StrCat(*static_cast<const int8_t*>(at));
     case DataType::kUint8:
       return absl::StrCat(*static_cast<const uint8_t*>(at));
+    case DataType::kInt16:
+      return absl::StrCat(*static_cast<const int16_t*>(at));
+    case DataType::kUint16:
+      return absl::StrCat(*static_cast<const uint16_t*>(at));
     case DataType::kInt32:
       return absl::StrCat(*static_cast<const int32_t*>(at));
     case DataType::kUint32:
@@ -197,6 +202,12 @@ void SetElement(DataType type, void* base, size_t index, double value) {
     case DataType::kUint8:
       static_cast<uint8_t*>(base)[index] = static_cast<uint8_t>(value);
       return;
+    case DataType::kInt16:
+      static_cast<int16_t*>(base)[index] = static_cast<int16_t>(value);
+      return;
+    case DataType::kUint16:
+      static_cast<uint16_t*>(base)[index] = static_cast<uint16_t>(value);
+      return;
     case DataType::kInt32:
       static_cast<int32_t*>(base)[index] = static_cast<int32_t>(value);
       return;
@@ -230,6 +241,10 @@ double ElementValue(DataType type, const void* base, size_t index) {
       return static_cast<const int8_t*>(base)[index];
     case DataType::kUint8:
       return static_cast<const uint8_t*>(base)[index];
+    case DataType::kInt16:
+      return static_cast<const int16_t*>(base)[index];
+    case DataType::kUint16:
+      return static_cast<const uint16_t*>(base)[index];
     case DataType::kInt32:
       return static_cast<const int32_t*>(base)[index];
     case DataType::kUint32:

@@ -83,6 +83,8 @@ void CheckHalf(DataType type) {
 TEST_CASE("integer and float kernels match the scalar reference", "[kernels]") {
   INFO("kernel set " << ReduceKernelSet());
   CheckIntegerOrFloat<int8_t>(DataType::kInt8);
+  CheckIntegerOrFloat<int16_t>(DataType::kInt16);
+  CheckIntegerOrFloat<uint16_t>(DataType::kUint16);
   CheckIntegerOrFloat<int32_t>(DataType::kInt32);
   CheckIntegerOrFloat<int64_t>(DataType::kInt64);
   CheckIntegerOrFloat<float>(DataType::kFloat32);

@@ -15,6 +15,10 @@ TEST_CASE("data type sizes and names round-trip") {
     CHECK(*parsed == type);
   }
   CHECK(DataTypeSize(DataType::kInt8) == 1);
+  CHECK(DataTypeSize(DataType::kInt16) == 2);
+  CHECK(DataTypeSize(DataType::kUint16) == 2);
+  CHECK(*ParseDataType("int16") == DataType::kInt16);
+  CHECK(*ParseDataType("ushort") == DataType::kUint16);
   CHECK(DataTypeSize(DataType::kFloat16) == 2);
   CHECK(DataTypeSize(DataType::kBFloat16) == 2);
   CHECK(DataTypeSize(DataType::kUint32) == 4);
@@ -32,7 +36,8 @@ TEST_CASE("reduce op names round-trip") {
   CHECK_FALSE(ParseReduceOp("xor").ok());
   CHECK(IsValidReduceOp(4));
   CHECK_FALSE(IsValidReduceOp(5));
-  CHECK_FALSE(IsValidDataType(10));
+  CHECK(IsValidDataType(11));
+  CHECK_FALSE(IsValidDataType(12));
 }
 
 TEST_CASE("byte sizes parse with suffixes") {
