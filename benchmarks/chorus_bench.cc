@@ -234,7 +234,7 @@ absl::Status Main(int argc, char** argv) {
       run.library_version = "0.1";
       run.algorithm = algorithm;
       run.transport = transport;
-      run.store = url.kind == StoreUrl::Kind::kFile ? "file" : "redis";
+      run.store = std::string(StoreKindName(url.kind));
       run.ranks = identity.size;
       run.options = sweep;
       ChorusTarget target(*comm, sweep, algorithm);

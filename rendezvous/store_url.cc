@@ -134,6 +134,18 @@ absl::StatusOr<StoreUrl> ParseTcpUrl(absl::string_view url, absl::string_view re
 
 }  // namespace
 
+absl::string_view StoreKindName(StoreUrl::Kind kind) {
+  switch (kind) {
+    case StoreUrl::Kind::kFile:
+      return "file";
+    case StoreUrl::Kind::kRedis:
+      return "redis";
+    case StoreUrl::Kind::kTcp:
+      return "tcp";
+  }
+  return "unknown";
+}
+
 absl::StatusOr<StoreUrl> ParseStoreUrl(absl::string_view url) {
   const size_t separator = url.find("://");
   if (separator == absl::string_view::npos) return UrlError(url, "missing scheme");

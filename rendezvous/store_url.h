@@ -33,6 +33,9 @@ struct StoreUrl {
   TcpStoreOptions tcp;         // kTcp: host and port; `serve` only as the environment says
 };
 
+// "file", "redis" or "tcp".
+absl::string_view StoreKindName(StoreUrl::Kind kind);
+
 // Parses without opening anything. kInvalidArgument naming the problem and the accepted forms.
 absl::StatusOr<StoreUrl> ParseStoreUrl(absl::string_view url);
 

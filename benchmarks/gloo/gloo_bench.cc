@@ -291,6 +291,10 @@ absl::Status Main(int argc, char** argv) {
   }
   CHORUS_ASSIGN_OR_RETURN(const RankIdentity identity, ReadRankIdentity());
   CHORUS_ASSIGN_OR_RETURN(const StoreUrl url, StoreUrlFromEnvironment());
+  if (url.kind == StoreUrl::Kind::kTcp) {
+    return InvalidArgumentError("Gloo cannot use Chorus's tcp:// store; give it a file:// or "
+                                "redis:// store");
+  }
   if (url.kind == StoreUrl::Kind::kRedis &&
       (!url.redis.username.empty() || !url.redis.password.empty())) {
     return InvalidArgumentError("Gloo's RedisStore cannot authenticate; use a Redis without "
@@ -321,7 +325,7 @@ absl::Status Main(int argc, char** argv) {
       run.library_version = GlooVersion();
       run.algorithm = algorithm;
       run.transport = "tcp";
-      run.store = url.kind == StoreUrl::Kind::kFile ? "file" : "redis";
+      run.store = std::string(StoreKindName(url.kind));
       run.ranks = identity.size;
       run.options = sweep;
       GlooTarget target(context, sweep, algorithm, reduction);

@@ -128,6 +128,41 @@ class AcrossHosts(unittest.TestCase):
                 for row in rows:
                     self.assertEqual((row[8], row[12]), ("0", "0"), row)  # #wrong, both modes
 
+    def test_torchrun_variables_need_no_launcher(self):
+        # What torchrun (or an srun script exporting MASTER_ADDR/MASTER_PORT) gives each
+        # process: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and the master's address.
+        # The ranks find the store rank 0 serves on MASTER_PORT + 1 with no CHORUS_* setting.
+        master_port = free_port()
+        processes = []
+        for rank in range(4):
+            host = self.hosts.names[rank // 2]
+            env = {name: value for name, value in os.environ.items()
+                   if not name.startswith("CHORUS_")}
+            env.update(RANK=str(rank), WORLD_SIZE="4", LOCAL_RANK=str(rank % 2),
+                       LOCAL_WORLD_SIZE="2", MASTER_ADDR=self.hosts.addresses[0],
+                       MASTER_PORT=str(master_port))
+            processes.append(subprocess.Popen(
+                ["ip", "netns", "exec", host, CHORUS_BENCH] + QUICK +
+                ["--coll", "allreduce", "--transport", "auto"],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True))
+        outputs = []
+        try:
+            for process in processes:
+                outputs.append(process.communicate(timeout=RUN_LIMIT_SECONDS - 30))
+        finally:
+            for process in processes:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+        for rank, (process, (stdout, stderr)) in enumerate(zip(processes, outputs)):
+            self.assertEqual(process.returncode, 0, "rank %d: %s" % (rank, stderr))
+        rows = [line.split() for line in outputs[0][0].splitlines()
+                if line.split() and line.split()[0].isdigit()]
+        self.assertGreater(len(rows), 0, outputs[0][0])
+        for row in rows:
+            self.assertEqual((row[8], row[12]), ("0", "0"), row)  # #wrong, both modes
+        self.assertIn("transport auto, store tcp, 4 ranks", outputs[0][0])
+
     def test_a_rank_failing_on_the_second_host_is_named(self):
         hosts = "%s:2,%s:2" % tuple(self.hosts.names)
         result = self.chorusrun("--hosts", hosts, "--", "sh", "-c",
