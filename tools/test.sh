@@ -17,6 +17,13 @@ whole_suite=false
 sanitized=(//tests/core/... //tests/rendezvous/... //tests/transport/... //tests/shm/...
   //tests/collectives/... //tests/harness/... //tests/reliability/...)
 
+# Bazel 4 keeps the _virtual_includes symlink of a header after the header moves to another
+# target, and a stale one fails the next build with "undeclared inclusion". Dropping them all
+# is safe and cheap: Bazel recreates those still declared.
+if output_path=$(bazel info output_path 2>/dev/null); then
+  find "$output_path" -maxdepth 8 -type d -name _virtual_includes -prune -exec rm -rf {} +
+fi
+
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
