@@ -4,8 +4,8 @@
 #include <poll.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
-#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -30,9 +30,9 @@ constexpr absl::Duration kFirstRetry = absl::Milliseconds(10);
 constexpr absl::Duration kMaxRetry = absl::Milliseconds(500);
 
 uint32_t TimeoutMillis(Deadline deadline) {
-  if (deadline.IsInfinite()) return UINT32_MAX;
+  if (deadline.IsInfinite()) return tcp_store::kNoTimeoutMs;
   const int64_t ms = absl::ToInt64Milliseconds(deadline.Remaining() + absl::Microseconds(999));
-  return static_cast<uint32_t>(std::min<int64_t>(ms, UINT32_MAX - 1));
+  return static_cast<uint32_t>(std::min<int64_t>(ms, tcp_store::kNoTimeoutMs - 1));
 }
 
 absl::StatusOr<SocketAddress> Resolve(const std::string& host, int port) {

@@ -25,6 +25,8 @@ namespace chorus::tcp_store {
 // bound keeps a corrupt length from making either side allocate gigabytes.
 inline constexpr uint32_t kMaxPayloadBytes = 64u << 20;
 inline constexpr size_t kFrameHeaderBytes = 4;
+// A request's timeout_ms that means "wait as long as it takes".
+inline constexpr uint32_t kNoTimeoutMs = UINT32_MAX;
 
 enum class Op : uint8_t {
   kPing = 1,      // answered kOk: the connection works
@@ -46,7 +48,7 @@ enum class Outcome : uint8_t {
 
 struct Request {
   Op op = Op::kPing;
-  uint32_t timeout_ms = 0;
+  uint32_t timeout_ms = 0;  // how long a get may wait; kNoTimeoutMs: no limit
   int64_t delta = 0;
   std::vector<std::string> strings;
 };

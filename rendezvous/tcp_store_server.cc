@@ -85,7 +85,6 @@ class ServerLoop {
 
 namespace {
 
-constexpr uint32_t kNoTimeout = UINT32_MAX;
 constexpr size_t kReadChunk = 64 << 10;
 
 void RaiseOpenFileLimit() {
@@ -311,7 +310,7 @@ bool ServerLoop::Handle(Client& client, Request request) {
 void ServerLoop::Park(Client& client, Request request, std::vector<std::string> missing) {
   const int fd = client.fd.get();
   const Clock::time_point deadline =
-      request.timeout_ms == kNoTimeout
+      request.timeout_ms == kNoTimeoutMs
           ? Clock::time_point::max()
           : Clock::now() + std::chrono::milliseconds(request.timeout_ms);
   for (const std::string& key : missing) waiting_on_[key].insert(fd);
