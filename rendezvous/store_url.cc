@@ -165,12 +165,25 @@ absl::StatusOr<StoreUrl> ParseStoreUrl(absl::string_view url) {
   return UrlError(url, absl::StrCat("unknown scheme '", scheme, "'"));
 }
 
+namespace {
+
+// Whether this process serves a tcp:// store: the one whose rank (rank_env.h) is 0 does. An
+// error when the environment gives no rank.
+absl::StatusOr<bool> ServesTcpStore() {
+  absl::StatusOr<RankIdentity> identity = ReadRankIdentity();
+  if (!identity.ok()) {
+    return Annotate(identity.status(),
+                    "a tcp:// store is served by rank 0, so each process must know its rank");
+  }
+  return identity->rank == 0;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<Store>> OpenStore(absl::string_view url) {
   CHORUS_ASSIGN_OR_RETURN(StoreUrl parsed, ParseStoreUrl(url));
-  if (parsed.kind == StoreUrl::Kind::kTcp) {
-    const absl::StatusOr<RankIdentity> identity = ReadRankIdentity();
-    parsed.tcp.serve = identity.ok() && identity->rank == 0;
-  }
+  // Opened by URL, a process that knows no rank is a client.
+  if (parsed.kind == StoreUrl::Kind::kTcp) parsed.tcp.serve = ServesTcpStore().value_or(false);
   return OpenStore(parsed);
 }
 
@@ -224,12 +237,7 @@ absl::StatusOr<StoreUrl> StoreUrlFromEnvironment() {
         kForms, " (chorusrun sets it)"));
   }
   if (parsed->kind == StoreUrl::Kind::kTcp) {
-    absl::StatusOr<RankIdentity> identity = ReadRankIdentity();
-    if (!identity.ok()) {
-      return Annotate(identity.status(),
-                      "a tcp:// store is served by rank 0, so each process must know its rank");
-    }
-    parsed->tcp.serve = identity->rank == 0;
+    CHORUS_ASSIGN_OR_RETURN(parsed->tcp.serve, ServesTcpStore());
   }
   return parsed;
 }
