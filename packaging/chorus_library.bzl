@@ -1,7 +1,7 @@
 """chorus_library: the self-contained libchorus.so and libchorus.a.
 
 Both are made from one relocatable object: every Chorus archive that `dep` (the C API) pulls
-in, plus Debian's static Abseil and hiredis archives (their few members that cannot go into a
+in, plus Debian's static Abseil, hiredis and OpenSSL archives (their few members that cannot go into a
 shared object are rebuilt as PIC by `static_overrides`), linked with `ld -r`; then every global
 symbol but the C API's and the standard library's is made local (link_libchorus.sh says why).
 So the shared and the static library export the same thing, the C API, and a program that
@@ -9,7 +9,7 @@ brings its own Abseil (a framework) never meets ours. The system libraries named
 flags (librt, libpthread) stay dynamic.
 """
 
-_STATIC_PREFIXES = ["absl_", "hiredis"]
+_STATIC_PREFIXES = ["absl_", "hiredis", "ssl", "crypto"]
 _SYSTEM_LIB_DIR = "/usr/lib/x86_64-linux-gnu"
 
 def _link_inputs(dep):

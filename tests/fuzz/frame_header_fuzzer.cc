@@ -19,7 +19,7 @@
 
 #include "absl/numeric/int128.h"
 #include "absl/types/span.h"
-#include "chorus/transport/tcp/byte_order.h"
+#include "chorus/core/byte_order.h"
 #include "chorus/transport/tcp/wire_format.h"
 #include "tests/fuzz/fixed_size_codec.h"
 #include "tests/fuzz/fuzz_check.h"

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "chorus/core/status.h"
-#include "chorus/transport/tcp/byte_order.h"
+#include "chorus/core/byte_order.h"
 
 namespace chorus::tcp {
 namespace {

@@ -1,12 +1,12 @@
-// Little-endian integer stores and loads for the wire formats (wire_format.h, handshake.h).
-// Header-only, pure.
-#ifndef CHORUS_TRANSPORT_TCP_BYTE_ORDER_H_
-#define CHORUS_TRANSPORT_TCP_BYTE_ORDER_H_
+// Little-endian integer stores and loads for the wire formats (the TCP transport's frames and
+// handshake, the link authentication). Header-only, pure.
+#ifndef CHORUS_CORE_BYTE_ORDER_H_
+#define CHORUS_CORE_BYTE_ORDER_H_
 
 #include <cstddef>
 #include <cstdint>
 
-namespace chorus::tcp {
+namespace chorus {
 
 template <typename T>
 void StoreLittleEndian(uint8_t* out, T value) {
@@ -20,6 +20,6 @@ T LoadLittleEndian(const uint8_t* in) {
   return value;
 }
 
-}  // namespace chorus::tcp
+}  // namespace chorus
 
-#endif  // CHORUS_TRANSPORT_TCP_BYTE_ORDER_H_
+#endif  // CHORUS_CORE_BYTE_ORDER_H_
