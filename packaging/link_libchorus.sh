@@ -23,9 +23,10 @@ major=$(sed -n 's/^#define CHORUS_VERSION_MAJOR \([0-9]*\)$/\1/p' "$version_h")
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# Every Chorus object (whole archives: the C API reaches the rest through them), and of Abseil
-# and hiredis only the members they need.
-"$ld" -r -o "$work/partial.o" --whole-archive "${archives[@]}" --no-whole-archive \
+# Every Chorus object (whole archives: the C API reaches the rest through them), and of Abseil,
+# hiredis and OpenSSL only the members they need. -d gives common symbols (OpenSSL has one) a
+# definition, so they can be made local like the rest.
+"$ld" -r -d -o "$work/partial.o" --whole-archive "${archives[@]}" --no-whole-archive \
   --start-group "${static_libs[@]}" --end-group
 # Only the C API stays global; Chorus's C++ symbols, Abseil's and hiredis's become local to
 # the object, in the static library as in the shared one. Two kinds of symbol are shared with

@@ -193,7 +193,10 @@ absl::StatusOr<std::unique_ptr<Store>> OpenStore(const StoreUrl& url) {
     return std::unique_ptr<Store>(std::move(store));
   }
   if (url.kind == StoreUrl::Kind::kTcp) {
-    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store, TcpStore::Open(url.tcp));
+    TcpStoreOptions options = url.tcp;
+    // The links to the store are secured like the TCP transport's, by the same variables.
+    CHORUS_ASSIGN_OR_RETURN(options.security, security::LinkSecurity::FromEnv());
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store, TcpStore::Open(options));
     return std::unique_ptr<Store>(std::move(store));
   }
   RedisStoreOptions redis_options = url.redis;

@@ -16,6 +16,7 @@
 namespace chorus {
 namespace {
 
+using security::IoResult;
 using tcp_store::Op;
 using tcp_store::Outcome;
 using tcp_store::Reply;
@@ -25,6 +26,8 @@ using tcp_store::Request;
 constexpr size_t kMaxIdleConnections = 4;
 // How much longer than a wait's deadline a call waits for the server's answer.
 constexpr absl::Duration kReplyGrace = absl::Seconds(5);
+// What the job secret's challenge-response proves on store links (as tcp_store_server.cc).
+constexpr absl::string_view kAuthLabel = "chorus-tcp-store";
 // Dial retries while the server is not up yet.
 constexpr absl::Duration kFirstRetry = absl::Milliseconds(10);
 constexpr absl::Duration kMaxRetry = absl::Milliseconds(500);
@@ -65,11 +68,19 @@ bool AwaitReady(int fd, short events, Deadline deadline) {
   }
 }
 
+// Waits for the socket event a blocked `result` needs; false on timeout.
+bool AwaitChannel(const security::Channel& channel, const IoResult& result, Deadline deadline) {
+  return AwaitReady(channel.fd(), result.kind == IoResult::Kind::kWantWrite ? POLLOUT : POLLIN,
+                    deadline);
+}
+
 }  // namespace
 
-TcpStore::TcpStore(SocketAddress server_address,
+TcpStore::TcpStore(SocketAddress server_address, security::LinkSecurity security,
                    std::unique_ptr<tcp_store::TcpStoreServer> server)
-    : server_address_(std::move(server_address)), server_(std::move(server)) {}
+    : server_address_(std::move(server_address)),
+      security_(std::move(security)),
+      server_(std::move(server)) {}
 
 TcpStore::~TcpStore() = default;
 
@@ -82,18 +93,20 @@ absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Open(const TcpStoreOptions& 
     CHORUS_ASSIGN_OR_RETURN(
         SocketAddress any,
         SocketAddress::FromIp(address.family() == AF_INET6 ? "::" : "0.0.0.0", address.port()));
-    CHORUS_ASSIGN_OR_RETURN(server, tcp_store::TcpStoreServer::Start(any));
+    CHORUS_ASSIGN_OR_RETURN(server, tcp_store::TcpStoreServer::Start(any, options.security));
   }
-  std::unique_ptr<TcpStore> store(new TcpStore(address, std::move(server)));
+  std::unique_ptr<TcpStore> store(new TcpStore(address, options.security, std::move(server)));
   // The first connection, retried while the server is starting elsewhere.
   const Deadline deadline = Deadline::After(options.connect_timeout);
   absl::Duration backoff = kFirstRetry;
-  absl::StatusOr<ScopedFd> connection = store->Connect(deadline);
-  while (!connection.ok() && !deadline.Expired()) {
+  bool refused = false;
+  absl::StatusOr<security::Channel> connection = store->Connect(deadline, &refused);
+  while (!connection.ok() && !refused && !deadline.Expired()) {
     absl::SleepFor(std::min(backoff, deadline.Remaining()));
     backoff = std::min(2 * backoff, kMaxRetry);
-    connection = store->Connect(deadline);
+    connection = store->Connect(deadline, &refused);
   }
+  if (refused) return connection.status();
   if (!connection.ok()) {
     return PeerUnavailableError(absl::StrCat(
         store->Describe(), " did not accept a connection within ",
@@ -115,7 +128,8 @@ absl::Status TcpStore::ServerGone(absl::string_view what) const {
       "or be unreachable"));
 }
 
-absl::StatusOr<ScopedFd> TcpStore::Connect(Deadline deadline) const {
+absl::StatusOr<security::Channel> TcpStore::Connect(Deadline deadline, bool* refused) const {
+  *refused = false;
   CHORUS_ASSIGN_OR_RETURN(ScopedFd fd, StartConnect(server_address_, 0));
   if (!AwaitReady(fd.get(), POLLOUT, deadline)) {
     return DeadlineExceededError(absl::StrCat("connecting to ", Describe(), " timed out"));
@@ -123,54 +137,94 @@ absl::StatusOr<ScopedFd> TcpStore::Connect(Deadline deadline) const {
   if (const int error = TakeSocketError(fd.get()); error != 0) {
     return PeerUnavailableError(absl::StrCat("connecting to ", Describe(), ": ", ErrnoText(error)));
   }
-  return fd;
+  CHORUS_ASSIGN_OR_RETURN(security::Channel channel,
+                          security::Channel::Open(std::move(fd), security_.tls.get(),
+                                                  security::TlsContext::Role::kClient));
+  security::AuthExchange auth(security::AuthExchange::Role::kDialer, security_.auth_key(),
+                              kAuthLabel);
+  while (true) {
+    IoResult step = channel.Handshake();
+    const char* what = "TLS handshake";
+    if (step.done()) {
+      step = security::DriveExchange(channel, auth);
+      what = "authentication";
+    }
+    if (step.done()) break;
+    if (step.blocked()) {
+      if (!AwaitChannel(channel, step, deadline)) {
+        return DeadlineExceededError(
+            absl::StrCat("securing the connection to ", Describe(), " timed out (", what, ")"));
+      }
+      continue;
+    }
+    // A system call that failed may pass (the server restarting); a TLS refusal will not.
+    *refused = step.kind == IoResult::Kind::kError && step.error_number == 0;
+    return PeerUnavailableError(absl::StrCat(
+        Describe(), ": ", what, ": ",
+        step.kind == IoResult::Kind::kClosed ? "the server closed the connection" : step.error,
+        *refused ? "; the server and every rank need certificates the same CHORUS_TLS_CA signed "
+                   "(docs/security.md)"
+                 : ""));
+  }
+  if (!auth.result().ok()) {
+    *refused = true;
+    return PeerUnavailableError(absl::StrCat(Describe(), " refused the link: ",
+                                             auth.result().message()));
+  }
+  return channel;
 }
 
 absl::StatusOr<Reply> TcpStore::Call(Request request, Deadline deadline) {
   request.timeout_ms = TimeoutMillis(deadline);
   const Deadline reply_deadline =
       deadline.IsInfinite() ? deadline : Deadline::After(deadline.Remaining() + kReplyGrace);
-  ScopedFd fd;
+  security::Channel channel;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!idle_.empty()) {
-      fd = std::move(idle_.back());
+      channel = std::move(idle_.back());
       idle_.pop_back();
     }
   }
-  if (!fd.valid()) {
-    absl::StatusOr<ScopedFd> connected = Connect(Deadline::After(kReplyGrace));
-    if (!connected.ok()) return ServerGone(connected.status().message());
-    fd = *std::move(connected);
+  if (!channel.valid()) {
+    bool refused = false;
+    absl::StatusOr<security::Channel> connected = Connect(Deadline::After(kReplyGrace), &refused);
+    if (!connected.ok()) {
+      return refused ? connected.status() : ServerGone(connected.status().message());
+    }
+    channel = *std::move(connected);
   }
 
   const std::string frame = tcp_store::EncodeRequest(request);
   for (size_t sent = 0; sent < frame.size();) {
-    if (!AwaitReady(fd.get(), POLLOUT, reply_deadline)) {
+    const IoResult written = channel.Write(frame.data() + sent, frame.size() - sent);
+    if (written.done()) {
+      sent += written.bytes;
+    } else if (!written.blocked()) {
+      return ServerGone(absl::StrCat("sending a request: ", written.error));
+    } else if (!AwaitChannel(channel, written, reply_deadline)) {
       return DeadlineExceededError(absl::StrCat(Describe(), " did not take a request in time"));
     }
-    const ssize_t n = send(fd.get(), frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
-    if (n <= 0) return ServerGone(absl::StrCat("sending a request: ", ErrnoText(errno)));
-    sent += static_cast<size_t>(n);
   }
 
   std::string in;
   size_t needed = tcp_store::kFrameHeaderBytes;
   bool have_length = false;
   while (in.size() < needed) {
-    if (!AwaitReady(fd.get(), POLLIN, reply_deadline)) {
-      // The connection is dropped: its answer, if it ever comes, belongs to no call.
-      return DeadlineExceededError(absl::StrCat(Describe(), " did not answer within ",
-                                                absl::FormatDuration(kReplyGrace),
-                                                " of the deadline"));
-    }
     char buffer[64 << 10];
-    const ssize_t n = recv(fd.get(), buffer, sizeof(buffer), 0);
-    if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
-    if (n == 0) return ServerGone("the server closed the connection");
-    if (n < 0) return ServerGone(absl::StrCat("reading a reply: ", ErrnoText(errno)));
-    in.append(buffer, static_cast<size_t>(n));
+    const IoResult got = channel.Read(buffer, sizeof(buffer));
+    if (got.blocked()) {
+      if (!AwaitChannel(channel, got, reply_deadline)) {
+        // The connection is dropped: its answer, if it ever comes, belongs to no call.
+        return DeadlineExceededError(absl::StrCat(Describe(), " did not answer within ",
+                                                  absl::FormatDuration(kReplyGrace),
+                                                  " of the deadline"));
+      }
+      continue;
+    }
+    if (got.kind == IoResult::Kind::kClosed) return ServerGone("the server closed the connection");
+    if (!got.done()) return ServerGone(absl::StrCat("reading a reply: ", got.error));
+    in.append(buffer, got.bytes);
     if (!have_length && in.size() >= tcp_store::kFrameHeaderBytes) {
       CHORUS_ASSIGN_OR_RETURN(const uint32_t length, tcp_store::DecodeFrameLength(in));
       needed = tcp_store::kFrameHeaderBytes + length;
@@ -182,7 +236,7 @@ absl::StatusOr<Reply> TcpStore::Call(Request request, Deadline deadline) {
   if (!reply.ok()) return ServerGone(reply.status().message());
   if (in.size() == needed) {
     std::lock_guard<std::mutex> lock(mu_);
-    if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(fd));
+    if (idle_.size() < kMaxIdleConnections) idle_.push_back(std::move(channel));
   }
   if (reply->outcome == Outcome::kError) {
     return InvalidArgumentError(absl::StrCat(Describe(), " refused a request: ",

@@ -18,6 +18,8 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "chorus/core/security/channel.h"
+#include "chorus/core/security/link_security.h"
 #include "chorus/core/socket.h"
 #include "chorus/rendezvous/store.h"
 #include "chorus/rendezvous/tcp_store_protocol.h"
@@ -34,13 +36,18 @@ struct TcpStoreOptions {
   // How long to keep trying to reach the server at first: the process serving it may start
   // later than the others.
   absl::Duration connect_timeout = absl::Seconds(60);
+  // TLS and the job secret, for the server and every connection to it (docs/security.md); the
+  // store URL's opener reads them from the environment like the TCP transport does.
+  security::LinkSecurity security;
 };
 
 class TcpStore : public Store {
  public:
   // Starts the server when `options.serve`, then connects (retrying until the connect
   // timeout). kPeerUnavailable naming host:port when the server cannot be reached;
-  // kInvalidArgument when the host does not resolve or the port is out of range.
+  // kInvalidArgument when the host does not resolve or the port is out of range; kPeerUnavailable
+  // at once, naming the reason, when the server refuses this process's secret or certificate
+  // or fails to prove its own.
   static absl::StatusOr<std::unique_ptr<TcpStore>> Open(const TcpStoreOptions& options);
   // Stops the server if this process serves it.
   ~TcpStore() override;
@@ -56,21 +63,25 @@ class TcpStore : public Store {
   std::string Describe() const override;
 
  private:
-  TcpStore(SocketAddress server_address, std::unique_ptr<tcp_store::TcpStoreServer> server);
+  TcpStore(SocketAddress server_address, security::LinkSecurity security,
+           std::unique_ptr<tcp_store::TcpStoreServer> server);
 
   // Sends `request` and returns the server's reply. `deadline` bounds a wait the request asks
   // for (the server answers kTimedOut by then); the call itself gives up a little later only
   // if the server stops answering.
   absl::StatusOr<tcp_store::Reply> Call(tcp_store::Request request, Deadline deadline);
-  absl::StatusOr<ScopedFd> Connect(Deadline deadline) const;
+  // A connection to the server, secured as `security_` says. When it fails, `*refused` says
+  // whether the server (or this process) refused the link: retrying cannot help then.
+  absl::StatusOr<security::Channel> Connect(Deadline deadline, bool* refused) const;
   absl::Status ServerGone(absl::string_view what) const;
 
   const SocketAddress server_address_;
+  const security::LinkSecurity security_;
   // Set when this process serves the store. Declared before the pool, so the pool's
   // connections close before the server stops.
   std::unique_ptr<tcp_store::TcpStoreServer> server_;
   std::mutex mu_;
-  std::vector<ScopedFd> idle_;  // guarded by mu_: connections with no call in flight
+  std::vector<security::Channel> idle_;  // guarded by mu_: connections with no call in flight
 };
 
 }  // namespace chorus

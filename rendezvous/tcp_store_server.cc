@@ -20,18 +20,25 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "chorus/core/logging.h"
+#include "chorus/core/security/auth_exchange.h"
+#include "chorus/core/security/channel.h"
 #include "chorus/core/status.h"
 #include "chorus/rendezvous/tcp_store_protocol.h"
 
 namespace chorus::tcp_store {
 
 using Clock = std::chrono::steady_clock;
+using security::IoResult;
 
 // The serving thread's state. Everything but Stop() runs on that thread.
 class ServerLoop {
  public:
-  ServerLoop(ScopedFd listener, ScopedFd epoll, ScopedFd stop_event)
-      : listener_(std::move(listener)), epoll_(std::move(epoll)), stop_(std::move(stop_event)) {}
+  ServerLoop(ScopedFd listener, ScopedFd epoll, ScopedFd stop_event,
+             security::LinkSecurity security)
+      : listener_(std::move(listener)),
+        epoll_(std::move(epoll)),
+        stop_(std::move(stop_event)),
+        security_(std::move(security)) {}
 
   void Run();
   void Stop() {
@@ -47,15 +54,24 @@ class ServerLoop {
     Clock::time_point deadline;
   };
   struct Client {
-    ScopedFd fd;
+    security::Channel channel;
+    std::string remote;  // the client's address, for the log
+    // The TLS handshake and the job secret's challenge-response; null once both are done.
+    std::unique_ptr<security::AuthExchange> auth;
     std::string in;   // received bytes that do not make a whole request yet
     std::string out;  // reply bytes the socket has not taken yet
-    bool writing = false;  // EPOLLOUT is watched
+    uint32_t watched = 0;
+    // Under TLS a read may wait for the socket to be writable.
+    bool read_wants_write = false;
     std::optional<Parked> parked;
   };
 
   void Accept();
+  void OnEvents(Client& client, uint32_t events);
+  // Advances the securing of a new connection; closes it when refused.
+  void Secure(Client& client);
   void OnReadable(Client& client);
+  void WatchFor(Client& client, uint32_t events);
   // Handles the whole requests in `client.in`, in order, until one parks; false if the client
   // was closed.
   bool ProcessInput(Client& client);
@@ -77,6 +93,7 @@ class ServerLoop {
   ScopedFd listener_;
   ScopedFd epoll_;
   ScopedFd stop_;
+  const security::LinkSecurity security_;
   absl::flat_hash_map<int, std::unique_ptr<Client>> clients_;
   absl::flat_hash_map<std::string, std::string> data_;
   absl::flat_hash_map<std::string, absl::flat_hash_set<int>> waiting_on_;  // key -> client fds
@@ -86,6 +103,8 @@ class ServerLoop {
 namespace {
 
 constexpr size_t kReadChunk = 64 << 10;
+// What the job secret's challenge-response proves on store links (as tcp_store.cc).
+constexpr absl::string_view kAuthLabel = "chorus-tcp-store";
 
 void RaiseOpenFileLimit() {
   rlimit limit{};
@@ -128,13 +147,7 @@ void ServerLoop::Run() {
       } else if (fd == listener_.get()) {
         Accept();
       } else if (auto it = clients_.find(fd); it != clients_.end()) {
-        Client& client = *it->second;
-        if (events[i].events & (EPOLLERR | EPOLLHUP)) {
-          Close(fd);
-          continue;
-        }
-        if (events[i].events & EPOLLOUT) Flush(client);
-        if (clients_.contains(fd) && (events[i].events & EPOLLIN)) OnReadable(client);
+        OnEvents(*it->second, events[i].events);
       }
     }
     if (stopping) break;
@@ -162,25 +175,98 @@ void ServerLoop::Accept() {
       }
       return;
     }
-    auto client = std::make_unique<Client>();
-    client->fd = ScopedFd(fd);
     ConfigureStreamSocket(fd, 0).IgnoreError();  // TCP_NODELAY: replies are small
-    if (!Watch(epoll_.get(), fd, EPOLLIN, /*add=*/true)) continue;  // closed by ~ScopedFd
-    clients_[fd] = std::move(client);
+    const std::string remote = RemoteAddressString(fd);
+    absl::StatusOr<security::Channel> channel = security::Channel::Open(
+        ScopedFd(fd), security_.tls.get(), security::TlsContext::Role::kServer);
+    if (!channel.ok()) {
+      CHORUS_LOG(kWarn, "store") << "tcp store server: refused connection from " << remote << ": "
+                                 << channel.status().message();
+      continue;
+    }
+    auto client = std::make_unique<Client>();
+    client->channel = *std::move(channel);
+    client->remote = remote;
+    client->auth = std::make_unique<security::AuthExchange>(
+        security::AuthExchange::Role::kAcceptor, security_.auth_key(), kAuthLabel);
+    if (!Watch(epoll_.get(), fd, EPOLLIN, /*add=*/true)) continue;  // closed with the channel
+    client->watched = EPOLLIN;
+    Client& added = *(clients_[fd] = std::move(client));
+    Secure(added);
   }
 }
 
+void ServerLoop::OnEvents(Client& client, uint32_t events) {
+  const int fd = client.channel.fd();
+  if (client.auth != nullptr) {
+    Secure(client);
+    return;
+  }
+  if (events & (EPOLLERR | EPOLLHUP)) {
+    Close(fd);
+    return;
+  }
+  if (events & EPOLLOUT) Flush(client);
+  if (clients_.contains(fd) &&
+      ((events & EPOLLIN) || (client.read_wants_write && (events & EPOLLOUT)))) {
+    OnReadable(client);
+  }
+}
+
+void ServerLoop::WatchFor(Client& client, uint32_t events) {
+  if (events == client.watched) return;
+  client.watched = events;
+  Watch(epoll_.get(), client.channel.fd(), events, /*add=*/false);
+}
+
+void ServerLoop::Secure(Client& client) {
+  const int fd = client.channel.fd();
+  IoResult step = client.channel.Handshake();
+  const char* what = "TLS handshake";
+  if (step.done()) {
+    step = security::DriveExchange(client.channel, *client.auth);
+    what = "authentication";
+  }
+  if (step.blocked()) {
+    WatchFor(client, step.kind == IoResult::Kind::kWantWrite ? EPOLLOUT : EPOLLIN);
+    return;
+  }
+  if (!step.done() || !client.auth->result().ok()) {
+    CHORUS_LOG(kWarn, "store") << "tcp store server: refused connection from " << client.remote
+                               << ": "
+                               << (!step.done() ? absl::StrCat(what, ": ",
+                                                               step.kind == IoResult::Kind::kClosed
+                                                                   ? "the peer closed the connection"
+                                                                   : step.error)
+                                                : std::string(client.auth->result().message()));
+    client.channel.DiscardInput();
+    Close(fd);
+    return;
+  }
+  client.auth.reset();
+  WatchFor(client, EPOLLIN);
+  // Requests may have come right behind the handshake, some already inside the TLS session.
+  OnReadable(client);
+}
+
 void ServerLoop::OnReadable(Client& client) {
-  const int fd = client.fd.get();
+  const int fd = client.channel.fd();
   char buffer[kReadChunk];
   while (true) {
-    const ssize_t got = recv(fd, buffer, sizeof(buffer), 0);
-    if (got > 0) {
-      client.in.append(buffer, static_cast<size_t>(got));
+    const IoResult got = client.channel.Read(buffer, sizeof(buffer));
+    if (got.done()) {
+      client.in.append(buffer, got.bytes);
       continue;
     }
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    if (got.blocked()) {
+      const bool wants_write = got.kind == IoResult::Kind::kWantWrite;
+      if (wants_write != client.read_wants_write) {
+        client.read_wants_write = wants_write;
+        const bool want_out = wants_write || !client.out.empty();
+        WatchFor(client, want_out ? uint32_t{EPOLLIN | EPOLLOUT} : uint32_t{EPOLLIN});
+      }
+      break;
+    }
     Close(fd);  // the client went away (EOF or reset)
     return;
   }
@@ -189,7 +275,7 @@ void ServerLoop::OnReadable(Client& client) {
 
 bool ServerLoop::ProcessInput(Client& client) {
   while (!client.parked.has_value() && client.in.size() >= kFrameHeaderBytes) {
-    const int fd = client.fd.get();
+    const int fd = client.channel.fd();
     const absl::StatusOr<uint32_t> length = DecodeFrameLength(client.in);
     if (length.ok() && client.in.size() < kFrameHeaderBytes + *length) return true;  // more to come
     absl::StatusOr<Request> request =
@@ -308,7 +394,7 @@ bool ServerLoop::Handle(Client& client, Request request) {
 }
 
 void ServerLoop::Park(Client& client, Request request, std::vector<std::string> missing) {
-  const int fd = client.fd.get();
+  const int fd = client.channel.fd();
   const Clock::time_point deadline =
       request.timeout_ms == kNoTimeoutMs
           ? Clock::time_point::max()
@@ -319,7 +405,7 @@ void ServerLoop::Park(Client& client, Request request, std::vector<std::string> 
 }
 
 void ServerLoop::Unpark(Client& client) {
-  const int fd = client.fd.get();
+  const int fd = client.channel.fd();
   for (const std::string& key : client.parked->request.strings) {
     auto it = waiting_on_.find(key);
     if (it == waiting_on_.end()) continue;
@@ -370,23 +456,20 @@ void ServerLoop::Send(Client& client, const Reply& reply) {
 }
 
 void ServerLoop::Flush(Client& client) {
-  const int fd = client.fd.get();
+  const int fd = client.channel.fd();
   while (!client.out.empty()) {
-    const ssize_t sent = send(fd, client.out.data(), client.out.size(), MSG_NOSIGNAL);
-    if (sent > 0) {
-      client.out.erase(0, static_cast<size_t>(sent));
+    const IoResult sent = client.channel.Write(client.out.data(), client.out.size());
+    if (sent.done()) {
+      client.out.erase(0, sent.bytes);
       continue;
     }
-    if (sent < 0 && errno == EINTR) continue;
-    if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
+    // A TLS write that waits to read is retried on the next event either way.
+    if (sent.blocked()) break;
     Close(fd);
     return;
   }
-  const bool want_out = !client.out.empty();
-  if (want_out != client.writing) {
-    client.writing = want_out;
-    Watch(epoll_.get(), fd, want_out ? (EPOLLIN | EPOLLOUT) : EPOLLIN, /*add=*/false);
-  }
+  const bool want_out = !client.out.empty() || client.read_wants_write;
+  WatchFor(client, want_out ? uint32_t{EPOLLIN | EPOLLOUT} : uint32_t{EPOLLIN});
 }
 
 void ServerLoop::Close(int fd) {
@@ -407,7 +490,8 @@ TcpStoreServer::~TcpStoreServer() {
   thread_.join();
 }
 
-absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(SocketAddress address) {
+absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
+    SocketAddress address, security::LinkSecurity security) {
   RaiseOpenFileLimit();
   absl::StatusOr<ScopedFd> listener = Listen(address, 0);
   if (!listener.ok()) {
@@ -421,8 +505,10 @@ absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(SocketAddr
       !Watch(epoll.get(), stop.get(), EPOLLIN, true)) {
     return InternalError(absl::StrCat("tcp store: setting up the server: ", ErrnoText(errno)));
   }
-  auto loop = std::make_unique<ServerLoop>(*std::move(listener), std::move(epoll), std::move(stop));
-  CHORUS_LOG(kInfo, "store") << "tcp store serving on " << address.ToString();
+  CHORUS_LOG(kInfo, "store") << "tcp store serving on " << address.ToString() << " ("
+                             << security.Describe() << ")";
+  auto loop = std::make_unique<ServerLoop>(*std::move(listener), std::move(epoll), std::move(stop),
+                                           std::move(security));
   return std::unique_ptr<TcpStoreServer>(new TcpStoreServer(address, std::move(loop)));
 }
 

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "absl/status/statusor.h"
+#include "chorus/core/security/link_security.h"
 #include "chorus/core/socket.h"
 
 namespace chorus::tcp_store {
@@ -20,9 +21,12 @@ class ServerLoop;
 // Thread-safe: created and destroyed by one thread; the serving happens on its own.
 class TcpStoreServer {
  public:
-  // Listens on `address` (port 0: the kernel picks one; see address()) and starts serving.
-  // Raises this process's open-file limit to its hard limit, so thousands of clients fit.
-  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(SocketAddress address);
+  // Listens on `address` (port 0: the kernel picks one; see address()) and starts serving
+  // clients that pass `security` (TLS and the job secret, each if set); others are refused and
+  // logged with their address. Raises this process's open-file limit to its hard limit, so
+  // thousands of clients fit.
+  static absl::StatusOr<std::unique_ptr<TcpStoreServer>> Start(
+      SocketAddress address, security::LinkSecurity security = {});
 
   // Stops serving and closes every connection: clients' pending calls fail at once with
   // kPeerUnavailable naming the store.

@@ -15,10 +15,12 @@
 namespace chorus::security {
 namespace {
 
+constexpr char kOfferMagic[8] = {'C', 'H', 'O', 'R', 'U', 'S', 'O', 'F'};
 constexpr char kChallengeMagic[8] = {'C', 'H', 'O', 'R', 'U', 'S', 'C', 'H'};
 constexpr char kResponseMagic[8] = {'C', 'H', 'O', 'R', 'U', 'S', 'A', 'R'};
 constexpr char kVerdictMagic[8] = {'C', 'H', 'O', 'R', 'U', 'S', 'A', 'V'};
 constexpr uint16_t kHasSecretOrProof = 1;
+constexpr uint16_t kRequiresTls = 2;
 
 // Writes the common head of every message: magic, version, a u16 and a u32.
 void EncodeHead(uint8_t* out, const char (&magic)[8], uint16_t word, uint32_t flags) {
@@ -32,10 +34,16 @@ void EncodeHead(uint8_t* out, const char (&magic)[8], uint16_t word, uint32_t fl
 absl::Status CheckHead(absl::Span<const uint8_t> bytes, size_t size, const char (&magic)[8],
                        absl::string_view what) {
   if (bytes.size() < size) {
-    return InvalidArgumentError(
-        absl::StrCat("authentication ", what, " truncated: ", bytes.size(), " of ", size, " bytes"));
+    return InvalidArgumentError(absl::StrCat("authentication ", what, " truncated: ", bytes.size(),
+                                             " of ", size, " bytes"));
   }
   if (std::memcmp(bytes.data(), magic, sizeof(magic)) != 0) {
+    // A TLS record starts with its content type (22: handshake, 21: alert) and version 3.x.
+    if ((bytes[0] == 22 || bytes[0] == 21) && bytes[1] == 3) {
+      return InvalidArgumentError(
+          "the peer speaks TLS and this process does not use it; set CHORUS_TLS_CERT, "
+          "CHORUS_TLS_KEY and CHORUS_TLS_CA here as on the peer");
+    }
     return InvalidArgumentError(absl::StrCat("authentication ", what,
                                              " has a bad magic (not a Chorus peer, or a Chorus "
                                              "build without link authentication)"));
@@ -57,9 +65,31 @@ bool AllZero(absl::Span<const uint8_t> bytes) {
 
 }  // namespace
 
+std::array<uint8_t, kOfferBytes> EncodeOffer() {
+  std::array<uint8_t, kOfferBytes> out{};
+  EncodeHead(out.data(), kOfferMagic, 0, 0);
+  return out;
+}
+
+absl::Status DecodeOffer(absl::Span<const uint8_t> bytes) {
+  CHORUS_RETURN_IF_ERROR(CheckHead(bytes, kOfferBytes, kOfferMagic, "offer"));
+  if (!AllZero(bytes.subspan(10, 6))) {
+    return InvalidArgumentError("authentication offer has non-zero reserved bytes");
+  }
+  return absl::OkStatus();
+}
+
+bool LooksLikeOffer(absl::Span<const uint8_t> bytes) {
+  return bytes.size() >= sizeof(kOfferMagic) &&
+         std::memcmp(bytes.data(), kOfferMagic, sizeof(kOfferMagic)) == 0;
+}
+
 std::array<uint8_t, kChallengeBytes> EncodeChallenge(const Challenge& challenge) {
   std::array<uint8_t, kChallengeBytes> out{};
-  EncodeHead(out.data(), kChallengeMagic, challenge.has_secret ? kHasSecretOrProof : 0, 0);
+  EncodeHead(out.data(), kChallengeMagic,
+             static_cast<uint16_t>((challenge.has_secret ? kHasSecretOrProof : 0) |
+                                   (challenge.requires_tls ? kRequiresTls : 0)),
+             0);
   std::memcpy(&out[16], challenge.nonce.data(), kNonceBytes);
   return out;
 }
@@ -67,11 +97,13 @@ std::array<uint8_t, kChallengeBytes> EncodeChallenge(const Challenge& challenge)
 absl::StatusOr<Challenge> DecodeChallenge(absl::Span<const uint8_t> bytes) {
   CHORUS_RETURN_IF_ERROR(CheckHead(bytes, kChallengeBytes, kChallengeMagic, "challenge"));
   const uint16_t flags = LoadLittleEndian<uint16_t>(&bytes[10]);
-  if ((flags & ~kHasSecretOrProof) != 0 || LoadLittleEndian<uint32_t>(&bytes[12]) != 0) {
+  if ((flags & ~(kHasSecretOrProof | kRequiresTls)) != 0 ||
+      LoadLittleEndian<uint32_t>(&bytes[12]) != 0) {
     return InvalidArgumentError("authentication challenge has unknown flags");
   }
   Challenge challenge;
   challenge.has_secret = (flags & kHasSecretOrProof) != 0;
+  challenge.requires_tls = (flags & kRequiresTls) != 0;
   std::memcpy(challenge.nonce.data(), &bytes[16], kNonceBytes);
   return challenge;
 }
@@ -165,11 +197,11 @@ Nonce RandomNonce() {
 AuthExchange::AuthExchange(Role role, const AuthKey* key, absl::string_view label)
     : role_(role), key_(key), label_(label), own_nonce_(RandomNonce()) {
   if (role_ == Role::kAcceptor) {
-    const auto challenge = EncodeChallenge({key_ != nullptr, own_nonce_});
-    transcript_.assign(challenge.begin(), challenge.end());
-    Send(challenge);
+    Expect(kOfferBytes);
   } else {
-    Expect(kChallengeBytes);
+    const auto offer = EncodeOffer();
+    transcript_.assign(offer.begin(), offer.end());
+    Send(offer);
   }
 }
 
@@ -183,8 +215,10 @@ void AuthExchange::OutputSent(size_t count) {
   if (out_sent_ < out_size_) return;
   if (after_output_) {
     Finish(*std::move(after_output_));
+  } else if (role_ == Role::kAcceptor) {
+    Expect(kResponseBytes);
   } else {
-    Expect(role_ == Role::kAcceptor ? kResponseBytes : kVerdictBytes);
+    Expect(transcript_.size() == kOfferBytes ? kChallengeBytes : kVerdictBytes);
   }
 }
 
@@ -218,7 +252,11 @@ void AuthExchange::Finish(absl::Status result) {
 
 void AuthExchange::OnMessage() {
   if (role_ == Role::kAcceptor) {
-    OnResponse();
+    if (in_size_ == kOfferBytes) {
+      OnOffer();
+    } else {
+      OnResponse();
+    }
   } else if (in_size_ == kChallengeBytes) {
     OnChallenge();
   } else {
@@ -234,6 +272,18 @@ Proof AuthExchange::MakeProof(absl::string_view role, absl::Span<const uint8_t> 
   return Hmac(key_->secret, data);
 }
 
+void AuthExchange::OnOffer() {
+  const absl::Span<const uint8_t> received = absl::MakeConstSpan(in_.data(), in_size_);
+  if (absl::Status offer = DecodeOffer(received); !offer.ok()) {
+    Finish(std::move(offer));
+    return;
+  }
+  transcript_.assign(received.begin(), received.end());
+  const auto challenge = EncodeChallenge({key_ != nullptr, false, own_nonce_});
+  transcript_.insert(transcript_.end(), challenge.begin(), challenge.end());
+  Send(challenge);
+}
+
 void AuthExchange::OnChallenge() {
   const absl::Span<const uint8_t> received = absl::MakeConstSpan(in_.data(), in_size_);
   absl::StatusOr<Challenge> challenge = DecodeChallenge(received);
@@ -241,7 +291,13 @@ void AuthExchange::OnChallenge() {
     Finish(challenge.status());
     return;
   }
-  transcript_.assign(received.begin(), received.end());
+  if (challenge->requires_tls) {
+    Finish(PeerUnavailableError(
+        "the peer requires TLS and this process does not use it; set CHORUS_TLS_CERT, "
+        "CHORUS_TLS_KEY and CHORUS_TLS_CA here as on the peer"));
+    return;
+  }
+  transcript_.insert(transcript_.end(), received.begin(), received.end());
   Response response;
   response.nonce = own_nonce_;
   response.has_proof = key_ != nullptr;

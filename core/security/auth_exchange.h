@@ -3,19 +3,24 @@
 // Pure: no sockets; the caller moves the bytes (channel.h drives it over a socket), so a fuzzer
 // can target it.
 //
-// Three fixed-size messages, all integers little-endian:
+// Four fixed-size messages, all integers little-endian:
+//   Offer      dialer -> acceptor, 16 bytes: the dialer speaks first, so that an acceptor
+//     expecting TLS recognises a plain dialer (tls.h) and one not expecting it a TLS dialer.
+//     0 u8[8] "CHORUSOF" | 8 u16 version | 10 u8[6] 0
 //   Challenge  acceptor -> dialer, 32 bytes
-//     0 u8[8] "CHORUSCH" | 8 u16 version | 10 u16 flags (1: the acceptor holds a secret)
-//     12 u32 0 | 16 u8[16] acceptor nonce
+//     0 u8[8] "CHORUSCH" | 8 u16 version | 10 u16 flags (1: the acceptor holds a secret;
+//     2: refused, the acceptor requires TLS, sent in the clear) | 12 u32 0
+//     16 u8[16] acceptor nonce
 //   Response   dialer -> acceptor, 64 bytes
 //     0 u8[8] "CHORUSAR" | 8 u16 version | 10 u16 flags (1: a proof follows) | 12 u32 0
 //     16 u8[16] dialer nonce | 32 u8[32] proof (zero without a secret)
 //   Verdict    acceptor -> dialer, 48 bytes
 //     0 u8[8] "CHORUSAV" | 8 u16 version | 10 u16 verdict (AuthVerdict) | 12 u32 flags
 //     (1: a proof follows) | 16 u8[32] proof (zero without a secret)
-// The dialer's proof is HMAC-SHA256(secret, label | "dialer" | challenge | response bytes 0-31);
-// the acceptor's is HMAC-SHA256(secret, label | "acceptor" | challenge | response | verdict
-// bytes 0-15): each covers every byte exchanged before it, so a changed byte fails the exchange.
+// The dialer's proof is HMAC-SHA256(secret, label | "dialer" | offer | challenge | response
+// bytes 0-31); the acceptor's is HMAC-SHA256(secret, label | "acceptor" | offer | challenge |
+// response | verdict bytes 0-15): each covers every byte exchanged before it, so a changed
+// byte fails the exchange.
 // Fresh nonces on both sides make a recorded exchange useless to replay, and the label keeps a
 // proof made for one kind of link from being accepted on another.
 //
@@ -42,6 +47,7 @@ namespace chorus::security {
 inline constexpr uint16_t kAuthVersion = 1;
 inline constexpr size_t kNonceBytes = 16;
 inline constexpr size_t kProofBytes = 32;
+inline constexpr size_t kOfferBytes = 16;
 inline constexpr size_t kChallengeBytes = 32;
 inline constexpr size_t kResponseBytes = 64;
 inline constexpr size_t kVerdictBytes = 48;
@@ -59,6 +65,7 @@ inline constexpr uint16_t kMaxAuthVerdict = 3;
 
 struct Challenge {
   bool has_secret = false;
+  bool requires_tls = false;  // a refusal: the dialer does not use TLS and the acceptor does
   Nonce nonce{};
 };
 struct Response {
@@ -74,6 +81,10 @@ struct Verdict {
 
 // The codecs. Decoders check magic, version, reserved bits, and that a message without a proof
 // carries zeros in its place; `bytes` must hold at least the message's size.
+std::array<uint8_t, kOfferBytes> EncodeOffer();
+absl::Status DecodeOffer(absl::Span<const uint8_t> bytes);
+// Whether `bytes` (at least 8) begin an Offer: how a TLS acceptor recognises a plain dialer.
+bool LooksLikeOffer(absl::Span<const uint8_t> bytes);
 std::array<uint8_t, kChallengeBytes> EncodeChallenge(const Challenge& challenge);
 absl::StatusOr<Challenge> DecodeChallenge(absl::Span<const uint8_t> bytes);
 std::array<uint8_t, kResponseBytes> EncodeResponse(const Response& response);
@@ -110,6 +121,7 @@ class AuthExchange {
   enum class Stage { kSending, kReceiving, kFinished };
 
   void OnMessage();
+  void OnOffer();
   void OnChallenge();
   void OnResponse();
   void OnVerdict();

@@ -42,6 +42,7 @@ absl::StatusOr<Channel> Channel::Open(ScopedFd fd, const TlsContext* tls, TlsCon
     absl::StatusOr<std::unique_ptr<TlsSession>> session = tls->NewSession(channel.fd(), role);
     if (!session.ok()) return session.status();
     channel.tls_ = *std::move(session);
+    channel.tls_server_ = role == TlsContext::Role::kServer;
   }
   return channel;
 }
@@ -56,8 +57,38 @@ void Channel::Close() {
   fd_.Reset();
 }
 
+void Channel::DiscardInput() {
+  uint8_t sink[4096];
+  for (int i = 0; i < 16; ++i) {
+    const ssize_t got = recv(fd_.get(), sink, sizeof(sink), MSG_DONTWAIT);
+    if (got <= 0 && !(got < 0 && errno == EINTR)) return;
+  }
+}
+
 IoResult Channel::Handshake() {
   if (tls_ == nullptr) return IoResult{};
+  if (tls_server_ && !first_byte_checked_) {
+    // A TLS client opens with a handshake record (byte 22); a plain Chorus dialer with an
+    // authentication offer ('C'), which would otherwise wait for a challenge that never comes.
+    uint8_t first = 0;
+    const ssize_t got = recv(fd_.get(), &first, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (got < 0 && errno == EINTR) return IoResult{IoResult::Kind::kWantRead, 0, 0, {}};
+    if (got <= 0) return SocketOutcome(got, /*reading=*/true, "recv");
+    first_byte_checked_ = true;
+    if (first == static_cast<uint8_t>('C')) {
+      Challenge refusal;
+      refusal.requires_tls = true;
+      const auto bytes = EncodeChallenge(refusal);
+      (void)send(fd_.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      DiscardInput();
+      IoResult result;
+      result.kind = IoResult::Kind::kError;
+      result.error =
+          "the peer does not use TLS and this process requires it; set CHORUS_TLS_CERT, "
+          "CHORUS_TLS_KEY and CHORUS_TLS_CA there as here";
+      return result;
+    }
+  }
   return tls_->Handshake();
 }
 
@@ -94,7 +125,9 @@ IoResult Channel::WriteGather(const iovec* buffers, int count) {
   // and a small payload make one record instead of two. Either way the bytes offered start
   // where the previous call's did, as a retried SSL_write requires.
   if (count == 0) return IoResult{};
-  if (buffers[0].iov_len >= kGatherBytes) return tls_->Write(buffers[0].iov_base, buffers[0].iov_len);
+  if (buffers[0].iov_len >= kGatherBytes) {
+    return tls_->Write(buffers[0].iov_base, buffers[0].iov_len);
+  }
   uint8_t gathered[kGatherBytes];
   size_t size = 0;
   for (int i = 0; i < count && size < kGatherBytes; ++i) {

@@ -34,8 +34,14 @@ class Channel {
   bool secure() const { return tls_ != nullptr; }
   // Sends TLS's close_notify (best effort) and closes the socket. Idempotent.
   void Close();
+  // Reads and drops what has arrived: called before closing a link that is refused, so that
+  // the kernel ends it with a FIN the peer reads after the refusal, not with a reset that can
+  // destroy the refusal before the peer reads it.
+  void DiscardInput();
 
-  // Advances the TLS handshake; kDone at once on a plain link.
+  // Advances the TLS handshake; kDone at once on a plain link. A TLS acceptor whose dialer
+  // turns out to be a plain Chorus dialer sends it a refusal it can read (auth_exchange.h) and
+  // fails, saying so.
   IoResult Handshake();
   IoResult Read(void* into, size_t size);
   IoResult Write(const void* from, size_t size);
@@ -53,6 +59,8 @@ class Channel {
  private:
   ScopedFd fd_;
   std::unique_ptr<TlsSession> tls_;
+  bool tls_server_ = false;
+  bool first_byte_checked_ = false;  // a TLS acceptor looked at what its dialer speaks
 };
 
 // Moves `exchange`'s bytes over `channel` until it finishes or the socket would block:

@@ -184,11 +184,16 @@ IoResult TlsSession::Outcome(int returned, const char* operation) {
       result.kind = IoResult::Kind::kClosed;
       return result;
     case SSL_ERROR_SYSCALL:
+      if (errno == 0) {
+        // The socket reached its end without close_notify: the peer closed it.
+        ERR_clear_error();
+        result.kind = IoResult::Kind::kClosed;
+        return result;
+      }
       result.kind = IoResult::Kind::kError;
       result.error_number = errno;
-      result.error = absl::StrCat(operation, ": ",
-                                  errno != 0 ? ErrnoText(errno) : "the peer closed the socket",
-                                  " (", TakeOpenSslErrors(), ")");
+      result.error = absl::StrCat(operation, ": ", ErrnoText(errno));
+      ERR_clear_error();
       return result;
     default: {
       result.kind = IoResult::Kind::kError;
@@ -210,7 +215,9 @@ IoResult TlsSession::Handshake() {
   IoResult result = Outcome(returned, "TLS handshake");
   if (result.kind == IoResult::Kind::kClosed) {
     result.kind = IoResult::Kind::kError;
-    result.error = "TLS handshake: the peer closed the connection";
+    result.error =
+        "TLS handshake: the peer closed the connection (does it use TLS? every rank and the "
+        "store need certificates the same CHORUS_TLS_CA signed)";
   }
   return result;
 }

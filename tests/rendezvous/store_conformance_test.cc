@@ -23,7 +23,8 @@ double SecondsSince(steady_clock::time_point start) {
 }
 
 #define STORE_FIXTURES \
-  MemoryStoreFixture, FileStoreFixture, PrefixStoreFixture, RedisStoreFixture, TcpStoreFixture
+  MemoryStoreFixture, FileStoreFixture, PrefixStoreFixture, RedisStoreFixture, TcpStoreFixture, \
+      SecureTcpStoreFixture
 
 TEMPLATE_TEST_CASE("set, get and overwrite", "[conformance]", STORE_FIXTURES) {
   TestType fixture;

@@ -2,6 +2,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "tests/security/test_certificates.h"
+
 namespace chorus::testing {
 namespace {
 
@@ -26,11 +28,20 @@ RedisStoreFixture::RedisStoreFixture() : server_(ValueOrFail(RedisServer::Start(
   store_ = ValueOrFail(RedisStore::Connect(options));
 }
 
-TcpStoreFixture::TcpStoreFixture() {
+TcpStoreOptions ServedOnLoopback() {
   TcpStoreOptions options;
   options.host = "127.0.0.1";
   options.port = PickFreeLoopbackPort();
   options.serve = true;
+  return options;
+}
+
+TcpStoreFixture::TcpStoreFixture() { store_ = ValueOrFail(TcpStore::Open(ServedOnLoopback())); }
+
+SecureTcpStoreFixture::SecureTcpStoreFixture() {
+  TcpStoreOptions options = ServedOnLoopback();
+  options.security.auth = security::AuthKey{"store-conformance-job-secret", "test"};
+  options.security.tls = ValueOrFail(security::TlsContext::Create(MemberTlsFiles()));
   store_ = ValueOrFail(TcpStore::Open(options));
 }
 

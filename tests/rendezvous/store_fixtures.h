@@ -74,6 +74,17 @@ class TcpStoreFixture {
   std::unique_ptr<TcpStore> store_;
 };
 
+// The same under TLS, with a job secret: every call on a secured link.
+class SecureTcpStoreFixture {
+ public:
+  static constexpr const char* kName = "tcp store, TLS and job secret";
+  SecureTcpStoreFixture();
+  Store& store() { return *store_; }
+
+ private:
+  std::unique_ptr<TcpStore> store_;
+};
+
 }  // namespace chorus::testing
 
 #endif  // CHORUS_TESTS_RENDEZVOUS_STORE_FIXTURES_H_

@@ -19,6 +19,9 @@
 #include "chorus/rendezvous/tcp_store.h"
 #include "chorus/rendezvous/tcp_store_protocol.h"
 #include "tests/harness/multirank.h"
+#include "tests/security/test_certificates.h"
+#include "tests/transport/captured_log.h"
+#include "tests/transport/scoped_env.h"
 
 namespace chorus::testing {
 namespace {
@@ -166,6 +169,77 @@ TEST_CASE("a serving process that is killed fails the waits of other processes a
   CHECK(outcomes[0].term_signal == SIGKILL);
   INFO(outcomes[1].Describe());
   CHECK(outcomes[1].ok());
+}
+
+TEST_CASE("a client without the job secret or the CA's certificate is refused at once") {
+  const security::AuthKey secret{"the-secret-of-this-store-test", "CHORUS_AUTH_KEY"};
+  const security::AuthKey other{"a-different-secret-0123456789", "CHORUS_AUTH_KEY"};
+  auto member = security::TlsContext::Create(MemberTlsFiles());
+  auto stranger = security::TlsContext::Create(StrangerTlsFiles());
+  REQUIRE(member.ok());
+  REQUIRE(stranger.ok());
+  CapturedLog log;
+  const int port = PickFreeLoopbackPort();
+  TcpStoreOptions served = Loopback(port, true);
+  served.security.auth = secret;
+  served.security.tls = *member;
+  auto server = TcpStore::Open(served);
+  REQUIRE(server.ok());
+
+  struct Case {
+    const char* name;
+    std::optional<security::AuthKey> auth;
+    std::shared_ptr<const security::TlsContext> tls;
+    const char* says;
+  };
+  const Case cases[] = {
+      {"no secret", std::nullopt, *member, "this process has none"},
+      {"another secret", other, *member, "the job secrets differ"},
+      {"another CA's certificate", secret, *stranger, "TLS handshake"},
+      {"no TLS", secret, nullptr, "the peer requires TLS"},
+  };
+  for (const Case& test : cases) {
+    DYNAMIC_SECTION(test.name) {
+      TcpStoreOptions client = Loopback(port, false);
+      client.security.auth = test.auth;
+      client.security.tls = test.tls;
+      const auto start = steady_clock::now();
+      const auto refused = TcpStore::Open(client);
+      INFO(refused.status().ToString());
+      REQUIRE_FALSE(refused.ok());
+      // At once: not after retrying until the 20 s connect timeout.
+      CHECK(SecondsSince(start) < 5);
+      CHECK(absl::StrContains(refused.status().message(), "tcp store 127.0.0.1:"));
+      CHECK(absl::StrContains(refused.status().message(), test.says));
+    }
+  }
+  const std::string text = log.Read();
+  CHECK(absl::StrContains(text, "tcp store server: refused connection from 127.0.0.1:"));
+
+  // A member with the secret still gets in, and the server kept working.
+  TcpStoreOptions good = Loopback(port, false);
+  good.security.auth = secret;
+  good.security.tls = *member;
+  auto client = TcpStore::Open(good);
+  REQUIRE(client.ok());
+  REQUIRE((*client)->Set("k", "v").ok());
+  CHECK((*server)->Get("k", Deadline::After(absl::Seconds(5))).value_or("") == "v");
+}
+
+TEST_CASE("the store URL's opener takes the job secret and TLS from the environment") {
+  const int port = PickFreeLoopbackPort();
+  ScopedTlsEnv tls(MemberTlsFiles());
+  ScopedEnv secret("CHORUS_AUTH_KEY", "an-environment-secret-for-the-store");
+  ScopedEnv rank("CHORUS_RANK", "0");
+  ScopedEnv size("CHORUS_SIZE", "1");
+  const std::string url = absl::StrCat("tcp://127.0.0.1:", port);
+  auto server = OpenStore(url);
+  INFO(server.status().ToString());
+  REQUIRE(server.ok());
+  REQUIRE((*server)->Set("from", "env").ok());
+  TcpStoreOptions plain = Loopback(port, false);
+  plain.connect_timeout = absl::Seconds(2);
+  CHECK_FALSE(TcpStore::Open(plain).ok());
 }
 
 TEST_CASE("MASTER_ADDR and MASTER_PORT select a tcp store on the next port, served by rank 0") {

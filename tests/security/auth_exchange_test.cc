@@ -20,7 +20,7 @@ const AuthKey kOtherSecret{"another-job-secret-0123456789", "CHORUS_AUTH_KEY"};
 constexpr absl::string_view kLabel = "chorus-test-link";
 
 // Moves bytes between the two ends until neither has anything to send (bounded: the exchange
-// is three messages). `tamper`, if set, may change each message in flight. An end that fails
+// is four messages). `tamper`, if set, may change each message in flight. An end that fails
 // stops sending, so the other may be left waiting, as it would be until the socket closes.
 void Exchange(AuthExchange& dialer, AuthExchange& acceptor,
               void (*tamper)(std::vector<uint8_t>&) = nullptr) {
@@ -101,8 +101,10 @@ TEST_CASE("an acceptor without the secret is not trusted by a dialer that has it
 
 TEST_CASE("an impostor acceptor that says 'accepted' without a proof is refused", "[auth]") {
   AuthExchange dialer(Role::kDialer, &kSecret, kLabel);
-  // Plays the acceptor by hand: a challenge, then an unproven acceptance.
-  const auto challenge = EncodeChallenge({true, RandomNonce()});
+  // Plays the acceptor by hand: a challenge, then an acceptance with a guessed proof.
+  REQUIRE(dialer.output().size() == kOfferBytes);
+  dialer.OutputSent(kOfferBytes);
+  const auto challenge = EncodeChallenge({true, false, RandomNonce()});
   std::memcpy(dialer.input().data(), challenge.data(), challenge.size());
   dialer.InputReceived(challenge.size());
   REQUIRE(dialer.output().size() == kResponseBytes);
@@ -119,18 +121,28 @@ TEST_CASE("an impostor acceptor that says 'accepted' without a proof is refused"
 }
 
 TEST_CASE("a recorded response does not pass a fresh challenge", "[auth]") {
+  // Moves `from`'s pending output into `to`.
+  auto pass = [](AuthExchange& from, AuthExchange& to) {
+    const auto out = from.output();
+    REQUIRE(to.input().size() == out.size());
+    std::memcpy(to.input().data(), out.data(), out.size());
+    const size_t size = out.size();
+    from.OutputSent(size);
+    to.InputReceived(size);
+  };
   std::vector<uint8_t> recorded;
   {
     AuthExchange dialer(Role::kDialer, &kSecret, kLabel);
     AuthExchange acceptor(Role::kAcceptor, &kSecret, kLabel);
-    const auto challenge = acceptor.output();
-    std::memcpy(dialer.input().data(), challenge.data(), challenge.size());
-    dialer.InputReceived(challenge.size());
-    acceptor.OutputSent(challenge.size());
+    pass(dialer, acceptor);  // offer
+    pass(acceptor, dialer);  // challenge
     recorded.assign(dialer.output().begin(), dialer.output().end());
   }
+  AuthExchange dialer(Role::kDialer, &kSecret, kLabel);
   AuthExchange acceptor(Role::kAcceptor, &kSecret, kLabel);
+  pass(dialer, acceptor);  // a fresh offer and challenge
   acceptor.OutputSent(acceptor.output().size());
+  REQUIRE(acceptor.input().size() == recorded.size());
   std::memcpy(acceptor.input().data(), recorded.data(), recorded.size());
   acceptor.InputReceived(recorded.size());
   acceptor.OutputSent(acceptor.output().size());
@@ -148,9 +160,9 @@ TEST_CASE("a proof made for another kind of link is refused", "[auth]") {
 }
 
 TEST_CASE("a flipped bit anywhere in the exchange fails it on a side that checks", "[auth]") {
-  // Every seventh bit of the three messages: the exchange never passes on both ends.
+  // Every seventh bit of the four messages: the exchange never passes on both ends.
   static size_t flip_at;
-  for (flip_at = 0; flip_at < (kChallengeBytes + kResponseBytes + kVerdictBytes) * 8;
+  for (flip_at = 0; flip_at < (kOfferBytes + kChallengeBytes + kResponseBytes + kVerdictBytes) * 8;
        flip_at += 7) {
     static size_t seen;
     seen = 0;
@@ -190,9 +202,15 @@ TEST_CASE("the codecs round-trip and refuse what they do not know", "[auth]") {
   auto verdict = EncodeVerdict({AuthVerdict::kAccepted, false, {}});
   verdict[10] = 9;  // an unknown verdict
   CHECK_FALSE(DecodeVerdict(verdict).ok());
-  auto challenge = EncodeChallenge({false, RandomNonce()});
+  auto challenge = EncodeChallenge({false, false, RandomNonce()});
   challenge[0] = 'X';
   CHECK_FALSE(DecodeChallenge(challenge).ok());
+  CHECK(DecodeOffer(EncodeOffer()).ok());
+  CHECK(LooksLikeOffer(EncodeOffer()));
+  const uint8_t client_hello[16] = {22, 3, 1, 0, 200};
+  const absl::Status tls = DecodeOffer(client_hello);
+  REQUIRE_FALSE(tls.ok());
+  CHECK(absl::StrContains(tls.message(), "the peer speaks TLS"));
 }
 
 TEST_CASE("HMAC-SHA256 matches RFC 4231 test case 2", "[auth]") {

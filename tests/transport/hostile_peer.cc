@@ -6,7 +6,9 @@
 
 #include <cerrno>
 
+#include "absl/strings/match.h"
 #include "absl/types/span.h"
+#include "chorus/core/security/auth_exchange.h"
 
 namespace chorus::testing {
 
@@ -37,13 +39,32 @@ AttackOutcome Attack(const SocketAddress& target, const std::string& bytes,
     break;
   }
   outcome.elapsed_ms = absl::ToInt64Milliseconds(absl::Now() - start);
+  // Split off the authentication messages the rank sent first.
+  const std::pair<std::string*, size_t> parts[] = {
+      {&outcome.challenge, security::kChallengeBytes},
+      {&outcome.auth_verdict, security::kVerdictBytes}};
+  const char* magics[] = {"CHORUSCH", "CHORUSAV"};
+  for (int i = 0; i < 2; ++i) {
+    if (outcome.reply.size() < parts[i].second || !absl::StartsWith(outcome.reply, magics[i])) {
+      break;
+    }
+    *parts[i].first = outcome.reply.substr(0, parts[i].second);
+    outcome.reply.erase(0, parts[i].second);
+  }
   return outcome;
 }
 
 std::string HelloBytes(const tcp::Hello& hello) {
+  const auto offer = security::EncodeOffer();
+  security::Response response;
+  response.nonce = security::RandomNonce();
+  const auto auth = security::EncodeResponse(response);
   const auto bytes = tcp::EncodeHello(hello);
-  return std::string(bytes.begin(), bytes.end());
+  return std::string(offer.begin(), offer.end()) + std::string(auth.begin(), auth.end()) +
+         std::string(bytes.begin(), bytes.end());
 }
+
+size_t AuthPreambleBytes() { return security::kChallengeBytes + security::kVerdictBytes; }
 
 std::optional<tcp::HandshakeVerdict> VerdictOf(const AttackOutcome& outcome) {
   if (outcome.reply.size() != tcp::kReplySize) return std::nullopt;

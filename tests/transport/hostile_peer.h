@@ -1,5 +1,7 @@
 // A hostile (or confused) TCP peer for the TCP transport's tests: raw connections to a rank's
-// listening port that send arbitrary bytes, and the handshake bytes a real dialer would send.
+// listening port that send arbitrary bytes, and the handshake bytes a real dialer without a job
+// secret would send. The ranks attacked hold no secret either (security_test.cc covers those
+// that do), so the challenge-response passes without one.
 #ifndef CHORUS_TESTS_TRANSPORT_HOSTILE_PEER_H_
 #define CHORUS_TESTS_TRANSPORT_HOSTILE_PEER_H_
 
@@ -15,8 +17,12 @@ namespace chorus::testing {
 
 // What one raw connection saw.
 struct AttackOutcome {
-  bool sent = false;    // connected and sent every byte
-  std::string reply;    // what the rank sent back
+  bool sent = false;  // connected and sent every byte
+  // What the rank sent back: the authentication challenge it always sends first, its verdict
+  // on the response, and `reply`: everything after those (the handshake Reply).
+  std::string challenge;
+  std::string auth_verdict;
+  std::string reply;
   bool closed = false;  // the rank closed the connection (EOF or reset) within the wait
   int64_t elapsed_ms = 0;
   int local_port = 0;  // the attacker's port, as the rank logs it
@@ -28,8 +34,12 @@ struct AttackOutcome {
 AttackOutcome Attack(const SocketAddress& target, const std::string& bytes,
                      absl::Duration wait_for_close = absl::Seconds(3));
 
-// The 64 bytes a dialer sends for `hello`.
+// What a dialer without a job secret sends for `hello`: its authentication offer and response
+// (which does not depend on the challenge when it carries no proof), then the 64 bytes of the
+// Hello.
 std::string HelloBytes(const tcp::Hello& hello);
+// The bytes a rank without a secret sends before its Reply: the challenge and the verdict.
+size_t AuthPreambleBytes();
 
 // The verdict of a reply that is exactly one well-formed Reply; nullopt otherwise.
 std::optional<tcp::HandshakeVerdict> VerdictOf(const AttackOutcome& outcome);

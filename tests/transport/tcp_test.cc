@@ -344,7 +344,7 @@ ScopedFd DialStream(const SocketAddress& target, const tcp::Hello& hello) {
   const timeval timeout = absl::ToTimeval(absl::Seconds(5));
   setsockopt(fd.get(), SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   const std::string bytes = HelloBytes(hello);
-  std::array<uint8_t, tcp::kReplySize> reply{};
+  std::vector<uint8_t> reply(AuthPreambleBytes() + tcp::kReplySize);
   if (connect(fd.get(), target.sockaddr_ptr(), target.length()) != 0 ||
       send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL) !=
           static_cast<ssize_t>(bytes.size()) ||
@@ -352,7 +352,8 @@ ScopedFd DialStream(const SocketAddress& target, const tcp::Hello& hello) {
           static_cast<ssize_t>(reply.size())) {
     return ScopedFd();
   }
-  const absl::StatusOr<tcp::HandshakeVerdict> verdict = tcp::DecodeReply(reply);
+  const absl::StatusOr<tcp::HandshakeVerdict> verdict =
+      tcp::DecodeReply(absl::MakeConstSpan(reply).subspan(AuthPreambleBytes()));
   if (!verdict.ok() || *verdict != tcp::HandshakeVerdict::kAccepted) return ScopedFd();
   return fd;
 }

@@ -7,21 +7,27 @@
 #include "chorus/transport/hybrid/hybrid_device.h"
 #include "chorus/transport/shm/shm_device.h"
 #include "chorus/transport/tcp/tcp_device.h"
+#include "tests/security/test_certificates.h"
 
 namespace chorus::testing {
 namespace {
 
-absl::StatusOr<std::unique_ptr<Device>> LoopbackTcpDevice(int streams) {
+absl::StatusOr<std::unique_ptr<Device>> LoopbackTcpDevice(int streams, bool secure = false) {
   tcp::TcpDeviceOptions options;
   options.address = "127.0.0.1";
   options.streams = streams;
   options.stripe_min_bytes = 64 * 1024;
+  if (secure) {
+    options.security.auth = security::AuthKey{"conformance-suite-job-secret", "test"};
+    CHORUS_ASSIGN_OR_RETURN(options.security.tls, security::TlsContext::Create(MemberTlsFiles()));
+  }
   return tcp::CreateTcpDevice(options);
 }
 
 // Loopback TCP; `streams` > 1 stripes every message of at least 64 KiB across the streams.
-TransportFactory Tcp(std::string name, int streams) {
-  return {std::move(name), [streams](int) { return LoopbackTcpDevice(streams); }};
+// `secure`: every link under TLS and the job secret's challenge-response.
+TransportFactory Tcp(std::string name, int streams, bool secure = false) {
+  return {std::move(name), [streams, secure](int) { return LoopbackTcpDevice(streams, secure); }};
 }
 
 }  // namespace
@@ -40,6 +46,7 @@ const std::vector<TransportFactory>& ConformanceTransports() {
   static const auto* transports = new std::vector<TransportFactory>{
       Tcp("tcp", 1),
       Tcp("tcp-4-streams", 4),
+      Tcp("tcp-tls-2-streams", 2, /*secure=*/true),
       {"shm", [](int) { return shm::CreateShmDevice(); }},
       // Rank 0 on a host of its own, the others together: the two-rank cases cross hosts (TCP
       // through the hybrid mesh) and the three-rank RecvFromAny case takes from two peers on

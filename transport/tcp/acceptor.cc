@@ -20,27 +20,45 @@ constexpr size_t kMaxPendingHandshakes = 256;
 // After accept() fails for lack of descriptors or memory, try again this much later.
 constexpr absl::Duration kAcceptPause = absl::Milliseconds(100);
 
+// What the job secret's challenge-response proves on transport links (as stream.cc).
+constexpr absl::string_view kAuthLabel = "chorus-tcp-transport";
+
+using security::IoResult;
+
 }  // namespace
 
 class Acceptor::Handshake : public EventHandler {
  public:
-  Handshake(Acceptor* acceptor, ScopedFd fd, std::string remote, Deadline deadline)
-      : acceptor(acceptor), fd(std::move(fd)), remote(std::move(remote)), deadline(deadline) {
-    token = acceptor->engine_.Register(this->fd.get(), EPOLLIN, this);
+  Handshake(Acceptor* acceptor, security::Channel channel, std::string remote, Deadline deadline)
+      : acceptor(acceptor),
+        channel(std::move(channel)),
+        remote(std::move(remote)),
+        deadline(deadline),
+        auth(security::AuthExchange::Role::kAcceptor,
+             acceptor->context_->options.security.auth_key(), kAuthLabel) {
+    // The challenge goes first, unless TLS has to shake hands before it.
+    token = acceptor->engine_.Register(this->channel.fd(), EPOLLOUT, this);
   }
   ~Handshake() override { Close(); }
   void OnEvents(uint32_t) override { acceptor->OnHandshakeEvents(*this); }
   void Close() {
-    if (token != 0) acceptor->engine_.Unregister(token, fd.get());
+    if (token != 0) acceptor->engine_.Unregister(token, channel.fd());
     token = 0;
-    fd.Reset();
+    channel.Close();
+  }
+  void Want(uint32_t events) {
+    if (events != interest) acceptor->engine_.SetInterest(token, channel.fd(), events);
+    interest = events;
   }
 
   Acceptor* const acceptor;
-  ScopedFd fd;
+  security::Channel channel;
   const std::string remote;
   const Deadline deadline;
   uint64_t token = 0;
+  uint32_t interest = EPOLLOUT;
+  bool secured = false;  // the TLS handshake and the challenge-response are done
+  security::AuthExchange auth;
   std::array<uint8_t, kHelloSize> bytes{};
   size_t received = 0;
   bool parked = false;  // a complete Hello waiting for its mesh to become ready
@@ -91,8 +109,16 @@ void Acceptor::OnEvents(uint32_t) {
     }
     // Buffer sizes are inherited from the listener; TCP_NODELAY is set again to be sure.
     (void)ConfigureStreamSocket(fd.get(), 0);
+    absl::StatusOr<security::Channel> channel =
+        security::Channel::Open(std::move(fd), context_->options.security.tls.get(),
+                                security::TlsContext::Role::kServer);
+    if (!channel.ok()) {
+      CHORUS_LOG(kWarn, "tcp") << "refused connection from " << address << ": "
+                               << channel.status().message();
+      continue;
+    }
     pending_.push_back(std::make_unique<Handshake>(
-        this, std::move(fd), address, Deadline::After(context_->options.handshake_timeout)));
+        this, *std::move(channel), address, Deadline::After(context_->options.handshake_timeout)));
     engine_.RequestTick();
   }
 }
@@ -105,25 +131,70 @@ void Acceptor::OnHandshakeEvents(Handshake& handshake) {
     Drop(handshake);
     return;
   }
+  if (!handshake.secured && !Secure(handshake)) return;
+  ReadHello(handshake);
+}
+
+bool Acceptor::StepStopped(Handshake& handshake, const IoResult& result, absl::string_view step) {
+  if (result.done()) return false;
+  if (result.blocked()) {
+    handshake.Want(result.kind == IoResult::Kind::kWantWrite ? EPOLLOUT : EPOLLIN);
+    return true;
+  }
+  if (result.kind == IoResult::Kind::kClosed && step == "authentication" &&
+      handshake.auth.input().size() == security::kOfferBytes) {
+    // Closed before a byte of its response: an abandoned dial (the other side of a
+    // simultaneous dial), a port probe, or a dialer that refused our TLS certificate.
+    CHORUS_LOG(kInfo, "tcp") << "connection from " << handshake.remote
+                             << " closed without a handshake";
+  } else {
+    CHORUS_LOG(kWarn, "tcp") << "refused connection from " << handshake.remote << ": " << step
+                             << ": "
+                             << (result.kind == IoResult::Kind::kClosed
+                                     ? "the peer closed the connection"
+                                     : result.error);
+    handshake.channel.DiscardInput();
+  }
+  Drop(handshake);
+  return true;
+}
+
+bool Acceptor::Secure(Handshake& handshake) {
+  if (StepStopped(handshake, handshake.channel.Handshake(), "TLS handshake")) return false;
+  if (StepStopped(handshake, security::DriveExchange(handshake.channel, handshake.auth),
+                  "authentication")) {
+    return false;
+  }
+  if (!handshake.auth.result().ok()) {
+    CHORUS_LOG(kWarn, "tcp") << "refused connection from " << handshake.remote << ": "
+                             << handshake.auth.result().message();
+    handshake.channel.DiscardInput();
+    Drop(handshake);
+    return false;
+  }
+  handshake.secured = true;
+  handshake.Want(EPOLLIN);
+  return true;
+}
+
+void Acceptor::ReadHello(Handshake& handshake) {
   while (handshake.received < kHelloSize) {
-    const ssize_t got = recv(handshake.fd.get(), handshake.bytes.data() + handshake.received,
-                             kHelloSize - handshake.received, MSG_DONTWAIT);
-    if (got > 0) {
-      handshake.received += static_cast<size_t>(got);
+    const IoResult got = handshake.channel.Read(handshake.bytes.data() + handshake.received,
+                                                kHelloSize - handshake.received);
+    if (got.done()) {
+      handshake.received += got.bytes;
       continue;
     }
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return;
-    if (got == 0 && handshake.received == 0) {
-      // An abandoned dial (the other side of a simultaneous dial) or a port probe.
-      CHORUS_LOG(kInfo, "tcp") << "connection from " << handshake.remote
-                               << " closed without a handshake";
-    } else {
-      CHORUS_LOG(kWarn, "tcp") << "refused connection from " << handshake.remote
-                               << ": handshake truncated at " << handshake.received << " of "
-                               << kHelloSize << " bytes"
-                               << (got < 0 ? absl::StrCat(" (", ErrnoText(errno), ")") : "");
+    if (got.blocked()) {
+      handshake.Want(got.kind == IoResult::Kind::kWantWrite ? EPOLLOUT : EPOLLIN);
+      return;
     }
+    CHORUS_LOG(kWarn, "tcp") << "refused connection from " << handshake.remote
+                             << ": handshake truncated at " << handshake.received << " of "
+                             << kHelloSize << " bytes"
+                             << (got.kind == IoResult::Kind::kError
+                                     ? absl::StrCat(" (", got.error, ")")
+                                     : "");
     Drop(handshake);
     return;
   }
@@ -142,7 +213,7 @@ void Acceptor::OnHello(Handshake& handshake) {
   const auto it = context_->meshes.find(hello->target_mesh_id);
   if (it == context_->meshes.end()) {
     const auto reply = EncodeReply(HandshakeVerdict::kUnknownMesh);
-    (void)send(handshake.fd.get(), reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+    (void)handshake.channel.Write(reply.data(), reply.size());
     CHORUS_LOG(kWarn, "tcp") << "refused connection from " << handshake.remote
                              << " claiming to be rank " << hello->source_rank
                              << ": no mesh with id "
@@ -153,7 +224,7 @@ void Acceptor::OnHello(Handshake& handshake) {
   }
   if (!it->second->ready()) {
     handshake.parked = true;
-    engine_.SetInterest(handshake.token, handshake.fd.get(), 0);
+    handshake.Want(0);
     return;
   }
   Decide(handshake, *it->second);
@@ -163,17 +234,16 @@ void Acceptor::Decide(Handshake& handshake, TcpMesh& mesh) {
   const Hello& hello = handshake.hello;
   const HandshakeVerdict verdict = mesh.EvaluateHello(hello);
   const auto reply = EncodeReply(verdict);
-  // A fresh socket's send buffer always has room for the reply.
-  const ssize_t sent =
-      send(handshake.fd.get(), reply.data(), reply.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-  if (verdict == HandshakeVerdict::kAccepted && sent == static_cast<ssize_t>(reply.size())) {
+  // A fresh socket's send buffer always has room for the reply (one record under TLS).
+  const IoResult sent = handshake.channel.Write(reply.data(), reply.size());
+  if (verdict == HandshakeVerdict::kAccepted && sent.done() && sent.bytes == reply.size()) {
     CHORUS_LOG(kDebug, "tcp") << "accepted stream " << hello.stream_index << " from rank "
                               << hello.source_rank << " at " << handshake.remote;
-    ScopedFd fd = std::move(handshake.fd);
-    engine_.Unregister(handshake.token, fd.get());
+    engine_.Unregister(handshake.token, handshake.channel.fd());
     handshake.token = 0;
+    security::Channel channel = std::move(handshake.channel);
     Drop(handshake);
-    mesh.AdoptStream(hello, std::move(fd));
+    mesh.AdoptStream(hello, std::move(channel));
     return;
   }
   if (verdict == HandshakeVerdict::kSimultaneousDial ||

@@ -1,7 +1,8 @@
-// The listening socket of a TCP device and the accepted sockets whose handshake has not yet
-// arrived. A complete Hello is routed by its mesh id to the mesh, which decides; everything
-// malformed, foreign or late is refused, logged with the remote address and closed without
-// touching any mesh.
+// The listening socket of a TCP device and the accepted sockets whose handshake is not complete:
+// the TLS handshake when the job uses TLS, the job secret's challenge-response, then the Hello.
+// A complete Hello is routed by its mesh id to the mesh, which decides; everything malformed,
+// unauthenticated, foreign or late is refused, logged with the remote address and closed
+// without touching any mesh.
 #ifndef CHORUS_TRANSPORT_TCP_ACCEPTOR_H_
 #define CHORUS_TRANSPORT_TCP_ACCEPTOR_H_
 
@@ -37,6 +38,12 @@ class Acceptor : public EventHandler, public Tickable {
   friend class Handshake;
 
   void OnHandshakeEvents(Handshake& handshake);
+  // Advances the TLS handshake and the challenge-response; true once both are done.
+  bool Secure(Handshake& handshake);
+  // Waits for the event `result` needs, or refuses the connection; false if it did neither.
+  bool StepStopped(Handshake& handshake, const security::IoResult& result,
+                   absl::string_view step);
+  void ReadHello(Handshake& handshake);
   void OnHello(Handshake& handshake);
   void Decide(Handshake& handshake, TcpMesh& mesh);
   // Closes and forgets `handshake` (freed after the current poll pass).

@@ -2,7 +2,6 @@
 
 #include <errno.h>
 #include <sys/epoll.h>
-#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -26,51 +25,66 @@ constexpr size_t kReadBudget = 4 * 1024 * 1024;
 constexpr int kFramesPerWrite = 32;
 // Bytes one OnEvents call writes before letting other sockets have a turn.
 constexpr size_t kWriteBudget = 4 * 1024 * 1024;
+// What the job secret's challenge-response proves on transport links.
+constexpr absl::string_view kAuthLabel = "chorus-tcp-transport";
+
+using security::IoResult;
+
+uint32_t EventFor(const IoResult& result) {
+  return result.kind == IoResult::Kind::kWantWrite ? uint32_t{EPOLLOUT} : uint32_t{EPOLLIN};
+}
 
 }  // namespace
 
 std::unique_ptr<Stream> Stream::Dial(StreamOwner* owner, ProgressEngine* engine, int index,
-                                     ScopedFd fd, const Hello& hello, Deadline handshake_deadline,
+                                     security::Channel channel, const security::AuthKey* auth_key,
+                                     const Hello& hello, Deadline handshake_deadline,
                                      uint64_t max_message_bytes) {
-  std::unique_ptr<Stream> stream(new Stream(owner, engine, index, std::move(fd), State::kConnecting,
-                                            handshake_deadline, max_message_bytes));
+  std::unique_ptr<Stream> stream(new Stream(owner, engine, index, std::move(channel),
+                                            State::kConnecting, handshake_deadline,
+                                            max_message_bytes));
+  stream->auth_ = std::make_unique<security::AuthExchange>(security::AuthExchange::Role::kDialer,
+                                                           auth_key, kAuthLabel);
   stream->hello_ = EncodeHello(hello);
   return stream;
 }
 
 std::unique_ptr<Stream> Stream::Accepted(StreamOwner* owner, ProgressEngine* engine, int index,
-                                         ScopedFd fd, uint64_t max_message_bytes) {
-  return std::unique_ptr<Stream>(new Stream(owner, engine, index, std::move(fd), State::kOpen,
-                                            Deadline::Infinite(), max_message_bytes));
+                                         security::Channel channel, uint64_t max_message_bytes) {
+  std::unique_ptr<Stream> stream(new Stream(owner, engine, index, std::move(channel),
+                                            State::kOpen, Deadline::Infinite(),
+                                            max_message_bytes));
+  // Bytes the peer sent right after the handshake may already sit in the TLS session.
+  if (stream->channel_.HasBufferedInput()) engine->MarkReady(stream->token_);
+  return stream;
 }
 
-Stream::Stream(StreamOwner* owner, ProgressEngine* engine, int index, ScopedFd fd, State state,
-               Deadline handshake_deadline, uint64_t max_message_bytes)
+Stream::Stream(StreamOwner* owner, ProgressEngine* engine, int index, security::Channel channel,
+               State state, Deadline handshake_deadline, uint64_t max_message_bytes)
     : owner_(owner),
       engine_(engine),
       index_(index),
-      fd_(std::move(fd)),
+      channel_(std::move(channel)),
       state_(state),
       handshake_deadline_(handshake_deadline),
       max_message_bytes_(max_message_bytes) {
   if (state_ == State::kOpen) staging_.reset(new uint8_t[kStagingSize]);
   interest_ = state_ == State::kOpen ? EPOLLIN : EPOLLOUT;
-  token_ = engine_->Register(fd_.get(), interest_, this);
+  token_ = engine_->Register(channel_.fd(), interest_, this);
 }
 
 Stream::~Stream() { Close(); }
 
 bool Stream::HandshakeExpired() const {
-  return (state_ == State::kConnecting || state_ == State::kSendingHello ||
-          state_ == State::kAwaitingReply) &&
-         handshake_deadline_.Expired();
+  return state_ != State::kOpen && state_ != State::kClosed && handshake_deadline_.Expired();
 }
 
 void Stream::Close() {
   if (state_ == State::kClosed) return;
-  engine_->Unregister(token_, fd_.get());
-  fd_.Reset();
+  engine_->Unregister(token_, channel_.fd());
+  channel_.Close();
   state_ = State::kClosed;
+  auth_.reset();
   body_.reset();
   paused_header_.reset();
 }
@@ -82,18 +96,22 @@ void Stream::UpdateInterest() {
     case State::kSendingHello:
       want = EPOLLOUT;
       break;
+    case State::kSecuring:
+    case State::kAuthenticating:
+      want = dial_wants_;
+      break;
     case State::kAwaitingReply:
       want = EPOLLIN;
       break;
     case State::kOpen:
-      want = (paused_header_ ? 0u : uint32_t{EPOLLIN}) |
-             (send_queue_.empty() ? 0u : uint32_t{EPOLLOUT});
+      want = (paused_header_ && !write_wants_read_ ? 0u : uint32_t{EPOLLIN}) |
+             (send_queue_.empty() && !read_wants_write_ ? 0u : uint32_t{EPOLLOUT});
       break;
     case State::kClosed:
       return;
   }
   if (want != interest_) {
-    engine_->SetInterest(token_, fd_.get(), want);
+    engine_->SetInterest(token_, channel_.fd(), want);
     interest_ = want;
   }
 }
@@ -101,51 +119,101 @@ void Stream::UpdateInterest() {
 void Stream::OnEvents(uint32_t events) {
   switch (state_) {
     case State::kConnecting: {
-      const int error = TakeSocketError(fd_.get());
+      const int error = TakeSocketError(channel_.fd());
       if (error != 0) {
         DialFailed(absl::StrCat("connect: ", ErrnoText(error)));
         return;
       }
       if ((events & (EPOLLOUT | EPOLLERR | EPOLLHUP)) == 0) return;
-      state_ = State::kSendingHello;
-      SendHello();
+      state_ = State::kSecuring;
+      Secure();
       return;
     }
+    case State::kSecuring:
+      Secure();
+      return;
+    case State::kAuthenticating:
+      Authenticate();
+      return;
     case State::kSendingHello:
       SendHello();
       return;
     case State::kAwaitingReply:
       ReadReply();
       return;
-    case State::kOpen:
+    case State::kOpen: {
       if (paused_header_ && (events & (EPOLLHUP | EPOLLERR))) {
-        const int error = TakeSocketError(fd_.get());
+        const int error = TakeSocketError(channel_.fd());
         Fail(error != 0 ? ErrnoText(error) : "connection closed");
         return;
       }
-      if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) ReadFrames();
-      if (state_ == State::kOpen && (events & EPOLLOUT)) Flush(kWriteBudget);
+      // Under TLS a read may wait for the socket to be writable, and a write for readable.
+      const bool readable = (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) != 0;
+      const bool writable = (events & EPOLLOUT) != 0;
+      if (readable || (read_wants_write_ && writable)) ReadFrames();
+      if (state_ == State::kOpen && (writable || (write_wants_read_ && readable))) {
+        Flush(kWriteBudget);
+      }
       return;
+    }
     case State::kClosed:
       return;
   }
 }
 
+bool Stream::DialStepStopped(const IoResult& result, absl::string_view step) {
+  switch (result.kind) {
+    case IoResult::Kind::kDone:
+      return false;
+    case IoResult::Kind::kWantRead:
+    case IoResult::Kind::kWantWrite:
+      dial_wants_ = EventFor(result);
+      UpdateInterest();
+      return true;
+    case IoResult::Kind::kClosed:
+      DialFailed(absl::StrCat("the peer closed the connection during the ", step));
+      return true;
+    case IoResult::Kind::kError:
+      // A failed system call may pass (the peer restarting); a TLS refusal will not.
+      if (result.error_number != 0) {
+        DialFailed(absl::StrCat(step, ": ", result.error));
+      } else {
+        DialRefused(result.error);
+      }
+      return true;
+  }
+  return true;
+}
+
+void Stream::Secure() {
+  if (DialStepStopped(channel_.Handshake(), "TLS handshake")) return;
+  state_ = State::kAuthenticating;
+  Authenticate();
+}
+
+void Stream::Authenticate() {
+  if (DialStepStopped(security::DriveExchange(channel_, *auth_), "authentication")) return;
+  if (!auth_->result().ok()) {
+    DialRefused(auth_->result().message());
+    return;
+  }
+  auth_.reset();
+  state_ = State::kSendingHello;
+  SendHello();
+}
+
 void Stream::SendHello() {
   while (hello_sent_ < hello_.size()) {
-    const ssize_t sent = send(fd_.get(), hello_.data() + hello_sent_, hello_.size() - hello_sent_,
-                              MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (sent > 0) {
-      hello_sent_ += static_cast<size_t>(sent);
-    } else if (errno == EINTR) {
-      continue;
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      UpdateInterest();
-      return;
-    } else {
-      DialFailed(absl::StrCat("sending the handshake: ", ErrnoText(errno)));
+    const IoResult sent = channel_.Write(hello_.data() + hello_sent_, hello_.size() - hello_sent_);
+    if (!sent.done()) {
+      if (sent.blocked()) {
+        UpdateInterest();
+      } else {
+        DialFailed(absl::StrCat("sending the handshake: ", sent.error));
+      }
       return;
     }
+    hello_sent_ += sent.bytes;
   }
   state_ = State::kAwaitingReply;
   UpdateInterest();
@@ -153,19 +221,17 @@ void Stream::SendHello() {
 
 void Stream::ReadReply() {
   while (reply_received_ < reply_.size()) {
-    const ssize_t got = recv(fd_.get(), reply_.data() + reply_received_,
-                             reply_.size() - reply_received_, MSG_DONTWAIT);
-    if (got > 0) {
-      reply_received_ += static_cast<size_t>(got);
-    } else if (got == 0) {
+    const IoResult got =
+        channel_.Read(reply_.data() + reply_received_, reply_.size() - reply_received_);
+    if (got.done()) {
+      reply_received_ += got.bytes;
+    } else if (got.kind == IoResult::Kind::kClosed) {
       DialFailed("the peer closed the connection during the handshake");
       return;
-    } else if (errno == EINTR) {
-      continue;
-    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+    } else if (got.blocked()) {
       return;
     } else {
-      DialFailed(absl::StrCat("reading the handshake reply: ", ErrnoText(errno)));
+      DialFailed(absl::StrCat("reading the handshake reply: ", got.error));
       return;
     }
   }
@@ -186,23 +252,27 @@ void Stream::DialFailed(absl::string_view why) {
   owner_->OnDialResult(*this, PeerUnavailableError(why));
 }
 
-void Stream::Fail(absl::string_view why) {
-  owner_->OnStreamFailed(*this, why);
+void Stream::DialRefused(absl::string_view why) { owner_->OnDialRefused(*this, why); }
+
+void Stream::Fail(absl::string_view why, bool tampered) {
+  owner_->OnStreamFailed(*this, why, tampered);
   Close();
 }
 
-void Stream::RecvFailed(int error) {
+void Stream::RecvFailed(const IoResult& result) {
   // A peer that closes a socket with bytes of ours still unread makes its kernel answer with a
   // reset instead of a FIN: on a stream between frames that is the peer closing, like an EOF,
   // and the connection fails only once no stream can bring what it still expects
   // (TcpConnection::OnStreamEof). Failing the whole connection at once lost messages the peer
   // had sent in full on its other streams before it closed.
   // A reset in the middle of a frame still fails the connection at once, and says "reset".
-  if (error == ECONNRESET && !MidFrame()) {
+  if (result.error_number == ECONNRESET && !MidFrame()) {
     Eof();
     return;
   }
-  Fail(absl::StrCat("recv: ", ErrnoText(error), MidFrame() ? " in the middle of a message" : ""));
+  // Under TLS, a failure that is no system call's is a record that did not decrypt or verify.
+  Fail(absl::StrCat(result.error, MidFrame() ? " in the middle of a message" : ""),
+       /*tampered=*/channel_.secure() && result.error_number == 0);
 }
 
 bool Stream::MidFrame() const { return body_remaining_ > 0 || staged_end_ > staged_begin_; }
@@ -228,17 +298,15 @@ void Stream::Flush(size_t budget) {
                         it->length - it->payload_sent};
       }
     }
-    msghdr message{};
-    message.msg_iov = iov;
-    message.msg_iovlen = count;
-    const ssize_t sent = sendmsg(fd_.get(), &message, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (sent < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      Fail(absl::StrCat("send: ", ErrnoText(errno)));
+    const IoResult sent = channel_.WriteGather(iov, count);
+    write_wants_read_ = sent.kind == IoResult::Kind::kWantRead;
+    if (sent.blocked()) break;
+    if (!sent.done()) {
+      Fail(sent.kind == IoResult::Kind::kClosed ? "send: the peer closed the connection"
+                                                : sent.error);
       return;
     }
-    size_t left = static_cast<size_t>(sent);
+    size_t left = sent.bytes;
     budget -= std::min(budget, left);
     while (!send_queue_.empty()) {
       OutFrame& frame = send_queue_.front();
@@ -293,19 +361,14 @@ void Stream::ReadFrames() {
       size_t want = static_cast<size_t>(std::min<uint64_t>(body_remaining_, budget));
       uint8_t* into = destination != nullptr ? destination + body_offset_ : staging_.get();
       if (destination == nullptr) want = std::min(want, kStagingSize);
-      const ssize_t got = recv(fd_.get(), into, want, MSG_DONTWAIT);
-      if (got > 0) {
-        budget -= static_cast<size_t>(got);
-        socket_drained = static_cast<size_t>(got) < want;
-        AccountBody(nullptr, static_cast<size_t>(got));
+      const IoResult got = channel_.Read(into, want);
+      if (got.done()) {
+        budget -= got.bytes;
+        socket_drained = got.bytes < want && !channel_.HasBufferedInput();
+        AccountBody(nullptr, got.bytes);
         continue;
       }
-      if (got == 0) {
-        Eof();
-        return;
-      }
-      if (errno == EINTR) continue;
-      if (errno != EAGAIN && errno != EWOULDBLOCK) RecvFailed(errno);
+      ReadStopped(got);
       return;
     }
     if (staged_begin_ > 0) {
@@ -314,20 +377,35 @@ void Stream::ReadFrames() {
       staged_end_ = staged;
     }
     const size_t room = kStagingSize - staged_end_;
-    const ssize_t got = recv(fd_.get(), staging_.get() + staged_end_, room, MSG_DONTWAIT);
-    if (got > 0) {
-      staged_end_ += static_cast<size_t>(got);
-      budget -= std::min(budget, static_cast<size_t>(got));
-      socket_drained = static_cast<size_t>(got) < room;
+    const IoResult got = channel_.Read(staging_.get() + staged_end_, room);
+    if (got.done()) {
+      staged_end_ += got.bytes;
+      budget -= std::min(budget, got.bytes);
+      socket_drained = got.bytes < room && !channel_.HasBufferedInput();
       continue;
     }
-    if (got == 0) {
+    ReadStopped(got);
+    return;
+  }
+}
+
+void Stream::ReadStopped(const IoResult& result) {
+  switch (result.kind) {
+    case IoResult::Kind::kDone:
+      return;
+    case IoResult::Kind::kWantRead:
+    case IoResult::Kind::kWantWrite:
+      if (read_wants_write_ != (result.kind == IoResult::Kind::kWantWrite)) {
+        read_wants_write_ = !read_wants_write_;
+        UpdateInterest();
+      }
+      return;
+    case IoResult::Kind::kClosed:
       Eof();
       return;
-    }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) RecvFailed(errno);
-    return;
+    case IoResult::Kind::kError:
+      RecvFailed(result);
+      return;
   }
 }
 

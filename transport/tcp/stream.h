@@ -1,6 +1,7 @@
-// One socket of a connection: dialing it (connect, send the Hello, read the Reply), writing
-// queued frames and reading frames into the destinations the connection chooses. All methods
-// run with the engine's mutex held; not thread-safe on its own.
+// One socket of a connection: dialing it (connect, TLS handshake when the job uses TLS, the job
+// secret's challenge-response, send the Hello, read the Reply), writing queued frames and reading
+// frames into the destinations the connection chooses. All I/O goes through a security::Channel,
+// plain or TLS. All methods run with the engine's mutex held; not thread-safe on its own.
 #ifndef CHORUS_TRANSPORT_TCP_STREAM_H_
 #define CHORUS_TRANSPORT_TCP_STREAM_H_
 
@@ -13,6 +14,8 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "chorus/core/deadline.h"
+#include "chorus/core/security/auth_exchange.h"
+#include "chorus/core/security/channel.h"
 #include "chorus/transport/tcp/handshake.h"
 #include "chorus/transport/tcp/message.h"
 #include "chorus/transport/tcp/progress_engine.h"
@@ -38,13 +41,18 @@ struct FrameTarget {
 class StreamOwner {
  public:
   virtual ~StreamOwner() = default;
-  // A dialing stream got its handshake reply, or its dial failed (an error saying why).
+  // A dialing stream got its handshake reply, or its dial failed (an error saying why; worth
+  // retrying: the peer may not be up yet).
   virtual void OnDialResult(Stream& stream, absl::StatusOr<HandshakeVerdict> result) = 0;
+  // A dialing stream's link could not be secured: the peer refused this process's certificate or
+  // job secret, or failed to prove its own. Retrying cannot help.
+  virtual void OnDialRefused(Stream& stream, absl::string_view why) = 0;
   virtual FrameTarget OnFrameHeader(Stream& stream, const FrameHeader& header) = 0;
   // Every byte of `message` has arrived.
   virtual void OnMessageComplete(const std::shared_ptr<InboundMessage>& message) = 0;
-  // An open stream broke: a socket error or a malformed frame.
-  virtual void OnStreamFailed(Stream& stream, absl::string_view why) = 0;
+  // An open stream broke: a socket error, a malformed frame, or a TLS record that failed its
+  // integrity check (`tampered`: the bytes were changed on the way, the peer is not to blame).
+  virtual void OnStreamFailed(Stream& stream, absl::string_view why, bool tampered) = 0;
   // The peer closed an open stream (which is now closed); `mid_frame` if it stopped in the
   // middle of a frame. Data read before the EOF has been delivered.
   virtual void OnStreamEof(Stream& stream, bool mid_frame) = 0;
@@ -52,16 +60,26 @@ class StreamOwner {
 
 class Stream : public EventHandler {
  public:
-  enum class State { kConnecting, kSendingHello, kAwaitingReply, kOpen, kClosed };
+  enum class State {
+    kConnecting,
+    kSecuring,        // TLS handshake
+    kAuthenticating,  // the job secret's challenge-response
+    kSendingHello,
+    kAwaitingReply,
+    kOpen,
+    kClosed,
+  };
 
-  // A stream whose connect (StartConnect) is under way; it sends `hello` and awaits the reply
-  // until `handshake_deadline`.
+  // A stream whose connect (StartConnect) is under way on `channel`'s socket; it secures the
+  // link (proving `auth_key` when not null), sends `hello` and awaits the reply, all before
+  // `handshake_deadline`.
   static std::unique_ptr<Stream> Dial(StreamOwner* owner, ProgressEngine* engine, int index,
-                                      ScopedFd fd, const Hello& hello, Deadline handshake_deadline,
+                                      security::Channel channel, const security::AuthKey* auth_key,
+                                      const Hello& hello, Deadline handshake_deadline,
                                       uint64_t max_message_bytes);
   // A stream whose handshake the acceptor completed.
   static std::unique_ptr<Stream> Accepted(StreamOwner* owner, ProgressEngine* engine, int index,
-                                          ScopedFd fd, uint64_t max_message_bytes);
+                                          security::Channel channel, uint64_t max_message_bytes);
   ~Stream() override;
 
   int index() const { return index_; }
@@ -90,30 +108,38 @@ class Stream : public EventHandler {
   void OnEvents(uint32_t events) override;
 
  private:
-  Stream(StreamOwner* owner, ProgressEngine* engine, int index, ScopedFd fd, State state,
-         Deadline handshake_deadline, uint64_t max_message_bytes);
+  Stream(StreamOwner* owner, ProgressEngine* engine, int index, security::Channel channel,
+         State state, Deadline handshake_deadline, uint64_t max_message_bytes);
 
+  void Secure();
+  void Authenticate();
   void SendHello();
   void ReadReply();
   void DialFailed(absl::string_view why);
+  void DialRefused(absl::string_view why);
+  // The dial's I/O step `result` blocked or failed (reported to the owner); false if it did
+  // neither and the dial goes on.
+  bool DialStepStopped(const security::IoResult& result, absl::string_view step);
   void ReadFrames();
   // Receives into the staging buffer; false when the socket has nothing (or failed).
   bool FillStaging();
   void HandleHeader(const FrameHeader& header);
   // `count` payload bytes of the current frame have arrived (copied from `from` unless null).
   void AccountBody(const uint8_t* from, size_t count);
-  void Fail(absl::string_view why);
+  void Fail(absl::string_view why, bool tampered = false);
   void Eof();
   // True while a frame has started arriving and is not complete.
   bool MidFrame() const;
-  // recv() failed with `error` (not EAGAIN or EINTR).
-  void RecvFailed(int error);
+  // A read did not complete: wait for the event it needs, or end the stream.
+  void ReadStopped(const security::IoResult& result);
+  // A read failed (not "would block").
+  void RecvFailed(const security::IoResult& result);
   void UpdateInterest();
 
   StreamOwner* const owner_;
   ProgressEngine* const engine_;
   const int index_;
-  ScopedFd fd_;
+  security::Channel channel_;
   uint64_t token_ = 0;
   uint32_t interest_ = 0;
   State state_;
@@ -121,12 +147,18 @@ class Stream : public EventHandler {
   const uint64_t max_message_bytes_;
 
   // Handshake (dialing only).
+  // The socket event the TLS handshake or the challenge-response waits for.
+  uint32_t dial_wants_ = 0;
+  std::unique_ptr<security::AuthExchange> auth_;
   std::array<uint8_t, kHelloSize> hello_{};
   size_t hello_sent_ = 0;
   std::array<uint8_t, kReplySize> reply_{};
   size_t reply_received_ = 0;
 
   std::deque<OutFrame> send_queue_;
+  // Under TLS a read may need the socket writable, or a write readable, first.
+  bool read_wants_write_ = false;
+  bool write_wants_read_ = false;
 
   // Incoming bytes not yet parsed: staging_[staged_begin_, staged_end_).
   std::unique_ptr<uint8_t[]> staging_;

@@ -329,9 +329,9 @@ void TcpConnection::StartDial() {
   ++dial_attempts_;
   const PeerAddress& target = mesh_.peer_address(peer_);
   const TcpDeviceOptions& options = mesh_.device_options();
-  absl::StatusOr<ScopedFd> fd = StartConnect(target.address, options.socket_buffer_bytes);
-  if (!fd.ok()) {
-    DialAttemptFailed(fd.status().message());
+  absl::StatusOr<security::Channel> channel = OpenChannel(target.address);
+  if (!channel.ok()) {
+    DialAttemptFailed(channel.status().message());
     return;
   }
   dial_id_ = RandomId();
@@ -344,9 +344,9 @@ void TcpConnection::StartDial() {
   hello.target_rank = static_cast<uint32_t>(peer_);
   hello.stream_count = static_cast<uint32_t>(options.streams);
   hello.dial_id = dial_id_;
-  dial_stream_ =
-      Stream::Dial(this, &engine_, 0, *std::move(fd), hello,
-                   Deadline::After(options.handshake_timeout), options.max_message_bytes);
+  dial_stream_ = Stream::Dial(this, &engine_, 0, *std::move(channel), options.security.auth_key(),
+                             hello, Deadline::After(options.handshake_timeout),
+                             options.max_message_bytes);
   engine_.RequestTick();
 }
 
@@ -411,14 +411,39 @@ void TcpConnection::OnDialResult(Stream& stream, absl::StatusOr<HandshakeVerdict
   }
 }
 
+void TcpConnection::OnDialRefused(Stream& stream, absl::string_view why) {
+  if (&stream != dial_stream_.get()) {
+    CHORUS_LOG(kWarn, "tcp") << "stream " << stream.index() << " to " << label_
+                             << " could not be secured (" << why
+                             << "); continuing with the other streams";
+    if (stream.index() < static_cast<int>(streams_.size())) {
+      RetireStream(std::move(streams_[stream.index()]));
+    }
+    return;
+  }
+  Fail(PeerUnavailableError(
+      absl::StrCat("the link to ", label_, " could not be secured: ", why,
+                   "; every rank needs the same CHORUS_AUTH_KEY and certificates the same "
+                   "CHORUS_TLS_CA signed (docs/security.md)"),
+      peer_));
+}
+
+absl::StatusOr<security::Channel> TcpConnection::OpenChannel(const SocketAddress& address) const {
+  const TcpDeviceOptions& options = mesh_.device_options();
+  CHORUS_ASSIGN_OR_RETURN(ScopedFd fd, StartConnect(address, options.socket_buffer_bytes));
+  return security::Channel::Open(std::move(fd), options.security.tls.get(),
+                                 security::TlsContext::Role::kClient);
+}
+
 void TcpConnection::DialExtraStreams() {
   const TcpDeviceOptions& options = mesh_.device_options();
   const PeerAddress& target = mesh_.peer_address(peer_);
   for (size_t index = 1; index < streams_.size(); ++index) {
-    absl::StatusOr<ScopedFd> fd = StartConnect(target.address, options.socket_buffer_bytes);
-    if (!fd.ok()) {
+    absl::StatusOr<security::Channel> channel = OpenChannel(target.address);
+    if (!channel.ok()) {
       CHORUS_LOG(kWarn, "tcp") << "stream " << index << " to " << label_ << " could not be opened ("
-                               << fd.status().message() << "); continuing with the other streams";
+                               << channel.status().message()
+                               << "); continuing with the other streams";
       continue;
     }
     Hello hello;
@@ -430,9 +455,10 @@ void TcpConnection::DialExtraStreams() {
     hello.target_rank = static_cast<uint32_t>(peer_);
     hello.stream_count = static_cast<uint32_t>(streams_.size());
     hello.dial_id = dial_id_;
-    streams_[index] =
-        Stream::Dial(this, &engine_, static_cast<int>(index), *std::move(fd), hello,
-                     Deadline::After(options.handshake_timeout), options.max_message_bytes);
+    streams_[index] = Stream::Dial(this, &engine_, static_cast<int>(index), *std::move(channel),
+                                   options.security.auth_key(), hello,
+                                   Deadline::After(options.handshake_timeout),
+                                   options.max_message_bytes);
   }
   if (streams_.size() > 1) engine_.RequestTick();
 }
@@ -452,7 +478,7 @@ HandshakeVerdict TcpConnection::EvaluateHello(const Hello& hello) const {
   return HandshakeVerdict::kAccepted;
 }
 
-void TcpConnection::AdoptStream(const Hello& hello, ScopedFd fd) {
+void TcpConnection::AdoptStream(const Hello& hello, security::Channel channel) {
   const uint64_t max_bytes = mesh_.device_options().max_message_bytes;
   if (hello.stream_index == 0) {
     RetireStream(std::move(dial_stream_));
@@ -460,12 +486,12 @@ void TcpConnection::AdoptStream(const Hello& hello, ScopedFd fd) {
     dialed_by_us_ = false;
     streams_.clear();
     streams_.resize(hello.stream_count);
-    streams_[0] = Stream::Accepted(this, &engine_, 0, std::move(fd), max_bytes);
+    streams_[0] = Stream::Accepted(this, &engine_, 0, std::move(channel), max_bytes);
     BecomeUp();
     return;
   }
   streams_[hello.stream_index] = Stream::Accepted(
-      this, &engine_, static_cast<int>(hello.stream_index), std::move(fd), max_bytes);
+      this, &engine_, static_cast<int>(hello.stream_index), std::move(channel), max_bytes);
 }
 
 void TcpConnection::BecomeUp() {
@@ -525,10 +551,13 @@ bool TcpConnection::Tick() {
 
 // --- Failure -----------------------------------------------------------------------------
 
-void TcpConnection::OnStreamFailed(Stream& stream, absl::string_view why) {
-  Fail(PeerUnavailableError(absl::StrCat(label_, " is unavailable: stream ", stream.index(), " ",
-                                         why, " (did that process exit or crash?)"),
-                            peer_));
+void TcpConnection::OnStreamFailed(Stream& stream, absl::string_view why, bool tampered) {
+  Fail(PeerUnavailableError(
+           absl::StrCat(label_, " is unavailable: stream ", stream.index(), " ", why,
+                        tampered ? " (TLS found bytes changed on the way: a faulty or hostile "
+                                   "network path between the ranks)"
+                                 : " (did that process exit or crash?)"),
+           peer_));
 }
 
 absl::Status TcpConnection::PeerClosedError() const {

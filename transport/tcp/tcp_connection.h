@@ -39,7 +39,7 @@ class TcpConnection : public Connection, public StreamOwner, public RequestOwner
   void StartDial();
   // Whether a Hello from this peer is acceptable now (the mesh checked job, mesh and ranks).
   HandshakeVerdict EvaluateHello(const Hello& hello) const;
-  void AdoptStream(const Hello& hello, ScopedFd fd);
+  void AdoptStream(const Hello& hello, security::Channel channel);
   // Timers: dial retries, handshake and connect deadlines. True while it needs more ticks.
   bool Tick();
   // Fails every pending request with `status` and closes the sockets; later requests fail
@@ -57,9 +57,10 @@ class TcpConnection : public Connection, public StreamOwner, public RequestOwner
 
   // StreamOwner.
   void OnDialResult(Stream& stream, absl::StatusOr<HandshakeVerdict> result) override;
+  void OnDialRefused(Stream& stream, absl::string_view why) override;
   FrameTarget OnFrameHeader(Stream& stream, const FrameHeader& header) override;
   void OnMessageComplete(const std::shared_ptr<InboundMessage>& message) override;
-  void OnStreamFailed(Stream& stream, absl::string_view why) override;
+  void OnStreamFailed(Stream& stream, absl::string_view why, bool tampered) override;
   void OnStreamEof(Stream& stream, bool mid_frame) override;
   // RequestOwner.
   void CancelLocked(TcpRequest& request) override;
@@ -74,6 +75,8 @@ class TcpConnection : public Connection, public StreamOwner, public RequestOwner
 
   void DialAttemptFailed(absl::string_view why);
   void DialExtraStreams();
+  // Starts a connect to `address` and wraps it for the device's TLS, if any.
+  absl::StatusOr<security::Channel> OpenChannel(const SocketAddress& address) const;
   void BecomeUp();
   void AssignFrames(const std::shared_ptr<OutboundMessage>& message);
   void CancelSend(const TcpRequest& request);

@@ -172,13 +172,13 @@ HandshakeVerdict TcpMesh::EvaluateHello(const Hello& hello) const {
   return connection->EvaluateHello(hello);
 }
 
-void TcpMesh::AdoptStream(const Hello& hello, ScopedFd fd) {
+void TcpMesh::AdoptStream(const Hello& hello, security::Channel channel) {
   std::unique_ptr<TcpConnection>& connection = connections_[hello.source_rank];
   if (connection == nullptr) {
     connection = std::make_unique<TcpConnection>(*this, static_cast<int>(hello.source_rank),
                                                  Deadline::After(options_.connect_timeout));
   }
-  connection->AdoptStream(hello, std::move(fd));
+  connection->AdoptStream(hello, std::move(channel));
 }
 
 absl::Duration TcpMesh::Tick() {

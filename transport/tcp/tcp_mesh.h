@@ -52,7 +52,7 @@ class TcpMesh : public Mesh, public Tickable, public RequestOwner {
   void SetPeers(uint64_t job_id, std::vector<PeerAddress> peers);
   bool ready() const { return ready_; }
   HandshakeVerdict EvaluateHello(const Hello& hello) const;
-  void AdoptStream(const Hello& hello, ScopedFd fd);
+  void AdoptStream(const Hello& hello, security::Channel channel);
   absl::Duration Tick() override;
   void CancelLocked(TcpRequest& request) override;  // a RecvFromAny receive
 

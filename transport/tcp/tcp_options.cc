@@ -32,6 +32,7 @@ absl::StatusOr<TcpDeviceOptions> TcpDeviceOptions::FromEnv() {
       const int64_t spin_us,
       GetEnvInt("CHORUS_TCP_SPIN_US", absl::ToInt64Microseconds(options.spin), 0, 1000000));
   options.spin = absl::Microseconds(spin_us);
+  CHORUS_ASSIGN_OR_RETURN(options.security, security::LinkSecurity::FromEnv());
   return options;
 }
 

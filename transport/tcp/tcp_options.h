@@ -7,12 +7,13 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "chorus/core/security/link_security.h"
 #include "chorus/core/socket.h"
 
 namespace chorus::tcp {
 
-// Plain options; every field has the default shown. FromEnv() reads the CHORUS_TCP_*
-// variables listed beside each field (documented in docs/transport-tcp.md).
+// Plain options; every field has the default shown. FromEnv() reads the variables listed
+// beside each field (documented in docs/transport-tcp.md).
 struct TcpDeviceOptions {
   // CHORUS_TCP_ADDR: a numeric IP to listen on ("127.0.0.1", "::1"). Takes precedence over
   // `interfaces`.
@@ -42,6 +43,9 @@ struct TcpDeviceOptions {
   // call, polling (an epoll_wait per poll) adds latency instead of saving it
   // (docs/transport-tcp.md); where wake-ups are expensive, 20-100 us can help.
   absl::Duration spin = absl::ZeroDuration();
+  // CHORUS_AUTH_KEY / CHORUS_AUTH_KEY_FILE and CHORUS_TLS_CERT / _KEY / _CA: the job secret every
+  // connection proves, and TLS (docs/security.md). Neither by default.
+  security::LinkSecurity security;
 
   // Defaults overridden by the environment; InvalidArgument naming the variable on a bad value.
   static absl::StatusOr<TcpDeviceOptions> FromEnv();
