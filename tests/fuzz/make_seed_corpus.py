@@ -2,7 +2,8 @@
 """Writes the seed corpora of the fuzz targets: a few valid inputs and the edge cases next to
 each check of the decoders. Run from the repository root after a wire format change:
     python3 tests/fuzz/make_seed_corpus.py
-The layouts are those of transport/tcp/handshake.h and wire_format.h (little-endian).
+The layouts are those of transport/tcp/handshake.h, wire_format.h and
+core/security/auth_exchange.h (little-endian).
 """
 import os
 import struct
@@ -19,6 +20,22 @@ def hello(stream_index=0, stream_count=1, version=1, reserved=0, magic=b"CHORUST
 
 def reply(verdict=0):
     return b"CHORUSOK" + struct.pack("<HHI", 1, verdict, 0)
+
+
+def offer(version=1, reserved=b"\0" * 6):
+    return b"CHORUSOF" + struct.pack("<H", version) + reserved
+
+
+def challenge(flags=1, nonce=b"\x11" * 16):
+    return b"CHORUSCH" + struct.pack("<HHI", 1, flags, 0) + nonce
+
+
+def response(flags=1, proof=b"\x22" * 32):
+    return b"CHORUSAR" + struct.pack("<HHI", 1, flags, 0) + b"\x33" * 16 + proof
+
+
+def verdict(code=0, flags=1, proof=b"\x44" * 32):
+    return b"CHORUSAV" + struct.pack("<HHI", 1, code, flags) + proof
 
 
 def frame(kind=1, reserved=0, seq=7, tag=3, total=4096, offset=0, length=4096):
@@ -42,6 +59,19 @@ CORPORA = {
         "hello_bad_magic": hello(magic=b"CHORUSTX"),
         "hello_truncated": hello()[:20],
         "hello_then_frame": hello() + frame(),
+        "auth_offer": offer(),
+        "auth_offer_reserved_set": offer(reserved=b"\0\0\0\0\0\1"),
+        "auth_offer_then_unproven_response": offer() + response(flags=0, proof=b"\0" * 32),
+        "auth_offer_then_proven_response": offer() + response(),
+        "auth_response_unannounced_proof": offer() + response(flags=0),
+        "auth_challenge": challenge(),
+        "auth_challenge_requires_tls": challenge(flags=2),
+        "auth_challenge_then_verdict": challenge() + verdict(),
+        "auth_challenge_then_unproven_verdict": challenge(flags=0) + verdict(flags=0,
+                                                                              proof=b"\0" * 32),
+        "auth_verdict_refused": verdict(code=2),
+        "auth_verdict_unknown": verdict(code=9),
+        "tls_client_hello_start": bytes([22, 3, 1, 0, 200]) + b"\0" * 11,
         "reply_accepted": reply(),
         "reply_unknown_verdict": reply(verdict=9),
         "endpoint_ipv4": b"127.0.0.1:40123;mesh=00ab12cd34ef5678",
