@@ -127,6 +127,13 @@ absl::StatusOr<std::shared_ptr<TlsContext>> TlsContext::Create(const TlsFiles& f
   SSL_CTX_set_options(context,
                       SSL_OP_NO_RENEGOTIATION | SSL_OP_NO_TICKET | SSL_OP_IGNORE_UNEXPECTED_EOF);
   SSL_CTX_set_mode(context, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  // Records are read several at a time (one recv() instead of two per 16 KiB record).
+  SSL_CTX_set_read_ahead(context, 1);
+  SSL_CTX_set_default_read_buffer_len(context, 256 * 1024);
+  // AES-128-GCM first: as strong as the job needs and the fastest with AES-NI.
+  SSL_CTX_set_ciphersuites(context,
+                           "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:"
+                           "TLS_CHACHA20_POLY1305_SHA256");
   // Checked here, so that a certificate another CA signed fails at start-up with its name, not
   // at the first connection as a refusal.
   X509_STORE_CTX* check = X509_STORE_CTX_new();

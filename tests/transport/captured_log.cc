@@ -6,7 +6,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "chorus/core/deadline.h"
 #include "chorus/core/logging.h"
 
 namespace chorus::testing {
@@ -52,6 +54,16 @@ std::string CapturedLog::Read() const {
   }
   if (dir != nullptr) closedir(dir);
   return text;
+}
+
+std::string CapturedLog::ReadOnce(absl::string_view text, absl::Duration timeout) const {
+  const Deadline deadline = Deadline::After(timeout);
+  std::string content = Read();
+  while (!absl::StrContains(content, text) && !deadline.Expired()) {
+    absl::SleepFor(absl::Milliseconds(10));
+    content = Read();
+  }
+  return content;
 }
 
 }  // namespace chorus::testing

@@ -6,6 +6,9 @@
 #include <optional>
 #include <string>
 
+#include "absl/strings/string_view.h"
+#include "absl/time/time.h"
+
 #include "tests/harness/multirank.h"
 
 namespace chorus::testing {
@@ -20,6 +23,9 @@ class CapturedLog {
 
   // Everything logged so far, all files concatenated.
   std::string Read() const;
+  // Read(), once it contains `text` or `timeout` has passed: for lines another thread logs
+  // after the test has seen the outcome.
+  std::string ReadOnce(absl::string_view text, absl::Duration timeout = absl::Seconds(3)) const;
 
  private:
   TempDir directory_;

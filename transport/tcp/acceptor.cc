@@ -189,12 +189,18 @@ void Acceptor::ReadHello(Handshake& handshake) {
       handshake.Want(got.kind == IoResult::Kind::kWantWrite ? EPOLLOUT : EPOLLIN);
       return;
     }
-    CHORUS_LOG(kWarn, "tcp") << "refused connection from " << handshake.remote
-                             << ": handshake truncated at " << handshake.received << " of "
-                             << kHelloSize << " bytes"
-                             << (got.kind == IoResult::Kind::kError
-                                     ? absl::StrCat(" (", got.error, ")")
-                                     : "");
+    if (got.kind == IoResult::Kind::kClosed && handshake.received == 0) {
+      // A dial abandoned once the peer's own dial was accepted (crossing dials).
+      CHORUS_LOG(kInfo, "tcp") << "connection from " << handshake.remote
+                               << " closed before its hello";
+    } else {
+      CHORUS_LOG(kWarn, "tcp") << "refused connection from " << handshake.remote
+                               << ": handshake truncated at " << handshake.received << " of "
+                               << kHelloSize << " bytes"
+                               << (got.kind == IoResult::Kind::kError
+                                       ? absl::StrCat(" (", got.error, ")")
+                                       : "");
+    }
     Drop(handshake);
     return;
   }

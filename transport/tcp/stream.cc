@@ -244,6 +244,8 @@ void Stream::ReadReply() {
     state_ = State::kOpen;
     staging_.reset(new uint8_t[kStagingSize]);
     UpdateInterest();
+    // The peer may send right after its reply; TLS may have read that in with the reply.
+    if (channel_.HasBufferedInput()) engine_->MarkReady(token_);
   }
   owner_->OnDialResult(*this, *verdict);
 }
