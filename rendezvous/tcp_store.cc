@@ -160,11 +160,11 @@ absl::StatusOr<security::Channel> TcpStore::Connect(Deadline deadline, bool* ref
     // A system call that failed may pass (the server restarting); a TLS refusal will not.
     *refused = step.kind == IoResult::Kind::kError && step.error_number == 0;
     return PeerUnavailableError(absl::StrCat(
-        Describe(), ": ", what, ": ",
-        step.kind == IoResult::Kind::kClosed ? "the server closed the connection" : step.error,
-        *refused ? "; the server and every rank need certificates the same CHORUS_TLS_CA signed "
-                   "(docs/security.md)"
-                 : ""));
+        Describe(), ": ",
+        step.kind == IoResult::Kind::kClosed
+            ? absl::StrCat(what, ": the server closed the connection")
+            : step.error,
+        *refused ? " (docs/security.md)" : ""));
   }
   if (!auth.result().ok()) {
     *refused = true;

@@ -234,11 +234,10 @@ void ServerLoop::Secure(Client& client) {
   if (!step.done() || !client.auth->result().ok()) {
     CHORUS_LOG(kWarn, "store") << "tcp store server: refused connection from " << client.remote
                                << ": "
-                               << (!step.done() ? absl::StrCat(what, ": ",
-                                                               step.kind == IoResult::Kind::kClosed
-                                                                   ? "the peer closed the connection"
-                                                                   : step.error)
-                                                : std::string(client.auth->result().message()));
+                               << (step.done() ? std::string(client.auth->result().message())
+                                   : step.kind == IoResult::Kind::kClosed
+                                       ? absl::StrCat(what, ": the peer closed the connection")
+                                       : step.error);
     client.channel.DiscardInput();
     Close(fd);
     return;

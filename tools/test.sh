@@ -14,7 +14,8 @@ whole_suite=false
 [ ${#targets[@]} -eq 0 ] && targets=(//...) && whole_suite=true
 # What the sanitizer runs cover: everything that moves bytes between threads and processes.
 # (The benchmark and launcher tests drive the same code through separate programs.)
-sanitized=(//tests/core/... //tests/rendezvous/... //tests/transport/... //tests/shm/...
+sanitized=(//tests/core/... //tests/security/... //tests/rendezvous/... //tests/transport/...
+  //tests/shm/...
   //tests/collectives/... //tests/harness/... //tests/reliability/...)
 
 # Bazel 4 keeps the _virtual_includes symlink of a header after the header moves to another

@@ -222,9 +222,12 @@ IoResult TlsSession::Handshake() {
   IoResult result = Outcome(returned, "TLS handshake");
   if (result.kind == IoResult::Kind::kClosed) {
     result.kind = IoResult::Kind::kError;
-    result.error =
-        "TLS handshake: the peer closed the connection (does it use TLS? every rank and the "
-        "store need certificates the same CHORUS_TLS_CA signed)";
+    result.error = "TLS handshake: the peer closed the connection (does it use TLS?)";
+  }
+  if (result.kind == IoResult::Kind::kError && result.error_number == 0) {
+    absl::StrAppend(&result.error,
+                    "; every rank and the store need certificates that the same CHORUS_TLS_CA "
+                    "signed");
   }
   return result;
 }

@@ -148,10 +148,10 @@ bool Acceptor::StepStopped(Handshake& handshake, const IoResult& result, absl::s
     CHORUS_LOG(kInfo, "tcp") << "connection from " << handshake.remote
                              << " closed without a handshake";
   } else {
-    CHORUS_LOG(kWarn, "tcp") << "refused connection from " << handshake.remote << ": " << step
-                             << ": "
+    // Errors name their call ("recv: ...", "TLS handshake: ...").
+    CHORUS_LOG(kWarn, "tcp") << "refused connection from " << handshake.remote << ": "
                              << (result.kind == IoResult::Kind::kClosed
-                                     ? "the peer closed the connection"
+                                     ? absl::StrCat(step, ": the peer closed the connection")
                                      : result.error);
     handshake.channel.DiscardInput();
   }

@@ -175,8 +175,9 @@ bool Stream::DialStepStopped(const IoResult& result, absl::string_view step) {
       return true;
     case IoResult::Kind::kError:
       // A failed system call may pass (the peer restarting); a TLS refusal will not.
+      // Errors name their call ("recv: ...", "TLS handshake: ...").
       if (result.error_number != 0) {
-        DialFailed(absl::StrCat(step, ": ", result.error));
+        DialFailed(result.error);
       } else {
         DialRefused(result.error);
       }

@@ -423,8 +423,7 @@ void TcpConnection::OnDialRefused(Stream& stream, absl::string_view why) {
   }
   Fail(PeerUnavailableError(
       absl::StrCat("the link to ", label_, " could not be secured: ", why,
-                   "; every rank needs the same CHORUS_AUTH_KEY and certificates the same "
-                   "CHORUS_TLS_CA signed (docs/security.md)"),
+                   " (docs/security.md)"),
       peer_));
 }
 
