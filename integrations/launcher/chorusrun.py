@@ -20,7 +20,9 @@ Every rank is started through the remote shell, --rsh (default $CHORUS_RSH, else
 a line on a host works, e.g. --rsh "ip netns exec {host} sh -c" for network namespaces. The
 ranks meet in a TCP store on the first host, served by rank 0 (CHORUS_STORE=tcp://h1:PORT,
 PORT from --store-port, default a random one in 29400-29999), unless --store-url names another.
-The variables passed are chorusrun's own CHORUS_* variables and those named with --env.
+The variables passed are chorusrun's own CHORUS_* variables and those named with --env; a
+CHORUS_AUTH_KEY is refused (the remote command line shows it to every user of the host): give
+remote ranks CHORUS_AUTH_KEY_FILE instead.
 Every line a rank prints is prefixed with "[rank N] " (stdout to stdout, stderr to stderr).
 SIGINT and SIGTERM are forwarded to every rank. When a rank fails (non-zero exit or killed by
 a signal) chorusrun names it, stops the others (SIGTERM, then SIGKILL after --grace seconds)
@@ -226,6 +228,12 @@ class Ranks:
                 passed = {name: value for name, value in os.environ.items()
                           if name.startswith("CHORUS_") or name in forwarded}
                 passed.pop("CHORUS_RSH", None)
+                if "CHORUS_AUTH_KEY" in passed:
+                    raise LauncherError(
+                        "CHORUS_AUTH_KEY would be written on the remote command line, where "
+                        "ps shows it to every user of the host; give the ranks "
+                        "CHORUS_AUTH_KEY_FILE instead (a file readable by the job's user on "
+                        "every host)")
                 passed.update(identity)
                 argv, env = remote_command(rsh, host, passed, command), None
             try:

@@ -128,6 +128,41 @@ class AcrossHosts(unittest.TestCase):
                 for row in rows:
                     self.assertEqual((row[8], row[12]), ("0", "0"), row)  # #wrong, both modes
 
+    def test_a_job_secret_and_tls_secure_every_link_across_hosts(self):
+        # Ranks on both hosts and the TCP store rank 0 serves all prove the secret and run TLS;
+        # a rank whose secret differs is refused, and the job fails naming the reason.
+        certificates = os.path.join(ROOT, "tests", "security", "testdata")
+        tls = {"CHORUS_TLS_CERT": os.path.join(certificates, "member.pem"),
+               "CHORUS_TLS_KEY": os.path.join(certificates, "member.key"),
+               "CHORUS_TLS_CA": os.path.join(certificates, "ca.pem")}
+        hosts = "%s:1,%s:1" % tuple(self.hosts.names)
+        with tempfile.NamedTemporaryFile("w", suffix=".key") as secret:
+            secret.write("a-job-secret-for-the-multihost-test\n")
+            secret.flush()
+            os.chmod(secret.name, 0o600)
+            env = dict(tls, CHORUS_AUTH_KEY_FILE=secret.name)
+            result = self.chorusrun_with(env, "--hosts", hosts, "--", CHORUS_BENCH, *QUICK,
+                                         "--transport", "tcp")
+            self.assertEqual(result.returncode, 0, result.stderr + result.stdout)
+            self.assertIn("Wrong elements       : 0 OK", result.stdout)
+            # The secret itself is never put on a remote command line, where ps shows it.
+            result = self.chorusrun_with(dict(tls, CHORUS_AUTH_KEY="a-job-secret-0123456789"),
+                                         "--hosts", hosts, "--", "true")
+            self.assertEqual(result.returncode, 1, result.stderr)
+            self.assertIn("CHORUS_AUTH_KEY_FILE", result.stderr)
+
+    def chorusrun_with(self, env, *args):
+        saved = {name: os.environ.get(name) for name in env}
+        os.environ.update(env)
+        try:
+            return self.chorusrun(*args)
+        finally:
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name)
+                else:
+                    os.environ[name] = value
+
     def test_torchrun_variables_need_no_launcher(self):
         # What torchrun (or an srun script exporting MASTER_ADDR/MASTER_PORT) gives each
         # process: RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE and the master's address.
