@@ -21,6 +21,9 @@ constexpr char kResponseMagic[8] = {'C', 'H', 'O', 'R', 'U', 'S', 'A', 'R'};
 constexpr char kVerdictMagic[8] = {'C', 'H', 'O', 'R', 'U', 'S', 'A', 'V'};
 constexpr uint16_t kHasSecretOrProof = 1;
 constexpr uint16_t kRequiresTls = 2;
+// Bytes of a response and of a verdict before their proof: what the proof covers of them.
+constexpr size_t kResponseHead = 32;
+constexpr size_t kVerdictHead = 16;
 
 // Writes the common head of every message: magic, version, a u16 and a u32.
 void EncodeHead(uint8_t* out, const char (&magic)[8], uint16_t word, uint32_t flags) {
@@ -112,7 +115,7 @@ std::array<uint8_t, kResponseBytes> EncodeResponse(const Response& response) {
   std::array<uint8_t, kResponseBytes> out{};
   EncodeHead(out.data(), kResponseMagic, response.has_proof ? kHasSecretOrProof : 0, 0);
   std::memcpy(&out[16], response.nonce.data(), kNonceBytes);
-  if (response.has_proof) std::memcpy(&out[32], response.proof.data(), kProofBytes);
+  if (response.has_proof) std::memcpy(&out[kResponseHead], response.proof.data(), kProofBytes);
   return out;
 }
 
@@ -126,8 +129,8 @@ absl::StatusOr<Response> DecodeResponse(absl::Span<const uint8_t> bytes) {
   response.has_proof = (flags & kHasSecretOrProof) != 0;
   std::memcpy(response.nonce.data(), &bytes[16], kNonceBytes);
   if (response.has_proof) {
-    std::memcpy(response.proof.data(), &bytes[32], kProofBytes);
-  } else if (!AllZero(bytes.subspan(32, kProofBytes))) {
+    std::memcpy(response.proof.data(), &bytes[kResponseHead], kProofBytes);
+  } else if (!AllZero(bytes.subspan(kResponseHead, kProofBytes))) {
     return InvalidArgumentError("authentication response carries a proof it does not announce");
   }
   return response;
@@ -137,7 +140,7 @@ std::array<uint8_t, kVerdictBytes> EncodeVerdict(const Verdict& verdict) {
   std::array<uint8_t, kVerdictBytes> out{};
   EncodeHead(out.data(), kVerdictMagic, static_cast<uint16_t>(verdict.verdict),
              verdict.has_proof ? kHasSecretOrProof : 0);
-  if (verdict.has_proof) std::memcpy(&out[16], verdict.proof.data(), kProofBytes);
+  if (verdict.has_proof) std::memcpy(&out[kVerdictHead], verdict.proof.data(), kProofBytes);
   return out;
 }
 
@@ -153,8 +156,8 @@ absl::StatusOr<Verdict> DecodeVerdict(absl::Span<const uint8_t> bytes) {
   verdict.verdict = static_cast<AuthVerdict>(code);
   verdict.has_proof = (flags & kHasSecretOrProof) != 0;
   if (verdict.has_proof) {
-    std::memcpy(verdict.proof.data(), &bytes[16], kProofBytes);
-  } else if (!AllZero(bytes.subspan(16, kProofBytes))) {
+    std::memcpy(verdict.proof.data(), &bytes[kVerdictHead], kProofBytes);
+  } else if (!AllZero(bytes.subspan(kVerdictHead, kProofBytes))) {
     return InvalidArgumentError("authentication verdict carries a proof it does not announce");
   }
   return verdict;
@@ -272,6 +275,20 @@ Proof AuthExchange::MakeProof(absl::string_view role, absl::Span<const uint8_t> 
   return Hmac(key_->secret, data);
 }
 
+template <typename Message, size_t kBytes>
+void AuthExchange::SendProven(Message message,
+                              std::array<uint8_t, kBytes> (*encode)(const Message&), size_t head,
+                              absl::string_view role) {
+  message.has_proof = key_ != nullptr;
+  std::array<uint8_t, kBytes> encoded = encode(message);
+  if (key_ != nullptr) {
+    message.proof = MakeProof(role, absl::MakeConstSpan(encoded.data(), head));
+    encoded = encode(message);
+  }
+  transcript_.insert(transcript_.end(), encoded.begin(), encoded.end());
+  Send(encoded);
+}
+
 void AuthExchange::OnOffer() {
   const absl::Span<const uint8_t> received = absl::MakeConstSpan(in_.data(), in_size_);
   if (absl::Status offer = DecodeOffer(received); !offer.ok()) {
@@ -300,15 +317,8 @@ void AuthExchange::OnChallenge() {
   transcript_.insert(transcript_.end(), received.begin(), received.end());
   Response response;
   response.nonce = own_nonce_;
-  response.has_proof = key_ != nullptr;
-  std::array<uint8_t, kResponseBytes> encoded = EncodeResponse(response);
-  if (key_ != nullptr) {
-    response.proof = MakeProof("dialer", absl::MakeConstSpan(encoded.data(), 32));
-    encoded = EncodeResponse(response);
-  }
-  transcript_.insert(transcript_.end(), encoded.begin(), encoded.end());
   // Sent even when the secrets cannot match, so the acceptor logs the refusal too.
-  Send(encoded);
+  SendProven(response, EncodeResponse, kResponseHead, "dialer");
 }
 
 void AuthExchange::OnResponse() {
@@ -323,19 +333,13 @@ void AuthExchange::OnResponse() {
     if (response->has_proof) verdict = AuthVerdict::kUnexpectedProof;
   } else if (!response->has_proof) {
     verdict = AuthVerdict::kMissingProof;
-  } else if (!ProofsEqual(response->proof, MakeProof("dialer", received.first(32)))) {
+  } else if (!ProofsEqual(response->proof, MakeProof("dialer", received.first(kResponseHead)))) {
     verdict = AuthVerdict::kWrongProof;
   }
   transcript_.insert(transcript_.end(), received.begin(), received.end());
   Verdict reply;
   reply.verdict = verdict;
-  reply.has_proof = key_ != nullptr;
-  std::array<uint8_t, kVerdictBytes> encoded = EncodeVerdict(reply);
-  if (key_ != nullptr) {
-    reply.proof = MakeProof("acceptor", absl::MakeConstSpan(encoded.data(), 16));
-    encoded = EncodeVerdict(reply);
-  }
-  Send(encoded);
+  SendProven(reply, EncodeVerdict, kVerdictHead, "acceptor");
   switch (verdict) {
     case AuthVerdict::kAccepted:
       after_output_ = absl::OkStatus();
@@ -387,7 +391,7 @@ void AuthExchange::OnVerdict() {
         "); it has none, or is not a member of the job")));
     return;
   }
-  if (!ProofsEqual(verdict->proof, MakeProof("acceptor", received.first(16)))) {
+  if (!ProofsEqual(verdict->proof, MakeProof("acceptor", received.first(kVerdictHead)))) {
     Finish(PeerUnavailableError(absl::StrCat(
         "the peer's proof does not match this process's job secret (", key_->source,
         "): a process of another job, or a different secret")));

@@ -131,6 +131,11 @@ class AuthExchange {
   // The proof of `role` over the transcript so far and `head`, the new message's bytes before
   // its proof.
   Proof MakeProof(absl::string_view role, absl::Span<const uint8_t> head) const;
+  // Sends `message` (a Response or a Verdict) with `role`'s proof over the transcript and the
+  // message's first `head` bytes when this side holds a secret, and records it.
+  template <typename Message, size_t kBytes>
+  void SendProven(Message message, std::array<uint8_t, kBytes> (*encode)(const Message&),
+                  size_t head, absl::string_view role);
 
   const Role role_;
   const AuthKey* const key_;

@@ -184,26 +184,30 @@ TEST_CASE("a byte flipped in flight fails the reading end", "[tls]") {
 }
 
 TEST_CASE("unusable TLS settings are refused when read, naming what is wrong", "[tls]") {
-  SECTION("a certificate the CA did not sign") {
-    TlsFiles files = StrangerTlsFiles();
-    files.ca = MemberTlsFiles().ca;
-    const auto context = TlsContext::Create(files);
-    REQUIRE_FALSE(context.ok());
-    CHECK(absl::StrContains(context.status().message(), "is not accepted by the CA"));
-  }
-  SECTION("a key that belongs to another certificate") {
-    TlsFiles files = MemberTlsFiles();
-    files.private_key = StrangerTlsFiles().private_key;
-    const auto context = TlsContext::Create(files);
-    REQUIRE_FALSE(context.ok());
-    CHECK(absl::StrContains(context.status().message(), "CHORUS_TLS_KEY"));
-  }
-  SECTION("a missing file") {
-    TlsFiles files = MemberTlsFiles();
-    files.certificate = "/nonexistent/cert.pem";
-    const auto context = TlsContext::Create(files);
-    REQUIRE_FALSE(context.ok());
-    CHECK(absl::StrContains(context.status().message(), "/nonexistent/cert.pem"));
+  struct Case {
+    const char* name;
+    void (*change)(TlsFiles&);
+    const char* message;
+  };
+  const Case cases[] = {
+      {"a certificate the CA did not sign",
+       [](TlsFiles& files) { files = {StrangerTlsFiles().certificate,
+                                      StrangerTlsFiles().private_key, MemberTlsFiles().ca}; },
+       "is not accepted by the CA"},
+      {"a key that belongs to another certificate",
+       [](TlsFiles& files) { files.private_key = StrangerTlsFiles().private_key; },
+       "CHORUS_TLS_KEY"},
+      {"a missing file", [](TlsFiles& files) { files.certificate = "/nonexistent/cert.pem"; },
+       "/nonexistent/cert.pem"},
+  };
+  for (const Case& test : cases) {
+    DYNAMIC_SECTION(test.name) {
+      TlsFiles files = MemberTlsFiles();
+      test.change(files);
+      const auto context = TlsContext::Create(files);
+      REQUIRE_FALSE(context.ok());
+      CHECK(absl::StrContains(context.status().message(), test.message));
+    }
   }
   SECTION("only some of the variables") {
     testing::ScopedEnv certificate("CHORUS_TLS_CERT", MemberTlsFiles().certificate.c_str());
