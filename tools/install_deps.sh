@@ -10,6 +10,7 @@ PACKAGES=(
   libhiredis-dev redis-server             # Redis store and the real server its tests start
   libibverbs-dev                          # verbs transport headers
   libssl-dev openssl                      # TLS and HMAC of TCP links; test certificates
+  python3-torch libtorch-dev pybind11-dev # the torch.distributed backend and its tests
   iproute2 procps                         # ip (network namespaces), ps/pkill in tests
   python3                                 # test-summary and plotting scripts
   clang-14 libclang-rt-14-dev             # libFuzzer and sanitizer runtimes (tools/fuzz.sh)

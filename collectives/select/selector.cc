@@ -2,6 +2,7 @@
 
 #include <atomic>
 #include <limits>
+#include <memory>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
@@ -133,7 +134,10 @@ struct ModelMemo {
   const AlgorithmEntry* entry = nullptr;
 };
 constexpr size_t kModelMemoSlots = 64;
-thread_local ModelMemo model_memo[kModelMemoSlots];
+// On the heap, one table per thread: thread-local storage holds only the pointer. 2 KiB of
+// thread-locals would not fit the static TLS that glibc reserves for libraries loaded with
+// dlopen (libchorus's Abseil needs static TLS), which is how a framework loads a plugin.
+thread_local std::unique_ptr<ModelMemo[]> model_memo;
 std::atomic<uint64_t> next_selector_id{1};
 
 }  // namespace
@@ -193,6 +197,7 @@ absl::StatusOr<const AlgorithmEntry*> Selector::Choose(const CollectiveArgs& arg
 const AlgorithmEntry* Selector::ModelChoice(CollectiveKind kind, int ranks, size_t bytes) const {
   const size_t slot =
       (bytes * 0x9e3779b97f4a7c15ull ^ static_cast<size_t>(kind) * 31 ^ ranks) % kModelMemoSlots;
+  if (model_memo == nullptr) model_memo.reset(new ModelMemo[kModelMemoSlots]());
   ModelMemo& memo = model_memo[slot];
   if (memo.selector == id_ && memo.kind == kind && memo.ranks == ranks && memo.bytes == bytes) {
     return memo.entry;

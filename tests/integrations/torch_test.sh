@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# torch.distributed's "chorus" backend, built against the installed libchorus (into a
+# temporary prefix) and Debian's torch, run by torchrun as a user would:
+#   - every collective, dtype and reduce op against gloo on the same ranks (2 and 4 ranks);
+#   - DistributedDataParallel training, 30 steps with "chorus" and again with "gloo" on the same
+#     seed and data: per-step losses equal within 1e-6 relative, final parameters identical
+#     on every rank and between the backends' runs (2 and 4 ranks);
+#   - a rank that dies mid-training makes the others fail with Chorus's error naming it.
+# Without torch (python3-torch) the test prints "SKIPPED: <why>" and passes as skipped.
+source tests/api/lib.sh
+python=/usr/bin/python3
+if ! "$python" -c "import torch.distributed" 2>/dev/null; then
+  echo "SKIPPED: torch_test: $python cannot import torch.distributed (install python3-torch)" >&2
+  exit 0
+fi
+install_chorus
+bash integrations/torch/build.sh "$prefix" "$scratch/python" "$python" >/dev/null
+export PYTHONPATH="$scratch/python"
+here=tests/integrations
+
+# torchrun NPROC SCRIPT ARGS...: bounded to 240 s; rank output goes to $scratch/logs/<n>.
+# Debian's torch 1.13 under Python 3.11 reads -r/-t values 0 and 3 as None (an enum change),
+# so stderr is redirected (-r 2, kept under --log_dir) and stdout teed (-t 1).
+runs=0
+torchrun() {
+  local nproc=$1
+  shift
+  runs=$((runs + 1))
+  log_dir="$scratch/logs/$runs"
+  mkdir -p "$scratch/logs"
+  timeout -s KILL 240 "$python" -m torch.distributed.run -r 2 -t 1 --log_dir "$log_dir" \
+    --nproc_per_node "$nproc" --master_port "$((29500 + RANDOM % 400))" "$@" \
+    >"$log_dir.out" 2>&1
+}
+show_logs() {
+  cat "$log_dir.out" >&2
+  find "$log_dir" -name '*.log' -exec sh -c 'echo "--- $1"; tail -n 30 "$1"' _ {} \; >&2
+}
+failed=0
+fail() { echo "FAIL: $*" >&2; show_logs; failed=1; }
+
+for nproc in 2 4; do
+  if torchrun "$nproc" "$here/torch_collectives.py" &&
+    [ "$(grep -c '^\[default[0-9]\]:rank [0-9]*: ok' "$log_dir.out")" -eq "$nproc" ]; then
+    echo "PASS: every collective matches gloo ($nproc ranks)"
+  else
+    fail "collectives against gloo ($nproc ranks)"
+  fi
+  for backend in chorus gloo; do
+    torchrun "$nproc" "$here/torch_ddp_train.py" "$backend" "$scratch/ddp-$nproc-$backend" ||
+      fail "DDP training with $backend ($nproc ranks)"
+  done
+  if "$python" - "$scratch/ddp-$nproc" "$nproc" <<'PY'; then
+import json, sys
+base, nproc = sys.argv[1], int(sys.argv[2])
+runs = {b: [json.load(open("%s-%s-rank%d.json" % (base, b, r))) for r in range(nproc)]
+        for b in ("chorus", "gloo")}
+chorus, gloo = runs["chorus"][0]["losses"], runs["gloo"][0]["losses"]
+loss_worst = max(abs(a - b) / abs(b) for a, b in zip(chorus, gloo))
+assert len(chorus) == 30 and loss_worst <= 1e-6, "losses differ by %g relative" % loss_worst
+assert chorus[-1] < chorus[0], "the loss did not fall: %s" % chorus
+for r in range(1, nproc):
+    assert runs["chorus"][r]["parameters"] == runs["chorus"][0]["parameters"], "rank %d" % r
+worst = max(abs(a - b) for a, b in zip(runs["chorus"][0]["parameters"],
+                                        runs["gloo"][0]["parameters"]))
+assert worst <= 1e-5, "final parameters differ from gloo's by %g" % worst
+print("losses %.4f -> %.4f; from gloo's: losses %g relative, parameters %g at most"
+      % (chorus[0], chorus[-1], loss_worst, worst))
+PY
+    echo "PASS: DDP with chorus trains as with gloo ($nproc ranks)"
+  else
+    fail "DDP chorus against gloo ($nproc ranks)"
+  fi
+done
+
+start=$(date +%s)
+torchrun 3 "$here/torch_killed_rank.py" || true
+survivors=$(grep -c 'failed as expected' "$log_dir.out" || true)
+if [ "$survivors" -eq 2 ] && [ $(($(date +%s) - start)) -lt 120 ]; then
+  echo "PASS: a rank that dies fails the others with Chorus's error naming it"
+else
+  fail "killed rank: $survivors of 2 survivors failed as expected"
+fi
+[ "$failed" -eq 0 ] && echo "PASS: torch backend"
+exit "$failed"
