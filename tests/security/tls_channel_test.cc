@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -42,16 +43,22 @@ Channel Open(ScopedFd fd, const TlsContext& context, TlsContext::Role role) {
   return *std::move(channel);
 }
 
-// Steps both handshakes until each is done or failed, for at most five seconds.
-std::pair<IoResult, IoResult> HandshakeBoth(Channel& client, Channel& server) {
+// Steps both handshakes until each is done or failed, for at most five seconds, calling
+// `between` after each step (by default, a short wait for either socket).
+std::pair<IoResult, IoResult> HandshakeBoth(Channel& client, Channel& server,
+                                            const std::function<void()>& between = nullptr) {
   IoResult a, b;
   a.kind = b.kind = IoResult::Kind::kWantRead;
   const Deadline deadline = Deadline::After(absl::Seconds(5));
   while ((a.blocked() || b.blocked()) && !deadline.Expired()) {
     if (a.blocked()) a = client.Handshake();
     if (b.blocked()) b = server.Handshake();
-    pollfd fds[2] = {{client.fd(), POLLIN, 0}, {server.fd(), POLLIN, 0}};
-    (void)poll(fds, 2, 10);
+    if (between) {
+      between();
+    } else {
+      pollfd fds[2] = {{client.fd(), POLLIN, 0}, {server.fd(), POLLIN, 0}};
+      (void)poll(fds, 2, 10);
+    }
   }
   return {a, b};
 }
@@ -159,15 +166,10 @@ TEST_CASE("a byte flipped in flight fails the reading end", "[tls]") {
     if (tamper && got > 40) buffer[got - 20] ^= 0x10;  // inside the record, past its header
     REQUIRE(send(to, buffer, static_cast<size_t>(got), MSG_NOSIGNAL) == got);
   };
-  IoResult a, b;
-  a.kind = b.kind = IoResult::Kind::kWantRead;
-  const Deadline deadline = Deadline::After(absl::Seconds(5));
-  while ((a.blocked() || b.blocked()) && !deadline.Expired()) {
-    if (a.blocked()) a = client.Handshake();
-    if (b.blocked()) b = server.Handshake();
+  const auto [a, b] = HandshakeBoth(client, server, [&] {
     relay(relay_client.get(), relay_server.get());
     relay(relay_server.get(), relay_client.get());
-  }
+  });
   REQUIRE(a.done());
   REQUIRE(b.done());
 

@@ -226,6 +226,22 @@ struct Pair {
   }
 };
 
+// Rank 0 sends to rank 1 over a link one side must refuse: it fails at once, not after the
+// connect timeout, and rank 1's receive never gets a byte. Returns rank 0's status, which says
+// why the link was refused.
+absl::Status RefusedTransfer(Pair& pair) {
+  const absl::Time start = absl::Now();
+  auto [received, sent] = pair.Transfer(1000);
+  CHECK(absl::Now() - start < absl::Seconds(5));
+  INFO(sent.ToString());
+  REQUIRE_FALSE(sent.ok());
+  CHECK(GetErrorKind(sent) == ErrorKind::kPeerUnavailable);
+  CHECK(ErrorPeerRank(sent) == 1);
+  CHECK(absl::StrContains(sent.message(), "could not be secured"));
+  CHECK_FALSE(received.ok());  // at its own deadline
+  return sent;
+}
+
 TEST_CASE("ranks with the same job secret connect; TLS and secret together too", "[security]") {
   const security::TlsFiles member = MemberTlsFiles();
   const bool with_tls = GENERATE(false, true);
@@ -264,19 +280,9 @@ TEST_CASE("a rank without the secret, or with another, is refused on both sides"
       Pair pair;
       pair.CreateDevices(Loopback(test.dialer), Loopback(test.acceptor));
       pair.CreateMeshes();
-      const absl::Time start = absl::Now();
-      const auto [received, sent] = pair.Transfer(1000);
-      // Refused at once, not after the connect timeout.
-      CHECK(absl::Now() - start < absl::Seconds(5));
-      INFO(sent.ToString());
-      REQUIRE_FALSE(sent.ok());
-      CHECK(GetErrorKind(sent) == ErrorKind::kPeerUnavailable);
-      CHECK(ErrorPeerRank(sent) == 1);
-      CHECK(absl::StrContains(sent.message(), "could not be secured"));
+      const absl::Status sent = RefusedTransfer(pair);
       CHECK(absl::StrContains(sent.message(), test.dialer_says));
       CHECK(absl::StrContains(sent.message(), "CHORUS_AUTH_KEY"));
-      // The receive never gets a byte; it fails at its own deadline.
-      CHECK_FALSE(received.ok());
       // The acceptor logs from its own thread, possibly after the dialer has failed.
       const std::string text = log.ReadOnce(test.acceptor_logs);
       INFO(text);
@@ -293,13 +299,8 @@ TEST_CASE("a rank whose certificate another CA signed is refused on both sides",
   Pair pair;
   pair.CreateDevices(Loopback(std::nullopt, &stranger), Loopback(std::nullopt, &member));
   pair.CreateMeshes();
-  const auto [received, sent] = pair.Transfer(1000);
-  INFO(sent.ToString());
-  REQUIRE_FALSE(sent.ok());
-  CHECK(ErrorPeerRank(sent) == 1);
-  CHECK(absl::StrContains(sent.message(), "could not be secured"));
+  const absl::Status sent = RefusedTransfer(pair);
   CHECK(absl::StrContains(sent.message(), "CHORUS_TLS_CA"));
-  CHECK_FALSE(received.ok());
   const std::string text = log.ReadOnce("TLS handshake");
   INFO(text);
   CHECK(absl::StrContains(text, "refused connection from 127.0.0.1:"));
@@ -317,15 +318,9 @@ TEST_CASE("a rank without TLS and ranks with it refuse each other at once, sayin
     const TcpDeviceOptions tls = Loopback(std::nullopt, &member);
     pair.CreateDevices(dialer_uses_tls ? tls : plain, dialer_uses_tls ? plain : tls);
     pair.CreateMeshes();
-    const absl::Time start = absl::Now();
-    const auto [received, sent] = pair.Transfer(1000);
-    CHECK(absl::Now() - start < absl::Seconds(5));
-    INFO(sent.ToString());
-    REQUIRE_FALSE(sent.ok());
-    CHECK(absl::StrContains(sent.message(), "could not be secured"));
+    const absl::Status sent = RefusedTransfer(pair);
     CHECK(absl::StrContains(sent.message(), dialer_uses_tls ? "does it use TLS?"
                                                             : "the peer requires TLS"));
-    CHECK_FALSE(received.ok());
     const char* logged = dialer_uses_tls ? "the peer speaks TLS" : "the peer does not use TLS";
     const std::string text = log.ReadOnce(logged);
     INFO(text);

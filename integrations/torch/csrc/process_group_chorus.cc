@@ -90,6 +90,18 @@ std::vector<at::Tensor>& SingleList(std::vector<std::vector<at::Tensor>>& lists,
   return lists[0];
 }
 
+// Copies consecutive blocks of `flat` into `targets`, in order: how results gathered into one
+// buffer reach the caller's list of tensors.
+std::function<void()> CopyBlocksOut(at::Tensor flat, std::vector<at::Tensor> targets) {
+  return [flat, targets]() mutable {
+    int64_t offset = 0;
+    for (at::Tensor& target : targets) {
+      target.view({-1}).copy_(flat.narrow(0, offset, target.numel()));
+      offset += target.numel();
+    }
+  };
+}
+
 std::string NextGroupName() {
   // Every rank creates its process groups in the same order (torch.distributed requires it),
   // so the n-th group has the same name on every rank.
@@ -245,15 +257,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(
   at::Tensor flat = at::empty({getSize() * input.numel()}, input.options());
   chorus::Work work = comm_.AllGatherAsync(input.data_ptr(), flat.data_ptr(), input.numel(),
                                            ChorusType(input));
-  std::vector<at::Tensor> results = targets;
-  auto copy_out = [flat, results]() mutable {
-    for (size_t r = 0; r < results.size(); ++r) {
-      results[r].view({-1}).copy_(flat.narrow(0, r * results[r].numel(), results[r].numel()));
-    }
-  };
   return Track(c10::make_intrusive<ChorusWork>(getRank(), c10d::OpType::ALLGATHER,
                                                std::move(work), std::vector<at::Tensor>{input, flat},
-                                               targets, copy_out));
+                                               targets, CopyBlocksOut(flat, targets)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_allgather_base(at::Tensor& output,
@@ -285,17 +291,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::gather(
   chorus::Work work =
       comm_.GatherAsync(input.data_ptr(), flat.defined() ? flat.data_ptr() : nullptr,
                         input.numel(), ChorusType(input), root);
-  std::function<void()> copy_out;
-  if (flat.defined()) {
-    copy_out = [flat, results]() mutable {
-      for (size_t r = 0; r < results.size(); ++r) {
-        results[r].view({-1}).copy_(flat.narrow(0, r * results[r].numel(), results[r].numel()));
-      }
-    };
-  }
-  return Track(c10::make_intrusive<ChorusWork>(getRank(), c10d::OpType::GATHER, std::move(work),
-                                               std::vector<at::Tensor>{input, flat}, results,
-                                               copy_out));
+  return Track(c10::make_intrusive<ChorusWork>(
+      getRank(), c10d::OpType::GATHER, std::move(work), std::vector<at::Tensor>{input, flat},
+      results, flat.defined() ? CopyBlocksOut(flat, results) : nullptr));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::scatter(
@@ -399,11 +397,7 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::alltoall(std::vector<at::Tens
       alltoall_base(output, input, output_splits, input_splits, opts);
   // Copy out once complete: wait here (all_to_all of lists is not on a hot path).
   flat->wait();
-  int64_t offset = 0;
-  for (at::Tensor& target : outputs) {
-    target.view({-1}).copy_(output.narrow(0, offset, target.numel()));
-    offset += target.numel();
-  }
+  CopyBlocksOut(output, outputs)();
   return flat;
 }
 
