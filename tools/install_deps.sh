@@ -11,6 +11,7 @@ PACKAGES=(
   libibverbs-dev                          # verbs transport headers
   libssl-dev openssl                      # TLS and HMAC of TCP links; test certificates
   python3-torch libtorch-dev pybind11-dev # the torch.distributed backend and its tests
+  python3-venv                            # the environment TensorFlow is installed into
   iproute2 procps                         # ip (network namespaces), ps/pkill in tests
   python3                                 # test-summary and plotting scripts
   clang-14 libclang-rt-14-dev             # libFuzzer and sanitizer runtimes (tools/fuzz.sh)
@@ -22,11 +23,27 @@ for package in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
     missing+=("$package")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
-echo "[chorus] installing missing packages: ${missing[*]}" >&2
-$SUDO apt-get update -qq
-DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
-  "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "[chorus] installing missing packages: ${missing[*]}" >&2
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends \
+    "${missing[@]}" >/dev/null
+fi
+
+# TensorFlow for the chorus_tf op library and its tests, from the Python package index, pinned,
+# in a virtual environment of its own (Debian's Python refuses system-wide pip installs). About
+# 600 MB with its dependencies, a minute or two to fetch. If the index cannot be reached, the
+# TensorFlow tests report themselves skipped, saying why.
+TF_VERSION=2.21.0
+TF_ENV=/var/lib/chorus/tf-venv
+if ! compgen -G "$TF_ENV/lib/python3*/site-packages/tensorflow_cpu-$TF_VERSION.dist-info" >/dev/null; then
+  echo "[chorus] installing tensorflow-cpu==$TF_VERSION into $TF_ENV" >&2
+  $SUDO mkdir -p "$(dirname "$TF_ENV")"
+  # Debian's interpreter, whatever else is first on PATH: the wheel is built for its 3.11.
+  if ! { $SUDO /usr/bin/python3 -m venv "$TF_ENV" &&
+    $SUDO "$TF_ENV/bin/pip" install -q --no-cache-dir "tensorflow-cpu==$TF_VERSION"; }; then
+    echo "[chorus] WARNING: tensorflow-cpu could not be installed; its tests will be skipped" >&2
+  fi
+fi
