@@ -1,6 +1,7 @@
 """Run by tf_test.sh as chorusrun ranks: every chorus_tf op for every dtype, eagerly and inside
 tf.function (graph mode), against NumPy on the values every rank can compute for every other;
-and the registered gradients of allreduce and allgather. Prints "rank R: ok"."""
+the registered gradients of allreduce and allgather; and collectives that differ across ranks
+refused with Chorus's mismatch error. Prints "rank R: ok"."""
 import os
 
 import numpy as np
@@ -67,12 +68,25 @@ def check_gradients(rank, size):
           "allgather gradient")
 
 
+def check_mismatch(rank):
+    # Rank 0 issues a collective the others do not: Chorus's mismatch error, not a hang. (Last:
+    # the communicator is unusable afterwards.)
+    try:
+        ctf.allreduce(tf.ones([4 if rank == 0 else 8]), "sum")
+    except tf.errors.OpError as error:
+        if "mismatch" not in error.message:
+            raise
+        return
+    raise AssertionError("collectives of different sizes were not refused")
+
+
 def main():
     rank, size = ctf.init()
     assert rank == int(os.environ["CHORUS_RANK"]) and size == int(os.environ["CHORUS_SIZE"])
     run_all(rank, size, "eager")
     run_all(rank, size, "graph")
     check_gradients(rank, size)
+    check_mismatch(rank)
     print("rank %d: ok" % rank, flush=True)
 
 
