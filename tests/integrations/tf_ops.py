@@ -68,6 +68,23 @@ def check_gradients(rank, size):
           "allgather gradient")
 
 
+def check_named_order(rank):
+    # Two same-sized named allreduces, in one order on rank 0 and the other elsewhere: refused,
+    # naming the op, instead of pairing a with b. Both ranks skip both data collectives, so the
+    # communicator stays usable.
+    first, second = ("a", "b") if rank == 0 else ("b", "a")
+    for name in (first, second):
+        try:
+            ctf.allreduce(tf.ones([4]), "sum", name=name)
+        except tf.errors.InvalidArgumentError as error:
+            if "collective mismatch" not in error.message:
+                raise
+            continue
+        raise AssertionError("named collectives in different orders were not refused")
+    got = ctf.allreduce(tf.ones([4]), "sum", name="c")
+    check(got, np.full(4, float(ctf.size())), "a named allreduce after the refusal")
+
+
 def check_mismatch(rank):
     # Rank 0 issues a collective the others do not: Chorus's mismatch error, not a hang. (Last:
     # the communicator is unusable afterwards.)
@@ -86,6 +103,7 @@ def main():
     run_all(rank, size, "eager")
     run_all(rank, size, "graph")
     check_gradients(rank, size)
+    check_named_order(rank)
     check_mismatch(rank)
     print("rank %d: ok" % rank, flush=True)
 

@@ -5,6 +5,7 @@
 #   - DistributedDataParallel training, 30 steps with "chorus" and again with "gloo" on the same
 #     seed and data: per-step losses equal within 1e-6 relative, final parameters identical
 #     on every rank and between the backends' runs (2 and 4 ranks);
+#   - the ranks meet through torchrun's MASTER_ADDR/MASTER_PORT, and through CHORUS_STORE;
 #   - a rank that dies mid-training makes the others fail with Chorus's error naming it.
 # Without torch (python3-torch) the test prints "SKIPPED: <why>" and passes as skipped.
 source tests/api/lib.sh
@@ -72,6 +73,15 @@ PY
     fail "DDP chorus against gloo ($nproc ranks)"
   fi
 done
+
+# With a Chorus store URL instead of torchrun's MASTER_ADDR/MASTER_PORT.
+mkdir -p "$scratch/store"
+if CHORUS_STORE="file://$scratch/store" torchrun 2 "$here/torch_collectives.py" &&
+  [ "$(grep -c '^\[default[0-9]\]:rank [0-9]*: ok' "$log_dir.out")" -eq 2 ]; then
+  echo "PASS: the backend meets through CHORUS_STORE too"
+else
+  fail "collectives with CHORUS_STORE (2 ranks)"
+fi
 
 start=$(date +%s)
 torchrun 3 "$here/torch_killed_rank.py" || true

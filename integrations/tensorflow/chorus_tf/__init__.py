@@ -10,6 +10,7 @@ The ops run on Chorus's threads (asynchronous kernels); the communicator is crea
 use from the environment (docs/integrations.md). Gradients of a list of tensors are reduced in
 one fused allreduce per dtype, so every rank issues the same collectives in the same order
 whatever order TensorFlow runs its ops in."""
+import hashlib
 import os
 
 import tensorflow as tf
@@ -34,28 +35,41 @@ def size():
     return int(_ops.chorus_size())
 
 
+def _key(name):
+    """The op's name as the 62-bit key the ops check across the ranks (0: no name, no check)."""
+    if name is None:
+        return 0
+    digest = hashlib.blake2b(name.encode(), digest_size=8).digest()
+    return (int.from_bytes(digest, "little") & ((1 << 62) - 1)) + 1
+
+
+# Every collective takes `name`: ranks then check, before the collective, that they are all at
+# the op of that name, and fail with a mismatch error naming it if one is not (ops issued in
+# different orders). Unnamed ops are matched by order alone.
+
+
 def allreduce(tensor, op="avg", name=None):
     """The element-wise reduction over the ranks: op is sum, avg, min, max or prod."""
-    return _ops.chorus_allreduce(tensor, reduce_op=op, name=name)
+    return _ops.chorus_allreduce(tensor, reduce_op=op, key=_key(name))
 
 
 def broadcast(tensor, root=0, name=None):
-    return _ops.chorus_broadcast(tensor, root=root, name=name)
+    return _ops.chorus_broadcast(tensor, root=root, key=_key(name))
 
 
 def allgather(tensor, name=None):
     """Concatenation over the ranks along the first dimension, which may differ per rank."""
-    return _ops.chorus_allgather(tensor, name=name)
+    return _ops.chorus_allgather(tensor, key=_key(name))
 
 
 def reduce_scatter(tensor, op="sum", name=None):
     """The reduction over the ranks, of which each keeps its block of the first dimension."""
-    return _ops.chorus_reduce_scatter(tensor, reduce_op=op, name=name)
+    return _ops.chorus_reduce_scatter(tensor, reduce_op=op, key=_key(name))
 
 
 def alltoall(tensor, name=None):
     """Block r of the first dimension goes to rank r; block s of the result came from rank s."""
-    return _ops.chorus_alltoall(tensor, name=name)
+    return _ops.chorus_alltoall(tensor, key=_key(name))
 
 
 def barrier():
@@ -65,7 +79,8 @@ def barrier():
 def broadcast_variables(variables, root=0):
     """Assigns root's values to every rank's `variables`."""
     for variable in variables:
-        variable.assign(broadcast(variable, root))
+        variable.assign(broadcast(variable, root, name="broadcast_variables/" + variable.path
+                                  if hasattr(variable, "path") else None))
 
 
 def _fused_allreduce(tensors, op="avg"):
@@ -80,7 +95,7 @@ def _fused_allreduce(tensors, op="avg"):
     for dtype in sorted(by_dtype):
         entries = by_dtype[dtype]
         flat = tf.concat([tf.reshape(t, [-1]) for _, t in entries], axis=0)
-        reduced = allreduce(flat, op)
+        reduced = allreduce(flat, op, name="fused_gradients/" + dtype)
         sizes = [tf.size(t) for _, t in entries]
         for (index, tensor), part in zip(entries, tf.split(reduced, sizes)):
             result[index] = tf.reshape(part, tf.shape(tensor))

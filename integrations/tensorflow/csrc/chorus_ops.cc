@@ -7,7 +7,9 @@
 // The communicator is created on first use from the environment: Chorus's store (CHORUS_STORE,
 // else MASTER_ADDR:MASTER_PORT+1), the rank and size (CHORUS_RANK/CHORUS_SIZE, RANK/WORLD_SIZE
 // or Slurm's) and the device (CHORUS_TRANSPORT). Collectives are issued under one lock, in the
-// order the kernels start, so two collectives of one kernel are never split by another's.
+// order the kernels start, so two collectives of one kernel are never split by another's. An op
+// given a name by its caller carries the name's hash (attr `key`), checked across the ranks
+// before the op's collective (CheckKey).
 #include <chorus/chorus.h>
 
 #include <cstdlib>
@@ -196,9 +198,36 @@ bool ChorusOp(const std::string& name, chorus::ReduceOp* out) {
 // The base of the collective kernels: the communicator, the element type, and Track.
 class CollectiveKernel : public AsyncOpKernel {
  public:
-  explicit CollectiveKernel(OpKernelConstruction* construction) : AsyncOpKernel(construction) {}
+  explicit CollectiveKernel(OpKernelConstruction* construction) : AsyncOpKernel(construction) {
+    if (construction->HasAttr("key")) {
+      OP_REQUIRES_OK(construction, construction->GetAttr("key", &key_));
+    }
+  }
 
  protected:
+  // With a key (the hash of the name the caller gave the op), checks first that every rank is
+  // at the op of that name: one small allreduce of (key, -key) with max. Ranks that issue named
+  // collectives in different orders then fail, each naming the op, instead of pairing
+  // different tensors. Call with the issue lock held; false (done called) on a mismatch.
+  bool CheckKey(OpKernelContext* context, DoneCallback& done, chorus::Communicator* comm) {
+    if (key_ == 0) return true;
+    const int64_t mine[2] = {key_, -key_};
+    int64_t seen[2] = {0, 0};
+    const chorus::Status status =
+        comm->AllReduce(mine, seen, 2, chorus::DataType::kInt64, chorus::ReduceOp::kMax);
+    if (!status.ok()) {
+      context->SetStatus(Unavailable("chorus: ", status.ToString()));
+    } else if (seen[0] != key_ || seen[1] != -key_) {
+      context->SetStatus(InvalidArgument(
+          "chorus: collective mismatch: op '", name(), "' met a differently named collective on "
+          "another rank; every rank must issue its named collectives in the same order"));
+    } else {
+      return true;
+    }
+    done();
+    return false;
+  }
+
   // The communicator and the Chorus type of input 0; false (done called) on error.
   bool Prepare(OpKernelContext* context, DoneCallback& done, chorus::Communicator** comm,
                chorus::DataType* type) {
@@ -228,6 +257,9 @@ class CollectiveKernel : public AsyncOpKernel {
   static void* Data(const Tensor& tensor) {
     return const_cast<char*>(tensor.tensor_data().data());
   }
+
+ private:
+  int64_t key_ = 0;
 };
 
 class AllreduceKernel : public CollectiveKernel {
@@ -247,6 +279,7 @@ class AllreduceKernel : public CollectiveKernel {
     Tensor* output = nullptr;
     OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, input.shape(), &output), done);
     std::lock_guard<std::mutex> lock(Context::Get().issue_mu());
+    if (!CheckKey(context, done, comm)) return;
     Track(context,
           comm->AllReduceAsync(Data(input), Data(*output), input.NumElements(), type, op_),
           nullptr, std::move(done));
@@ -269,6 +302,7 @@ class BroadcastKernel : public CollectiveKernel {
     Tensor* output = nullptr;
     OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, input.shape(), &output), done);
     std::lock_guard<std::mutex> lock(Context::Get().issue_mu());
+    if (!CheckKey(context, done, comm)) return;
     Track(context,
           comm->BroadcastAsync(Data(input), Data(*output), input.NumElements(), type, root_),
           nullptr, std::move(done));
@@ -296,6 +330,7 @@ class AllgatherKernel : public CollectiveKernel {
     const int64_t row = input.dim_size(0) > 0 ? input.NumElements() / input.dim_size(0)
                                               : input.shape().num_elements();
     std::lock_guard<std::mutex> lock(Context::Get().issue_mu());
+    if (!CheckKey(context, done, comm)) return;
     std::vector<int64_t> rows(size);
     int64_t mine = input.dim_size(0);
     const chorus::Status counted =
@@ -342,6 +377,7 @@ class ReduceScatterKernel : public CollectiveKernel {
     Tensor* output = nullptr;
     OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, shape, &output), done);
     std::lock_guard<std::mutex> lock(Context::Get().issue_mu());
+    if (!CheckKey(context, done, comm)) return;
     Track(context,
           comm->ReduceScatterAsync(Data(input), Data(*output), output->NumElements(), type, op_),
           nullptr, std::move(done));
@@ -367,6 +403,7 @@ class AlltoallKernel : public CollectiveKernel {
     Tensor* output = nullptr;
     OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, input.shape(), &output), done);
     std::lock_guard<std::mutex> lock(Context::Get().issue_mu());
+    if (!CheckKey(context, done, comm)) return;
     Track(context,
           comm->AllToAllAsync(Data(input), Data(*output), input.NumElements() / size, type),
           nullptr, std::move(done));
@@ -409,6 +446,7 @@ using tensorflow::shape_inference::InferenceContext;
 
 REGISTER_OP("ChorusAllreduce")
     .Attr(kTypes)
+    .Attr("key: int = 0")
     .Attr("reduce_op: {'sum', 'avg', 'min', 'max', 'prod'} = 'sum'")
     .Input("tensor: T")
     .Output("reduced: T")
@@ -421,6 +459,7 @@ REGISTER_KERNEL_BUILDER(Name("ChorusAllreduce").Device(tensorflow::DEVICE_CPU), 
 
 REGISTER_OP("ChorusBroadcast")
     .Attr(kTypes)
+    .Attr("key: int = 0")
     .Attr("root: int = 0")
     .Input("tensor: T")
     .Output("broadcast: T")
@@ -433,6 +472,7 @@ REGISTER_KERNEL_BUILDER(Name("ChorusBroadcast").Device(tensorflow::DEVICE_CPU), 
 
 REGISTER_OP("ChorusAllgather")
     .Attr(kTypes)
+    .Attr("key: int = 0")
     .Input("tensor: T")
     .Output("gathered: T")
     .SetIsStateful()
@@ -446,6 +486,7 @@ REGISTER_KERNEL_BUILDER(Name("ChorusAllgather").Device(tensorflow::DEVICE_CPU), 
 
 REGISTER_OP("ChorusReduceScatter")
     .Attr(kTypes)
+    .Attr("key: int = 0")
     .Attr("reduce_op: {'sum', 'avg', 'min', 'max', 'prod'} = 'sum'")
     .Input("tensor: T")
     .Output("reduced: T")
@@ -461,6 +502,7 @@ REGISTER_KERNEL_BUILDER(Name("ChorusReduceScatter").Device(tensorflow::DEVICE_CP
 
 REGISTER_OP("ChorusAlltoall")
     .Attr(kTypes)
+    .Attr("key: int = 0")
     .Input("tensor: T")
     .Output("exchanged: T")
     .SetIsStateful()
