@@ -262,54 +262,106 @@ class CollectiveKernel : public AsyncOpKernel {
   int64_t key_ = 0;
 };
 
-class AllreduceKernel : public CollectiveKernel {
+// The kernels of one collective with one output: the output's shape from the input's, then the
+// collective started under the issue lock. Subclasses say which.
+class SingleCollectiveKernel : public CollectiveKernel {
  public:
-  explicit AllreduceKernel(OpKernelConstruction* construction) : CollectiveKernel(construction) {
-    std::string op;
-    OP_REQUIRES_OK(construction, construction->GetAttr("reduce_op", &op));
-    OP_REQUIRES(construction, ChorusOp(op, &op_),
-                InvalidArgument("chorus: reduce_op '", op,
-                                                    "' is not sum, avg, min, max or prod"));
+  explicit SingleCollectiveKernel(OpKernelConstruction* construction)
+      : CollectiveKernel(construction) {
+    if (construction->HasAttr("reduce_op")) {
+      std::string op;
+      OP_REQUIRES_OK(construction, construction->GetAttr("reduce_op", &op));
+      OP_REQUIRES(construction, ChorusOp(op, &op_),
+                  InvalidArgument("chorus: reduce_op '", op,
+                                  "' is not sum, avg, min, max or prod"));
+    }
   }
+
   void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
     chorus::Communicator* comm;
     chorus::DataType type;
     if (!Prepare(context, done, &comm, &type)) return;
     const Tensor& input = context->input(0);
+    TensorShape shape = input.shape();
+    const absl::Status shaped = OutputShape(comm->size(), &shape);
+    OP_REQUIRES_OK_ASYNC(context, shaped, done);
     Tensor* output = nullptr;
-    OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, input.shape(), &output), done);
+    OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, shape, &output), done);
     std::lock_guard<std::mutex> lock(Context::Get().issue_mu());
     if (!CheckKey(context, done, comm)) return;
-    Track(context,
-          comm->AllReduceAsync(Data(input), Data(*output), input.NumElements(), type, op_),
-          nullptr, std::move(done));
+    Track(context, Start(*comm, input, *output, type), nullptr, std::move(done));
   }
 
- private:
+ protected:
+  // The output's shape, from the input's in `shape`; an error for an input the op refuses.
+  virtual absl::Status OutputShape(int size, TensorShape* shape) { return absl::OkStatus(); }
+  virtual chorus::Work Start(chorus::Communicator& comm, const Tensor& input, Tensor& output,
+                             chorus::DataType type) = 0;
+  // The first dimension split into `size` blocks: the op's shape, or why not.
+  static absl::Status Divisible(const char* op, int size, TensorShape* shape) {
+    if (shape->dims() >= 1 && shape->dim_size(0) % size == 0) return absl::OkStatus();
+    return InvalidArgument("chorus: ", op, " needs a first dimension divisible by ", size);
+  }
+
   chorus::ReduceOp op_ = chorus::ReduceOp::kSum;
 };
 
-class BroadcastKernel : public CollectiveKernel {
+class AllreduceKernel : public SingleCollectiveKernel {
  public:
-  explicit BroadcastKernel(OpKernelConstruction* construction) : CollectiveKernel(construction) {
+  using SingleCollectiveKernel::SingleCollectiveKernel;
+
+ protected:
+  chorus::Work Start(chorus::Communicator& comm, const Tensor& input, Tensor& output,
+                     chorus::DataType type) override {
+    return comm.AllReduceAsync(Data(input), Data(output), input.NumElements(), type, op_);
+  }
+};
+
+class BroadcastKernel : public SingleCollectiveKernel {
+ public:
+  explicit BroadcastKernel(OpKernelConstruction* construction)
+      : SingleCollectiveKernel(construction) {
     OP_REQUIRES_OK(construction, construction->GetAttr("root", &root_));
   }
-  void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
-    chorus::Communicator* comm;
-    chorus::DataType type;
-    if (!Prepare(context, done, &comm, &type)) return;
-    const Tensor& input = context->input(0);
-    Tensor* output = nullptr;
-    OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, input.shape(), &output), done);
-    std::lock_guard<std::mutex> lock(Context::Get().issue_mu());
-    if (!CheckKey(context, done, comm)) return;
-    Track(context,
-          comm->BroadcastAsync(Data(input), Data(*output), input.NumElements(), type, root_),
-          nullptr, std::move(done));
+
+ protected:
+  chorus::Work Start(chorus::Communicator& comm, const Tensor& input, Tensor& output,
+                     chorus::DataType type) override {
+    return comm.BroadcastAsync(Data(input), Data(output), input.NumElements(), type, root_);
   }
 
  private:
   int root_ = 0;
+};
+
+class ReduceScatterKernel : public SingleCollectiveKernel {
+ public:
+  using SingleCollectiveKernel::SingleCollectiveKernel;
+
+ protected:
+  absl::Status OutputShape(int size, TensorShape* shape) override {
+    absl::Status status = Divisible("reduce_scatter", size, shape);
+    if (status.ok()) shape->set_dim(0, shape->dim_size(0) / size);
+    return status;
+  }
+  chorus::Work Start(chorus::Communicator& comm, const Tensor& input, Tensor& output,
+                     chorus::DataType type) override {
+    return comm.ReduceScatterAsync(Data(input), Data(output), output.NumElements(), type, op_);
+  }
+};
+
+class AlltoallKernel : public SingleCollectiveKernel {
+ public:
+  using SingleCollectiveKernel::SingleCollectiveKernel;
+
+ protected:
+  absl::Status OutputShape(int size, TensorShape* shape) override {
+    return Divisible("alltoall", size, shape);
+  }
+  chorus::Work Start(chorus::Communicator& comm, const Tensor& input, Tensor& output,
+                     chorus::DataType type) override {
+    return comm.AllToAllAsync(Data(input), Data(output), input.NumElements() / comm.size(), type);
+  }
 };
 
 // Rows of the first dimension may differ per rank: the row counts are gathered first, then the
@@ -352,64 +404,6 @@ class AllgatherKernel : public CollectiveKernel {
   }
 };
 
-class ReduceScatterKernel : public CollectiveKernel {
- public:
-  explicit ReduceScatterKernel(OpKernelConstruction* construction)
-      : CollectiveKernel(construction) {
-    std::string op;
-    OP_REQUIRES_OK(construction, construction->GetAttr("reduce_op", &op));
-    OP_REQUIRES(construction, ChorusOp(op, &op_),
-                InvalidArgument("chorus: reduce_op '", op,
-                                                    "' is not sum, avg, min, max or prod"));
-  }
-  void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
-    chorus::Communicator* comm;
-    chorus::DataType type;
-    if (!Prepare(context, done, &comm, &type)) return;
-    const Tensor& input = context->input(0);
-    const int size = comm->size();
-    OP_REQUIRES_ASYNC(context, input.dims() >= 1 && input.dim_size(0) % size == 0,
-                      InvalidArgument(
-                          "chorus: reduce_scatter needs a first dimension divisible by ", size),
-                      done);
-    TensorShape shape = input.shape();
-    shape.set_dim(0, input.dim_size(0) / size);
-    Tensor* output = nullptr;
-    OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, shape, &output), done);
-    std::lock_guard<std::mutex> lock(Context::Get().issue_mu());
-    if (!CheckKey(context, done, comm)) return;
-    Track(context,
-          comm->ReduceScatterAsync(Data(input), Data(*output), output->NumElements(), type, op_),
-          nullptr, std::move(done));
-  }
-
- private:
-  chorus::ReduceOp op_ = chorus::ReduceOp::kSum;
-};
-
-class AlltoallKernel : public CollectiveKernel {
- public:
-  using CollectiveKernel::CollectiveKernel;
-  void ComputeAsync(OpKernelContext* context, DoneCallback done) override {
-    chorus::Communicator* comm;
-    chorus::DataType type;
-    if (!Prepare(context, done, &comm, &type)) return;
-    const Tensor& input = context->input(0);
-    const int size = comm->size();
-    OP_REQUIRES_ASYNC(context, input.dims() >= 1 && input.dim_size(0) % size == 0,
-                      InvalidArgument(
-                          "chorus: alltoall needs a first dimension divisible by ", size),
-                      done);
-    Tensor* output = nullptr;
-    OP_REQUIRES_OK_ASYNC(context, context->allocate_output(0, input.shape(), &output), done);
-    std::lock_guard<std::mutex> lock(Context::Get().issue_mu());
-    if (!CheckKey(context, done, comm)) return;
-    Track(context,
-          comm->AllToAllAsync(Data(input), Data(*output), input.NumElements() / size, type),
-          nullptr, std::move(done));
-  }
-};
-
 class BarrierKernel : public CollectiveKernel {
  public:
   using CollectiveKernel::CollectiveKernel;
@@ -444,6 +438,19 @@ constexpr char kTypes[] =
 
 using tensorflow::shape_inference::InferenceContext;
 
+// Output shapes: the input's, or the input's with a first dimension known only when it runs.
+absl::Status SameShape(InferenceContext* c) {
+  c->set_output(0, c->input(0));
+  return absl::OkStatus();
+}
+
+absl::Status FirstDimensionUnknown(InferenceContext* c) {
+  tensorflow::shape_inference::ShapeHandle shape;
+  TF_RETURN_IF_ERROR(c->ReplaceDim(c->input(0), 0, c->UnknownDim(), &shape));
+  c->set_output(0, shape);
+  return absl::OkStatus();
+}
+
 REGISTER_OP("ChorusAllreduce")
     .Attr(kTypes)
     .Attr("key: int = 0")
@@ -451,10 +458,7 @@ REGISTER_OP("ChorusAllreduce")
     .Input("tensor: T")
     .Output("reduced: T")
     .SetIsStateful()
-    .SetShapeFn([](InferenceContext* c) {
-      c->set_output(0, c->input(0));
-      return absl::OkStatus();
-    });
+    .SetShapeFn(SameShape);
 REGISTER_KERNEL_BUILDER(Name("ChorusAllreduce").Device(tensorflow::DEVICE_CPU), AllreduceKernel);
 
 REGISTER_OP("ChorusBroadcast")
@@ -464,10 +468,7 @@ REGISTER_OP("ChorusBroadcast")
     .Input("tensor: T")
     .Output("broadcast: T")
     .SetIsStateful()
-    .SetShapeFn([](InferenceContext* c) {
-      c->set_output(0, c->input(0));
-      return absl::OkStatus();
-    });
+    .SetShapeFn(SameShape);
 REGISTER_KERNEL_BUILDER(Name("ChorusBroadcast").Device(tensorflow::DEVICE_CPU), BroadcastKernel);
 
 REGISTER_OP("ChorusAllgather")
@@ -476,12 +477,7 @@ REGISTER_OP("ChorusAllgather")
     .Input("tensor: T")
     .Output("gathered: T")
     .SetIsStateful()
-    .SetShapeFn([](InferenceContext* c) {
-      tensorflow::shape_inference::ShapeHandle shape;
-      TF_RETURN_IF_ERROR(c->ReplaceDim(c->input(0), 0, c->UnknownDim(), &shape));
-      c->set_output(0, shape);
-      return absl::OkStatus();
-    });
+    .SetShapeFn(FirstDimensionUnknown);
 REGISTER_KERNEL_BUILDER(Name("ChorusAllgather").Device(tensorflow::DEVICE_CPU), AllgatherKernel);
 
 REGISTER_OP("ChorusReduceScatter")
@@ -491,12 +487,7 @@ REGISTER_OP("ChorusReduceScatter")
     .Input("tensor: T")
     .Output("reduced: T")
     .SetIsStateful()
-    .SetShapeFn([](InferenceContext* c) {
-      tensorflow::shape_inference::ShapeHandle shape;
-      TF_RETURN_IF_ERROR(c->ReplaceDim(c->input(0), 0, c->UnknownDim(), &shape));
-      c->set_output(0, shape);
-      return absl::OkStatus();
-    });
+    .SetShapeFn(FirstDimensionUnknown);
 REGISTER_KERNEL_BUILDER(Name("ChorusReduceScatter").Device(tensorflow::DEVICE_CPU),
                         ReduceScatterKernel);
 
@@ -506,10 +497,7 @@ REGISTER_OP("ChorusAlltoall")
     .Input("tensor: T")
     .Output("exchanged: T")
     .SetIsStateful()
-    .SetShapeFn([](InferenceContext* c) {
-      c->set_output(0, c->input(0));
-      return absl::OkStatus();
-    });
+    .SetShapeFn(SameShape);
 REGISTER_KERNEL_BUILDER(Name("ChorusAlltoall").Device(tensorflow::DEVICE_CPU), AlltoallKernel);
 
 REGISTER_OP("ChorusBarrier").SetIsStateful().SetShapeFn(tensorflow::shape_inference::NoOutputs);

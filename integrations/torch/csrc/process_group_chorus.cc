@@ -257,9 +257,9 @@ c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::allgather(
   at::Tensor flat = at::empty({getSize() * input.numel()}, input.options());
   chorus::Work work = comm_.AllGatherAsync(input.data_ptr(), flat.data_ptr(), input.numel(),
                                            ChorusType(input));
-  return Track(c10::make_intrusive<ChorusWork>(getRank(), c10d::OpType::ALLGATHER,
-                                               std::move(work), std::vector<at::Tensor>{input, flat},
-                                               targets, CopyBlocksOut(flat, targets)));
+  return Track(c10::make_intrusive<ChorusWork>(
+      getRank(), c10d::OpType::ALLGATHER, std::move(work), std::vector<at::Tensor>{input, flat},
+      targets, CopyBlocksOut(flat, targets)));
 }
 
 c10::intrusive_ptr<c10d::Work> ProcessGroupChorus::_allgather_base(at::Tensor& output,
