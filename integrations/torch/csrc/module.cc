@@ -10,8 +10,9 @@
 namespace py = pybind11;
 
 PYBIND11_MODULE(_C, module) {
-  py::object process_group =
-      py::module::import("torch.distributed").attr("ProcessGroup");
+  // The base class's Python type must exist before a subclass is declared: importing
+  // torch.distributed registers it.
+  py::module::import("torch.distributed");
   py::class_<chorus_torch::ProcessGroupChorus, c10d::ProcessGroup,
              c10::intrusive_ptr<chorus_torch::ProcessGroupChorus>>(module, "ProcessGroupChorus")
       .def(py::init([](int rank, int size, std::chrono::milliseconds timeout) {
@@ -19,5 +20,4 @@ PYBIND11_MODULE(_C, module) {
            }),
            py::arg("rank"), py::arg("size"), py::arg("timeout"),
            py::call_guard<py::gil_scoped_release>());
-  (void)process_group;
 }

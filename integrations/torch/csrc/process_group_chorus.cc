@@ -195,8 +195,8 @@ void ProcessGroupChorus::CompleteLoop() {
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     wake_.wait(lock, [this] { return stopping_ || !pending_.empty(); });
-    // Stopping with operations pending: they are completed (aborted by the communicator's
-    // destruction would be too late, the tensors they hold are torch's).
+    // On stopping, operations still pending are seen through: they use torch's tensors, so
+    // they finish (or fail at their deadline) before the communicator goes.
     if (pending_.empty()) return;
     std::deque<c10::intrusive_ptr<ChorusWork>> works = pending_;
     lock.unlock();
