@@ -5,17 +5,20 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -117,6 +120,29 @@ bool RecvAll(int fd, char* data, size_t size) {
     size -= static_cast<size_t>(n);
   }
   return true;
+}
+
+// RecvAll by polling: non-blocking recv() in a loop, never sleeping; false on an error, the
+// peer's close or `deadline`.
+bool RecvAllPolling(int fd, char* data, size_t size, Clock::time_point deadline) {
+  for (uint64_t polls = 0; size > 0; ++polls) {
+    const ssize_t n = recv(fd, data, size, MSG_DONTWAIT);
+    if (n > 0) {
+      data += n;
+      size -= static_cast<size_t>(n);
+    } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      return false;
+    } else if (polls % 1024 == 0 && Clock::now() > deadline) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The median of `samples` (not empty); reorders them.
+double Median(std::vector<double>& samples) {
+  std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
+  return samples[samples.size() / 2];
 }
 
 constexpr size_t kStreamChunk = size_t{1} << 20;
@@ -270,14 +296,22 @@ absl::Status MeasureTcpBidirectional(const MachineLimitsOptions& options,
       });
 }
 
-absl::Status MeasureTcpRoundTrip(const MachineLimitsOptions& options, MachineLimits& limits) {
+// `busy_poll`: both sides poll the socket instead of sleeping in recv().
+absl::Status MeasureTcpRoundTrip(const MachineLimitsOptions& options, bool busy_poll,
+                                 MachineLimits& limits) {
   constexpr size_t kMessage = 8;
   constexpr int kWarmUp = 50;
+  const char* probe = busy_poll ? "tcp rtt busy" : "tcp rtt";
+  const auto receive = [busy_poll, &options](int fd, char* message) {
+    const auto deadline = Clock::now() + absl::ToChronoNanoseconds(options.rtt_budget);
+    return busy_poll ? RecvAllPolling(fd, message, kMessage, deadline)
+                     : RecvAll(fd, message, kMessage);
+  };
   return WithLoopbackHelper(
-      "tcp rtt", options, options.rtt_budget,
+      probe, options, options.rtt_budget,
       [&](int fd) {
         char message[kMessage];
-        while (RecvAll(fd, message, kMessage)) {
+        while (receive(fd, message)) {
           if (!SendAll(fd, message, kMessage)) return 1;
         }
         return 0;  // the prober closed the connection: done
@@ -289,19 +323,69 @@ absl::Status MeasureTcpRoundTrip(const MachineLimitsOptions& options, MachineLim
         const auto stop = Clock::now() + absl::ToChronoNanoseconds(options.rtt_budget);
         for (int i = 0; i < kWarmUp + options.rtt_round_trips && Clock::now() < stop; ++i) {
           const auto start = Clock::now();
-          if (!SendAll(fd, message, kMessage) || !RecvAll(fd, message, kMessage)) {
-            return ErrnoError("tcp rtt", "ping-pong");
+          if (!SendAll(fd, message, kMessage) || !receive(fd, message)) {
+            return ErrnoError(probe, "ping-pong");
           }
           if (i >= kWarmUp) samples.push_back(Seconds(Clock::now() - start) * 1e6);
         }
         if (samples.empty()) {
-          return InternalError("machine-limits probe 'tcp rtt': no round trip within budget");
+          return InternalError(
+              absl::StrCat("machine-limits probe '", probe, "': no round trip within budget"));
         }
-        std::nth_element(samples.begin(), samples.begin() + samples.size() / 2, samples.end());
-        limits.tcp_rtt_median_us = samples[samples.size() / 2];
+        (busy_poll ? limits.tcp_rtt_busy_poll_median_us : limits.tcp_rtt_median_us) =
+            Median(samples);
         limits.rtt_samples = static_cast<int>(samples.size());
         return absl::OkStatus();
       });
+}
+
+// Parent and a forked child pass a counter back and forth through one shared cache line: the
+// parent writes an odd value, the child answers with the next even one. Each spins on the line
+// (bounded by the budget); half the median round trip is the one-way handoff.
+absl::Status MeasureCacheLineHandoff(const MachineLimitsOptions& options,
+                                     MachineLimits& limits) {
+  constexpr int kWarmUp = 100;
+  void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  if (page == MAP_FAILED) return ErrnoError("cache line", "mmap()");
+  auto* line = new (page) std::atomic<uint64_t>(0);
+  const auto deadline = Clock::now() + absl::ToChronoNanoseconds(options.rtt_budget);
+  // Spins until `line` holds `value`; false at the deadline.
+  const auto await = [&](uint64_t value) {
+    for (uint64_t spins = 0; line->load(std::memory_order_acquire) != value; ++spins) {
+      if (spins % 4096 == 0 && Clock::now() > deadline) return false;
+    }
+    return true;
+  };
+  const uint64_t round_trips = static_cast<uint64_t>(kWarmUp + options.rtt_round_trips);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    munmap(page, 4096);
+    return ErrnoError("cache line", "fork()");
+  }
+  if (pid == 0) {
+    for (uint64_t i = 0; i < round_trips; ++i) {
+      if (!await(2 * i + 1)) _exit(0);  // the parent stopped at its budget
+      line->store(2 * i + 2, std::memory_order_release);
+    }
+    _exit(0);
+  }
+  std::vector<double> samples;
+  samples.reserve(static_cast<size_t>(options.rtt_round_trips));
+  for (uint64_t i = 0; i < round_trips; ++i) {
+    const auto start = Clock::now();
+    line->store(2 * i + 1, std::memory_order_release);
+    if (!await(2 * i + 2)) break;
+    if (i >= kWarmUp) samples.push_back(Seconds(Clock::now() - start) * 1e9 / 2);
+  }
+  line->store(~uint64_t{0}, std::memory_order_release);  // whatever the child awaits: no more
+  int wait_status = 0;
+  waitpid(pid, &wait_status, 0);  // it stops at its own deadline at the latest
+  munmap(page, 4096);
+  if (samples.empty()) {
+    return InternalError("machine-limits probe 'cache line': no handoff within budget");
+  }
+  limits.cache_line_handoff_median_ns = Median(samples);
+  return absl::OkStatus();
 }
 
 std::string FirstCpuModel() {
@@ -344,7 +428,9 @@ absl::StatusOr<MachineLimits> ProbeMachineLimits(const MachineLimitsOptions& opt
   limits.reduce_float_sum_gbps = MeasureReduce(options);
   CHORUS_RETURN_IF_ERROR(MeasureTcpOneWay(options, limits));
   CHORUS_RETURN_IF_ERROR(MeasureTcpBidirectional(options, limits));
-  CHORUS_RETURN_IF_ERROR(MeasureTcpRoundTrip(options, limits));
+  CHORUS_RETURN_IF_ERROR(MeasureTcpRoundTrip(options, /*busy_poll=*/false, limits));
+  CHORUS_RETURN_IF_ERROR(MeasureTcpRoundTrip(options, /*busy_poll=*/true, limits));
+  CHORUS_RETURN_IF_ERROR(MeasureCacheLineHandoff(options, limits));
   limits.probe_time = absl::FromChrono(Clock::now() - start);
   return limits;
 }
@@ -357,12 +443,15 @@ std::string FormatMachine(const MachineDescription& machine, const MachineLimits
       "#   float32 sum c=a+b 1 core    %8.2f GB/s  (output bytes per second)\n"
       "#   tcp loopback one-way        %8.2f GB/s  (one stream)\n"
       "#   tcp loopback bidirectional  %8.2f GB/s  (per direction, both at once)\n"
-      "#   tcp loopback 8 B round trip %8.1f us    (median of %d)\n",
+      "#   tcp loopback 8 B round trip %8.1f us    (median of %d)\n"
+      "#   tcp 8 B round trip, polling %8.1f us    (both sides poll the socket)\n"
+      "#   cache-line handoff          %8.0f ns    (one way, between two processes)\n",
       machine.hostname, machine.cpu_model, machine.online_cores,
       static_cast<double>(machine.memory_bytes) / (1 << 30), machine.kernel,
       absl::ToDoubleSeconds(limits.probe_time), limits.memcpy_gbps, limits.reduce_float_sum_gbps,
       limits.tcp_one_way_gbps, limits.tcp_bidirectional_gbps_per_direction,
-      limits.tcp_rtt_median_us, limits.rtt_samples);
+      limits.tcp_rtt_median_us, limits.rtt_samples, limits.tcp_rtt_busy_poll_median_us,
+      limits.cache_line_handoff_median_ns);
 }
 
 }  // namespace chorus::bench

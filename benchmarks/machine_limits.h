@@ -7,7 +7,13 @@
 //   tcp one-way   one loopback TCP stream between two processes: payload bytes per second
 //   tcp bidir     two processes each sending and receiving at once on one connection (what
 //                 every rank of a ring does): payload bytes per second in each direction
-//   tcp rtt       8-byte ping-pong between two processes: median round trip
+//   tcp rtt       8-byte ping-pong between two processes: median round trip, each side
+//                 sleeping in recv() until its message comes
+//   tcp rtt busy  the same with both sides polling the socket (non-blocking recv in a loop):
+//                 the round trip without wake-ups, the floor of a small message over TCP
+//   cache line    two processes passing a counter through one shared cache line, each
+//                 spinning until it changes: median one-way handoff, the floor of a small
+//                 message through shared memory
 //
 // Every figure uses GB = 1e9 bytes, as nccl-tests does. The probe forks a helper process for
 // the TCP figures, so call it before the program starts threads of its own.
@@ -54,9 +60,11 @@ struct MachineLimits {
   double tcp_one_way_gbps = 0;
   double tcp_bidirectional_gbps_per_direction = 0;
   double tcp_rtt_median_us = 0;
+  double tcp_rtt_busy_poll_median_us = 0;
+  double cache_line_handoff_median_ns = 0;  // one way
   int64_t tcp_one_way_bytes = 0;  // bytes actually moved (less than asked if the budget ran out)
   int64_t tcp_bidirectional_bytes = 0;  // per direction
-  int rtt_samples = 0;
+  int rtt_samples = 0;  // of each round-trip probe (tcp rtt, tcp rtt busy, cache line)
   absl::Duration probe_time;  // wall time of the whole probe
 };
 

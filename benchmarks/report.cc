@@ -237,6 +237,8 @@ std::string LimitsJson(const std::optional<MachineLimits>& limits) {
        {"tcp_bidirectional_gbps_per_direction",
         JsonNumber(limits->tcp_bidirectional_gbps_per_direction)},
        {"tcp_rtt_median_us", JsonNumber(limits->tcp_rtt_median_us)},
+       {"tcp_rtt_busy_poll_median_us", JsonNumber(limits->tcp_rtt_busy_poll_median_us)},
+       {"cache_line_handoff_median_ns", JsonNumber(limits->cache_line_handoff_median_ns)},
        {"tcp_one_way_bytes", absl::StrCat(limits->tcp_one_way_bytes)},
        {"tcp_bidirectional_bytes", absl::StrCat(limits->tcp_bidirectional_bytes)},
        {"rtt_samples", absl::StrCat(limits->rtt_samples)},

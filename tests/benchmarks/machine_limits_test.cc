@@ -34,6 +34,11 @@ TEST_CASE("the default probe measures every limit within its time bound") {
   CHECK(limits->tcp_rtt_median_us > 0);
   CHECK(limits->tcp_rtt_median_us < 100000);
   CHECK(limits->rtt_samples > 0);
+  // The two floors: measured, and within bounds no machine misses by much.
+  CHECK(limits->tcp_rtt_busy_poll_median_us > 0);
+  CHECK(limits->tcp_rtt_busy_poll_median_us < 100000);
+  CHECK(limits->cache_line_handoff_median_ns > 0);
+  CHECK(limits->cache_line_handoff_median_ns < 1e6);
 }
 
 TEST_CASE("byte counts and round trips stop at the budget or the requested amount") {
@@ -77,6 +82,8 @@ TEST_CASE("the printed description names every limit and its unit") {
   limits.memcpy_gbps = 12.5;
   limits.tcp_rtt_median_us = 17.25;
   limits.rtt_samples = 42;
+  limits.tcp_rtt_busy_poll_median_us = 8.5;
+  limits.cache_line_handoff_median_ns = 150;
   MachineDescription machine;
   machine.hostname = "host1";
   machine.online_cores = 2;
@@ -87,6 +94,8 @@ TEST_CASE("the printed description names every limit and its unit") {
   CHECK(text.find("17.2 us") != std::string::npos);
   CHECK(text.find("median of 42") != std::string::npos);
   CHECK(text.find("per direction") != std::string::npos);
+  CHECK(text.find("8.5 us") != std::string::npos);
+  CHECK(text.find("150 ns") != std::string::npos);
 }
 
 TEST_CASE("the machine description comes from the kernel") {
