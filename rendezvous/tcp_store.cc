@@ -26,8 +26,6 @@ using tcp_store::Request;
 constexpr size_t kMaxIdleConnections = 4;
 // How much longer than a wait's deadline a call waits for the server's answer.
 constexpr absl::Duration kReplyGrace = absl::Seconds(5);
-// What the job secret's challenge-response proves on store links (as tcp_store_server.cc).
-constexpr absl::string_view kAuthLabel = "chorus-tcp-store";
 // Dial retries while the server is not up yet.
 constexpr absl::Duration kFirstRetry = absl::Milliseconds(10);
 constexpr absl::Duration kMaxRetry = absl::Milliseconds(500);
@@ -141,14 +139,10 @@ absl::StatusOr<security::Channel> TcpStore::Connect(Deadline deadline, bool* ref
                           security::Channel::Open(std::move(fd), security_.tls.get(),
                                                   security::TlsContext::Role::kClient));
   security::AuthExchange auth(security::AuthExchange::Role::kDialer, security_.auth_key(),
-                              kAuthLabel);
+                              security::kStoreLinkLabel);
   while (true) {
-    IoResult step = channel.Handshake();
-    const char* what = "TLS handshake";
-    if (step.done()) {
-      step = security::DriveExchange(channel, auth);
-      what = "authentication";
-    }
+    const char* what = nullptr;
+    const IoResult step = security::DriveSecuring(channel, auth, &what);
     if (step.done()) break;
     if (step.blocked()) {
       if (!AwaitChannel(channel, step, deadline)) {

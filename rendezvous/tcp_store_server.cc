@@ -72,6 +72,9 @@ class ServerLoop {
   void Secure(Client& client);
   void OnReadable(Client& client);
   void WatchFor(Client& client, uint32_t events);
+  // A secured client's events: readable always, writable while it has output or a TLS read
+  // waits to write.
+  void WatchWhatItNeeds(Client& client);
   // Handles the whole requests in `client.in`, in order, until one parks; false if the client
   // was closed.
   bool ProcessInput(Client& client);
@@ -103,8 +106,6 @@ class ServerLoop {
 namespace {
 
 constexpr size_t kReadChunk = 64 << 10;
-// What the job secret's challenge-response proves on store links (as tcp_store.cc).
-constexpr absl::string_view kAuthLabel = "chorus-tcp-store";
 
 void RaiseOpenFileLimit() {
   rlimit limit{};
@@ -188,7 +189,7 @@ void ServerLoop::Accept() {
     client->channel = *std::move(channel);
     client->remote = remote;
     client->auth = std::make_unique<security::AuthExchange>(
-        security::AuthExchange::Role::kAcceptor, security_.auth_key(), kAuthLabel);
+        security::AuthExchange::Role::kAcceptor, security_.auth_key(), security::kStoreLinkLabel);
     if (!Watch(epoll_.get(), fd, EPOLLIN, /*add=*/true)) continue;  // closed with the channel
     client->watched = EPOLLIN;
     Client& added = *(clients_[fd] = std::move(client));
@@ -219,14 +220,15 @@ void ServerLoop::WatchFor(Client& client, uint32_t events) {
   Watch(epoll_.get(), client.channel.fd(), events, /*add=*/false);
 }
 
+void ServerLoop::WatchWhatItNeeds(Client& client) {
+  const bool writable = !client.out.empty() || client.read_wants_write;
+  WatchFor(client, writable ? uint32_t{EPOLLIN | EPOLLOUT} : uint32_t{EPOLLIN});
+}
+
 void ServerLoop::Secure(Client& client) {
   const int fd = client.channel.fd();
-  IoResult step = client.channel.Handshake();
-  const char* what = "TLS handshake";
-  if (step.done()) {
-    step = security::DriveExchange(client.channel, *client.auth);
-    what = "authentication";
-  }
+  const char* what = nullptr;
+  const IoResult step = security::DriveSecuring(client.channel, *client.auth, &what);
   if (step.blocked()) {
     WatchFor(client, step.kind == IoResult::Kind::kWantWrite ? EPOLLOUT : EPOLLIN);
     return;
@@ -243,7 +245,7 @@ void ServerLoop::Secure(Client& client) {
     return;
   }
   client.auth.reset();
-  WatchFor(client, EPOLLIN);
+  WatchWhatItNeeds(client);
   // Requests may have come right behind the handshake, some already inside the TLS session.
   OnReadable(client);
 }
@@ -261,8 +263,7 @@ void ServerLoop::OnReadable(Client& client) {
       const bool wants_write = got.kind == IoResult::Kind::kWantWrite;
       if (wants_write != client.read_wants_write) {
         client.read_wants_write = wants_write;
-        const bool want_out = wants_write || !client.out.empty();
-        WatchFor(client, want_out ? uint32_t{EPOLLIN | EPOLLOUT} : uint32_t{EPOLLIN});
+        WatchWhatItNeeds(client);
       }
       break;
     }
@@ -467,8 +468,7 @@ void ServerLoop::Flush(Client& client) {
     Close(fd);
     return;
   }
-  const bool want_out = !client.out.empty() || client.read_wants_write;
-  WatchFor(client, want_out ? uint32_t{EPOLLIN | EPOLLOUT} : uint32_t{EPOLLIN});
+  WatchWhatItNeeds(client);
 }
 
 void ServerLoop::Close(int fd) {

@@ -45,6 +45,9 @@
 namespace chorus::security {
 
 inline constexpr uint16_t kAuthVersion = 1;
+// The labels of the two kinds of link, so a proof made for one is refused on the other.
+inline constexpr absl::string_view kTransportLinkLabel = "chorus-tcp-transport";
+inline constexpr absl::string_view kStoreLinkLabel = "chorus-tcp-store";
 inline constexpr size_t kNonceBytes = 16;
 inline constexpr size_t kProofBytes = 32;
 inline constexpr size_t kOfferBytes = 16;
@@ -100,7 +103,7 @@ class AuthExchange {
   enum class Role { kDialer, kAcceptor };
 
   // `key` may be null (this process holds no secret); it must outlive the exchange. `label`
-  // names the kind of link ("chorus-tcp-transport", "chorus-tcp-store").
+  // names the kind of link (kTransportLinkLabel, kStoreLinkLabel).
   AuthExchange(Role role, const AuthKey* key, absl::string_view label);
 
   // Bytes to send now; empty while the exchange waits to read, or is over.

@@ -138,6 +138,14 @@ IoResult Channel::WriteGather(const iovec* buffers, int count) {
   return tls_->Write(gathered, size);
 }
 
+IoResult DriveSecuring(Channel& channel, AuthExchange& exchange, const char** stage) {
+  *stage = "TLS handshake";
+  IoResult result = channel.Handshake();
+  if (!result.done()) return result;
+  *stage = "authentication";
+  return DriveExchange(channel, exchange);
+}
+
 IoResult DriveExchange(Channel& channel, AuthExchange& exchange) {
   while (!exchange.finished()) {
     if (const absl::Span<const uint8_t> out = exchange.output(); !out.empty()) {

@@ -63,6 +63,12 @@ class Channel {
   bool first_byte_checked_ = false;  // a TLS acceptor looked at what its dialer speaks
 };
 
+// Secures a link: the TLS handshake (a plain link has none), then `exchange`. Call it again on
+// the event a blocked result asks for. kDone once both are over (exchange.result() says whether
+// the peer was accepted); else what blocked or failed, with `*stage` naming the step it stopped
+// in ("TLS handshake" or "authentication").
+IoResult DriveSecuring(Channel& channel, AuthExchange& exchange, const char** stage);
+
 // Moves `exchange`'s bytes over `channel` until it finishes or the socket would block:
 // kDone when the exchange is finished (its result() says how it went), kWantRead/kWantWrite to
 // be called again on that event, kClosed or kError when the link failed first.

@@ -20,9 +20,6 @@ constexpr size_t kMaxPendingHandshakes = 256;
 // After accept() fails for lack of descriptors or memory, try again this much later.
 constexpr absl::Duration kAcceptPause = absl::Milliseconds(100);
 
-// What the job secret's challenge-response proves on transport links (as stream.cc).
-constexpr absl::string_view kAuthLabel = "chorus-tcp-transport";
-
 using security::IoResult;
 
 }  // namespace
@@ -35,7 +32,7 @@ class Acceptor::Handshake : public EventHandler {
         remote(std::move(remote)),
         deadline(deadline),
         auth(security::AuthExchange::Role::kAcceptor,
-             acceptor->context_->options.security.auth_key(), kAuthLabel) {
+             acceptor->context_->options.security.auth_key(), security::kTransportLinkLabel) {
     // The challenge goes first, unless TLS has to shake hands before it.
     token = acceptor->engine_.Register(this->channel.fd(), EPOLLOUT, this);
   }
@@ -160,9 +157,9 @@ bool Acceptor::StepStopped(Handshake& handshake, const IoResult& result, absl::s
 }
 
 bool Acceptor::Secure(Handshake& handshake) {
-  if (StepStopped(handshake, handshake.channel.Handshake(), "TLS handshake")) return false;
-  if (StepStopped(handshake, security::DriveExchange(handshake.channel, handshake.auth),
-                  "authentication")) {
+  const char* stage = nullptr;
+  if (StepStopped(handshake, security::DriveSecuring(handshake.channel, handshake.auth, &stage),
+                  stage)) {
     return false;
   }
   if (!handshake.auth.result().ok()) {

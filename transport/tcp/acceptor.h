@@ -38,7 +38,7 @@ class Acceptor : public EventHandler, public Tickable {
   friend class Handshake;
 
   void OnHandshakeEvents(Handshake& handshake);
-  // Advances the TLS handshake and the challenge-response; true once both are done.
+  // Advances securing the link (security::DriveSecuring); true once it is done.
   bool Secure(Handshake& handshake);
   // Waits for the event `result` needs, or refuses the connection; false if it did neither.
   bool StepStopped(Handshake& handshake, const security::IoResult& result,

@@ -25,8 +25,6 @@ constexpr size_t kReadBudget = 4 * 1024 * 1024;
 constexpr int kFramesPerWrite = 32;
 // Bytes one OnEvents call writes before letting other sockets have a turn.
 constexpr size_t kWriteBudget = 4 * 1024 * 1024;
-// What the job secret's challenge-response proves on transport links.
-constexpr absl::string_view kAuthLabel = "chorus-tcp-transport";
 
 using security::IoResult;
 
@@ -44,7 +42,7 @@ std::unique_ptr<Stream> Stream::Dial(StreamOwner* owner, ProgressEngine* engine,
                                             State::kConnecting, handshake_deadline,
                                             max_message_bytes));
   stream->auth_ = std::make_unique<security::AuthExchange>(security::AuthExchange::Role::kDialer,
-                                                           auth_key, kAuthLabel);
+                                                           auth_key, security::kTransportLinkLabel);
   stream->hello_ = EncodeHello(hello);
   return stream;
 }
@@ -97,7 +95,6 @@ void Stream::UpdateInterest() {
       want = EPOLLOUT;
       break;
     case State::kSecuring:
-    case State::kAuthenticating:
       want = dial_wants_;
       break;
     case State::kAwaitingReply:
@@ -131,9 +128,6 @@ void Stream::OnEvents(uint32_t events) {
     }
     case State::kSecuring:
       Secure();
-      return;
-    case State::kAuthenticating:
-      Authenticate();
       return;
     case State::kSendingHello:
       SendHello();
@@ -187,13 +181,8 @@ bool Stream::DialStepStopped(const IoResult& result, absl::string_view step) {
 }
 
 void Stream::Secure() {
-  if (DialStepStopped(channel_.Handshake(), "TLS handshake")) return;
-  state_ = State::kAuthenticating;
-  Authenticate();
-}
-
-void Stream::Authenticate() {
-  if (DialStepStopped(security::DriveExchange(channel_, *auth_), "authentication")) return;
+  const char* stage = nullptr;
+  if (DialStepStopped(security::DriveSecuring(channel_, *auth_, &stage), stage)) return;
   if (!auth_->result().ok()) {
     DialRefused(auth_->result().message());
     return;

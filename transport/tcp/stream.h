@@ -62,8 +62,7 @@ class Stream : public EventHandler {
  public:
   enum class State {
     kConnecting,
-    kSecuring,        // TLS handshake
-    kAuthenticating,  // the job secret's challenge-response
+    kSecuring,  // TLS handshake, then the job secret's challenge-response
     kSendingHello,
     kAwaitingReply,
     kOpen,
@@ -112,7 +111,6 @@ class Stream : public EventHandler {
          State state, Deadline handshake_deadline, uint64_t max_message_bytes);
 
   void Secure();
-  void Authenticate();
   void SendHello();
   void ReadReply();
   void DialFailed(absl::string_view why);
@@ -147,7 +145,7 @@ class Stream : public EventHandler {
   const uint64_t max_message_bytes_;
 
   // Handshake (dialing only).
-  // The socket event the TLS handshake or the challenge-response waits for.
+  // The socket event securing the link waits for.
   uint32_t dial_wants_ = 0;
   std::unique_ptr<security::AuthExchange> auth_;
   std::array<uint8_t, kHelloSize> hello_{};
