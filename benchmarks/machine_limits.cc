@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -122,6 +123,10 @@ bool RecvAll(int fd, char* data, size_t size) {
   return true;
 }
 
+// Polls between yields of the core in the spinning probes: far more than an idle machine needs
+// for a handoff, so the yield only matters when the peer is waiting for a core.
+constexpr uint64_t kPollsPerYield = 1024;
+
 // RecvAll by polling: non-blocking recv() in a loop, never sleeping; false on an error, the
 // peer's close or `deadline`.
 bool RecvAllPolling(int fd, char* data, size_t size, Clock::time_point deadline) {
@@ -132,8 +137,9 @@ bool RecvAllPolling(int fd, char* data, size_t size, Clock::time_point deadline)
       size -= static_cast<size_t>(n);
     } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
       return false;
-    } else if (polls % 1024 == 0 && Clock::now() > deadline) {
-      return false;
+    } else if (polls % kPollsPerYield == kPollsPerYield - 1) {
+      if (Clock::now() > deadline) return false;
+      sched_yield();  // where processes outnumber cores, the peer needs this core to answer
     }
   }
   return true;
@@ -146,6 +152,10 @@ double Median(std::vector<double>& samples) {
 }
 
 constexpr size_t kStreamChunk = size_t{1} << 20;
+
+// How far past its budget a probe may go to finish what it started: the helper process's
+// start and exit, and the one round trip a probe measures however small its budget.
+constexpr absl::Duration kGrace = absl::Seconds(5);
 
 // Sends up to `bytes` in large chunks, stopping early at `budget`; returns the bytes sent, or
 // -1 on a socket error. Half-closes the connection afterwards so the peer sees the end.
@@ -190,7 +200,7 @@ std::pair<int64_t, int64_t> StreamBothWays(int fd, int64_t bytes, absl::Duration
 absl::Status WithLoopbackHelper(absl::string_view probe, const MachineLimitsOptions& options,
                                 absl::Duration budget, const std::function<int(int fd)>& helper,
                                 const std::function<absl::Status(int fd)>& local) {
-  const absl::Duration grace = absl::Seconds(5);
+  const absl::Duration grace = kGrace;
   const int listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (listener < 0) return ErrnoError(probe, "socket()");
   sockaddr_in address{};
@@ -303,7 +313,7 @@ absl::Status MeasureTcpRoundTrip(const MachineLimitsOptions& options, bool busy_
   constexpr int kWarmUp = 50;
   const char* probe = busy_poll ? "tcp rtt busy" : "tcp rtt";
   const auto receive = [busy_poll, &options](int fd, char* message) {
-    const auto deadline = Clock::now() + absl::ToChronoNanoseconds(options.rtt_budget);
+    const auto deadline = Clock::now() + absl::ToChronoNanoseconds(options.rtt_budget + kGrace);
     return busy_poll ? RecvAllPolling(fd, message, kMessage, deadline)
                      : RecvAll(fd, message, kMessage);
   };
@@ -321,7 +331,9 @@ absl::Status MeasureTcpRoundTrip(const MachineLimitsOptions& options, bool busy_
         std::vector<double> samples;
         samples.reserve(static_cast<size_t>(options.rtt_round_trips));
         const auto stop = Clock::now() + absl::ToChronoNanoseconds(options.rtt_budget);
-        for (int i = 0; i < kWarmUp + options.rtt_round_trips && Clock::now() < stop; ++i) {
+        // The budget ends the sampling once there is a sample: a loaded machine still gets one.
+        for (int i = 0; i < kWarmUp + options.rtt_round_trips; ++i) {
+          if (Clock::now() >= stop && !samples.empty()) break;
           const auto start = Clock::now();
           if (!SendAll(fd, message, kMessage) || !receive(fd, message)) {
             return ErrnoError(probe, "ping-pong");
@@ -332,9 +344,12 @@ absl::Status MeasureTcpRoundTrip(const MachineLimitsOptions& options, bool busy_
           return InternalError(
               absl::StrCat("machine-limits probe '", probe, "': no round trip within budget"));
         }
-        (busy_poll ? limits.tcp_rtt_busy_poll_median_us : limits.tcp_rtt_median_us) =
-            Median(samples);
-        limits.rtt_samples = static_cast<int>(samples.size());
+        if (busy_poll) {
+          limits.tcp_rtt_busy_poll_median_us = Median(samples);
+        } else {
+          limits.tcp_rtt_median_us = Median(samples);
+          limits.rtt_samples = static_cast<int>(samples.size());
+        }
         return absl::OkStatus();
       });
 }
@@ -348,13 +363,20 @@ absl::Status MeasureCacheLineHandoff(const MachineLimitsOptions& options,
   void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (page == MAP_FAILED) return ErrnoError("cache line", "mmap()");
   auto* line = new (page) std::atomic<uint64_t>(0);
-  const auto deadline = Clock::now() + absl::ToChronoNanoseconds(options.rtt_budget);
-  // Spins until `line` holds `value`; false at the deadline.
+  constexpr uint64_t kStop = ~uint64_t{0};  // the parent is done: the child stops waiting
+  const auto stop = Clock::now() + absl::ToChronoNanoseconds(options.rtt_budget);
+  const auto give_up = stop + absl::ToChronoNanoseconds(kGrace);
+  // Spins until `line` holds `value`; false on kStop or past give_up.
   const auto await = [&](uint64_t value) {
-    for (uint64_t spins = 0; line->load(std::memory_order_acquire) != value; ++spins) {
-      if (spins % 4096 == 0 && Clock::now() > deadline) return false;
+    for (uint64_t spins = 0;; ++spins) {
+      const uint64_t seen = line->load(std::memory_order_acquire);
+      if (seen == value) return true;
+      if (seen == kStop) return false;
+      if (spins % kPollsPerYield == kPollsPerYield - 1) {
+        if (Clock::now() > give_up) return false;
+        sched_yield();  // as in RecvAllPolling
+      }
     }
-    return true;
   };
   const uint64_t round_trips = static_cast<uint64_t>(kWarmUp + options.rtt_round_trips);
   const pid_t pid = fork();
@@ -371,15 +393,17 @@ absl::Status MeasureCacheLineHandoff(const MachineLimitsOptions& options,
   }
   std::vector<double> samples;
   samples.reserve(static_cast<size_t>(options.rtt_round_trips));
+  // The budget ends the sampling once there is a sample: a loaded machine still gets one.
   for (uint64_t i = 0; i < round_trips; ++i) {
+    if (Clock::now() >= stop && !samples.empty()) break;
     const auto start = Clock::now();
     line->store(2 * i + 1, std::memory_order_release);
     if (!await(2 * i + 2)) break;
     if (i >= kWarmUp) samples.push_back(Seconds(Clock::now() - start) * 1e9 / 2);
   }
-  line->store(~uint64_t{0}, std::memory_order_release);  // whatever the child awaits: no more
+  line->store(kStop, std::memory_order_release);
   int wait_status = 0;
-  waitpid(pid, &wait_status, 0);  // it stops at its own deadline at the latest
+  waitpid(pid, &wait_status, 0);  // it sees kStop, or gives up itself
   munmap(page, 4096);
   if (samples.empty()) {
     return InternalError("machine-limits probe 'cache line': no handoff within budget");

@@ -64,7 +64,7 @@ struct MachineLimits {
   double cache_line_handoff_median_ns = 0;  // one way
   int64_t tcp_one_way_bytes = 0;  // bytes actually moved (less than asked if the budget ran out)
   int64_t tcp_bidirectional_bytes = 0;  // per direction
-  int rtt_samples = 0;  // of each round-trip probe (tcp rtt, tcp rtt busy, cache line)
+  int rtt_samples = 0;  // of the tcp rtt probe
   absl::Duration probe_time;  // wall time of the whole probe
 };
 

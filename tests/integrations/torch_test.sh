@@ -22,6 +22,24 @@ here=tests/integrations
 # torchrun NPROC SCRIPT ARGS...: bounded to 240 s; rank output goes to $scratch/logs/<n>.
 # Debian's torch 1.13 under Python 3.11 reads -r/-t values 0 and 3 as None (an enum change),
 # so stderr is redirected (-r 2, kept under --log_dir) and stdout teed (-t 1).
+# A free port whose successor is free too: torchrun's store takes MASTER_PORT and Chorus's
+# MASTER_PORT+1. A random port could be another test's listener (a store that never answers
+# torch's client).
+free_port_pair() {
+  "$python" - <<'PY'
+import socket
+for _ in range(100):
+    with socket.socket() as first, socket.socket() as second:
+        first.bind(("127.0.0.1", 0))
+        port = first.getsockname()[1]
+        try:
+            second.bind(("127.0.0.1", port + 1))
+        except OSError:
+            continue
+        print(port)
+        break
+PY
+}
 runs=0
 torchrun() {
   local nproc=$1
@@ -30,7 +48,7 @@ torchrun() {
   log_dir="$scratch/logs/$runs"
   mkdir -p "$scratch/logs"
   timeout -s KILL 240 "$python" -m torch.distributed.run -r 2 -t 1 --log_dir "$log_dir" \
-    --nproc_per_node "$nproc" --master_port "$((29500 + RANDOM % 400))" "$@" \
+    --nproc_per_node "$nproc" --master_port "$(free_port_pair)" "$@" \
     >"$log_dir.out" 2>&1
 }
 show_logs() {
