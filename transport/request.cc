@@ -12,17 +12,22 @@
 namespace chorus {
 namespace {
 
-// How long a waiter polls before it blocks. Blocking and waking a thread can cost tens of
-// microseconds, far more than a small message (docs/benchmarks.md, "8-byte latency"); a short
-// poll keeps small-message latency near the wire's. Waiters yield the core while polling so
-// oversubscribed ranks (more ranks than cores) still progress.
-absl::Duration SpinDuration() {
-  static const absl::Duration spin =
-      absl::Microseconds(GetEnvInt("CHORUS_SPIN_US", 50, 0, 1000000).value_or(50));
+// The spin of the default Wait, read once: it runs on every wait of transports without a
+// progress loop of their own (inproc), where reading the environment would cost more than
+// the spin saves.
+absl::Duration DefaultWaitSpin() {
+  static const absl::Duration spin = WaitSpinFromEnv().value_or(kDefaultWaitSpin);
   return spin;
 }
 
 }  // namespace
+
+absl::StatusOr<absl::Duration> WaitSpinFromEnv() {
+  CHORUS_ASSIGN_OR_RETURN(
+      const int64_t spin_us,
+      GetEnvInt("CHORUS_SPIN_US", absl::ToInt64Microseconds(kDefaultWaitSpin), 0, 1000000));
+  return absl::Microseconds(spin_us);
+}
 
 absl::Status Request::status() const {
   // Complete() writes status_ once, before it sets done_ (release): once done_ reads true
@@ -70,7 +75,7 @@ void Request::RunObserver() {
 bool Request::AwaitDone(Deadline deadline) {
   if (IsDone()) return true;
   const auto spin_until =
-      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(SpinDuration());
+      std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(DefaultWaitSpin());
   int polls = 0;
   while (std::chrono::steady_clock::now() < spin_until) {
     if (IsDone()) return true;

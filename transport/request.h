@@ -12,6 +12,8 @@
 #include <mutex>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "chorus/core/deadline.h"
 
@@ -101,6 +103,14 @@ absl::Status WaitAll(absl::Span<const RequestPtr> requests, Deadline deadline);
 
 // Cancels every request that is still pending.
 void CancelAll(absl::Span<const RequestPtr> requests);
+
+// How long a thread waiting for a request polls before it sleeps, for every transport:
+// CHORUS_SPIN_US, 50 us by default. Blocking and waking a thread costs tens of microseconds on
+// virtual machines, more than a small message takes to arrive; a transport's own variable
+// (CHORUS_TCP_SPIN_US, CHORUS_SHM_SPIN_US) overrides it for that transport.
+inline constexpr absl::Duration kDefaultWaitSpin = absl::Microseconds(50);
+// InvalidArgument naming the variable when it is not a whole number from 0 to 1000000.
+absl::StatusOr<absl::Duration> WaitSpinFromEnv();
 
 // A request that is already done with `status` (an error): stands in for one that could not
 // even be posted, so the error reaches the caller through the same Wait path as every other.

@@ -17,8 +17,8 @@
 // the result is broadcast, so all ranks get identical bits, the same on every run.
 #include <algorithm>
 #include <cstring>
-#include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "chorus/collectives/algorithms/algorithms.h"
 #include "chorus/collectives/algorithms/blocks.h"
 #include "chorus/collectives/reduce/reduce_kernels.h"
@@ -29,12 +29,18 @@ namespace {
 // This rank's place in one tree and the slice of the array that tree carries.
 struct TreeRole {
   int parent = -1;            // -1 at the root
-  std::vector<int> children;  // in the order data is combined and forwarded
+  absl::InlinedVector<int, 8> children;  // in the order data is combined and forwarded
   size_t offset = 0;          // elements
   size_t count = 0;
 };
 
-std::vector<TreeRole> BinomialTree(int rank, int size, int root, size_t count) {
+// A node is in at most two trees; chunks are few for the small messages whose latency the
+// allocations would show in, so these stay off the heap there.
+using TreeRoles = absl::InlinedVector<TreeRole, 2>;
+using Transfers = absl::InlinedVector<Transfer, 4>;
+using TransfersByChunk = absl::InlinedVector<absl::InlinedVector<Transfer, 2>, 4>;
+
+TreeRoles BinomialTree(int rank, int size, int root, size_t count) {
   TreeRole role;
   const int v = Mod(rank - root, size);
   int lowbit = 1;
@@ -79,7 +85,7 @@ BtreeNode Btree(int n, int x) {
 
 // Tree A is Btree over the n = p-1 non-root ranks; tree B mirrors it (n even) or shifts it by
 // one (n odd). `map(x)` turns a tree node into a virtual index and back.
-std::vector<TreeRole> DoubleBinaryTree(int rank, int size, int root, size_t count) {
+TreeRoles DoubleBinaryTree(int rank, int size, int root, size_t count) {
   const int n = size - 1;
   const Piece halves[2] = {PieceOf(count, 2, 0), PieceOf(count, 2, 1)};
   auto to_tree = [n](int tree, int u) {
@@ -91,7 +97,7 @@ std::vector<TreeRole> DoubleBinaryTree(int rank, int size, int root, size_t coun
     return n % 2 == 0 ? n - 1 - x : Mod(x + 1, n);
   };
   auto real_rank = [&](int u) { return Mod(u + 1 + root, size); };
-  std::vector<TreeRole> roles(2);
+  TreeRoles roles(2);
   const int u = Mod(rank - root, size) - 1;  // -1 for the root
   for (int tree = 0; tree < 2; ++tree) {
     TreeRole& role = roles[tree];
@@ -112,7 +118,7 @@ std::vector<TreeRole> DoubleBinaryTree(int rank, int size, int root, size_t coun
 
 // What one tree run does: combine upward (reduce), spread downward (broadcast), or both.
 struct TreeJob {
-  std::vector<TreeRole> trees;
+  TreeRoles trees;
   const uint8_t* input = nullptr;  // reduce: this rank's contribution (full array)
   uint8_t* partial = nullptr;      // reduce: where combined data goes (full array)
   uint8_t* output = nullptr;       // broadcast: where data lands / is sent from (full array)
@@ -158,7 +164,7 @@ class TreeRun {
     auto slot = [&](size_t chunk, size_t child) {
       return slots + ((chunk % window_) * max_children + child) * segment_bytes_;
     };
-    std::vector<std::vector<Transfer>> recvs(chunks_);
+    TransfersByChunk recvs(chunks_);
     auto post = [&](size_t chunk) {
       const Piece p = piece(chunk);
       for (size_t k = 0; k < role(chunk).children.size(); ++k) {
@@ -196,16 +202,16 @@ class TreeRun {
   // window of sends wait for the receiver's receives, which it posts a window ahead. A message
   // beyond them would arrive unexpected and be kept aside by the transport (shm copies a large
   // one into memory of its own).
-  absl::Status FlowLimit(const std::vector<Transfer>& sends, size_t chunk) {
+  absl::Status FlowLimit(const Transfers& sends, size_t chunk) {
     if (chunk < window_ || sends[chunk - window_].request == nullptr) return absl::OkStatus();
     return ctx_.Wait(sends[chunk - window_]);
   }
-  absl::Status FlowLimit(const std::vector<std::vector<Transfer>>& sends, size_t chunk) {
+  absl::Status FlowLimit(const TransfersByChunk& sends, size_t chunk) {
     if (chunk < window_) return absl::OkStatus();
     return ctx_.WaitAll(sends[chunk - window_]);
   }
   // Whether FlowLimit(sends, chunk) would return at once.
-  bool FlowAllows(const std::vector<std::vector<Transfer>>& sends, size_t chunk) {
+  bool FlowAllows(const TransfersByChunk& sends, size_t chunk) {
     if (chunk < window_) return true;
     for (const Transfer& send : sends[chunk - window_]) {
       if (!ctx_.Ready(send)) return false;
@@ -268,15 +274,15 @@ class TreeRun {
   size_t chunks_ = 0;
   size_t window_ = 1;
   size_t segment_bytes_ = 0;
-  std::vector<Transfer> up_sends_;
-  std::vector<std::vector<Transfer>> down_sends_;  // per chunk, one per child
-  std::vector<Transfer> down_recvs_;
+  Transfers up_sends_;
+  TransfersByChunk down_sends_;  // per chunk, one per child
+  Transfers down_recvs_;
   size_t up_posted_ = 0;    // chunks whose upward send has been posted
   size_t posted_down_ = 0;  // chunks whose downward receive has been posted (or needs none)
   size_t forwarded_ = 0;    // chunks passed on to the children
 };
 
-using TreeBuilder = std::vector<TreeRole> (*)(int rank, int size, int root, size_t count);
+using TreeBuilder = TreeRoles (*)(int rank, int size, int root, size_t count);
 
 absl::Status TreeBroadcast(CollectiveContext& ctx, const CollectiveArgs& args, TreeBuilder build) {
   TreeJob job;

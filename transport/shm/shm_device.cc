@@ -132,6 +132,7 @@ absl::StatusOr<ShmOptions> ShmOptions::FromEnv() {
   CHORUS_ASSIGN_OR_RETURN(int64_t staging,
                           GetEnvBytes("CHORUS_SHM_STAGING_BYTES",
                                       static_cast<int64_t>(options.staging_bytes)));
+  CHORUS_ASSIGN_OR_RETURN(options.spin, WaitSpinFromEnv());
   CHORUS_ASSIGN_OR_RETURN(int64_t spin_us,
                           GetEnvInt("CHORUS_SHM_SPIN_US",
                                     absl::ToInt64Microseconds(options.spin), 0, 1000000));

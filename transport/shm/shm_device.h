@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "chorus/transport/request.h"
 #include "chorus/transport/shm/single_copy.h"
 #include "chorus/transport/transport.h"
 
@@ -33,8 +34,9 @@ struct ShmOptions {
   // or slow (CopyRates in single_copy.h) or forced off (CHORUS_SHM_STAGING_BYTES; a multiple
   // of 32 KiB, cut into 8 chunks).
   uint64_t staging_bytes = uint64_t{4} << 20;
-  // How long a waiting thread polls before it sleeps on the doorbell (CHORUS_SHM_SPIN_US).
-  absl::Duration spin = absl::Microseconds(50);
+  // How long a waiting thread polls before it sleeps on the doorbell (CHORUS_SHM_SPIN_US;
+  // default CHORUS_SPIN_US, else kDefaultWaitSpin).
+  absl::Duration spin = kDefaultWaitSpin;
   // How long a large message whose receive is not posted yet stays a descriptor (so a receive
   // posted meanwhile gets the single copy) before the receiver copies it into a buffer of its
   // own, so the sender completes without a matching receive (CHORUS_SHM_HOLD_US), per started

@@ -5,7 +5,7 @@
 namespace chorus::shm {
 namespace {
 
-constexpr int kYieldEveryOversubscribed = 8;
+constexpr int kYieldEveryOversubscribed = 1;
 constexpr int kYieldEveryDedicated = 256;
 
 // Whether the ranks on this host (of `addresses`) outnumber the cores this process may use.

@@ -55,8 +55,8 @@ class Waiters {
 
   InboxHeader& doorbell_;
   const absl::Duration spin_;
-  // A spinning waiter yields the core every this many polls: often when this host's ranks
-  // outnumber the cores this process may run on, so the rank it waits for gets to run;
+  // A spinning waiter yields the core every this many polls: at every poll when this host's
+  // ranks outnumber the cores this process may run on, so the rank it waits for gets to run;
   // rarely otherwise, where a yield only adds a system call to the reply's latency.
   const int yield_every_;
   std::atomic<int> active_{0};    // threads inside Wait()

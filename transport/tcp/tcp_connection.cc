@@ -5,6 +5,7 @@
 #include <new>
 #include <utility>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
@@ -25,7 +26,7 @@ TcpConnection::TcpConnection(TcpMesh& mesh, int peer, Deadline connect_deadline)
     : mesh_(mesh),
       engine_(mesh.engine()),
       peer_(peer),
-      label_(mesh.PeerLabel(peer)),
+      label_(std::make_shared<const std::string>(mesh.PeerLabel(peer))),
       connect_deadline_(connect_deadline) {}
 
 TcpConnection::~TcpConnection() {
@@ -46,7 +47,7 @@ RequestPtr TcpConnection::Send(Tag tag, ConstMemoryRef buffer) {
     request->Finish(InvalidArgumentError("the TCP transport sends host memory only"), 0);
   } else if (buffer.size > max_bytes) {
     request->Finish(
-        InvalidArgumentError(absl::StrCat("send of ", buffer.size, " bytes to ", label_,
+        InvalidArgumentError(absl::StrCat("send of ", buffer.size, " bytes to ", *label_,
                                           " exceeds the maximum "
                                           "message size of ",
                                           max_bytes, " bytes (CHORUS_TCP_MAX_MESSAGE)")),
@@ -101,7 +102,7 @@ RequestPtr TcpConnection::Recv(Tag tag, MemoryRef buffer) {
 }
 
 void TcpConnection::AssignFrames(const std::shared_ptr<OutboundMessage>& message) {
-  std::vector<Stream*> open;
+  absl::InlinedVector<Stream*, 8> open;
   for (const auto& stream : streams_) {
     if (stream != nullptr && stream->open()) open.push_back(stream.get());
   }
@@ -157,7 +158,7 @@ void TcpConnection::Match(const std::shared_ptr<InboundMessage>& message,
                           const std::shared_ptr<RecvSlot>& slot) {
   if (message->size > slot->capacity) {
     slot->request->Finish(InvalidArgumentError(absl::StrCat(
-                              "message of ", message->size, " bytes from ", label_, " (",
+                              "message of ", message->size, " bytes from ", *label_, " (",
                               TagText(message->tag), ") is longer than the receive buffer of ",
                               slot->capacity, " bytes; the message was discarded")),
                           0, peer_);
@@ -187,10 +188,10 @@ void TcpConnection::Deliver(InboundMessage& message) {
 }
 
 FrameTarget TcpConnection::ProtocolError(absl::string_view why) {
-  CHORUS_LOG(kWarn, "tcp") << label_ << " violated the wire protocol: " << why
+  CHORUS_LOG(kWarn, "tcp") << *label_ << " violated the wire protocol: " << why
                            << "; closing the connection";
   Fail(PeerUnavailableError(
-      absl::StrCat(label_, " sent a malformed frame (", why,
+      absl::StrCat(*label_, " sent a malformed frame (", why,
                    "); the connection was closed. Are both sides the same Chorus version?"),
       peer_));
   return {FrameTarget::Action::kStop, nullptr};
@@ -361,13 +362,13 @@ void TcpConnection::DialAttemptFailed(absl::string_view why) {
   RetireStream(std::move(dial_stream_));
   if (connect_deadline_.Expired()) {
     Fail(PeerUnavailableError(
-        absl::StrCat("could not connect to ", label_, " before the connect timeout (",
+        absl::StrCat("could not connect to ", *label_, " before the connect timeout (",
                      dial_attempts_, " attempts; last error: ", why,
                      "); is that rank running, and is its address reachable from here?"),
         peer_));
     return;
   }
-  CHORUS_LOG(kDebug, "tcp") << "dial to " << label_ << " failed (" << why << "); retrying in "
+  CHORUS_LOG(kDebug, "tcp") << "dial to " << *label_ << " failed (" << why << "); retrying in "
                             << dial_backoff_;
   next_dial_ = Deadline::After(dial_backoff_);
   dial_backoff_ = std::min(dial_backoff_ * 2, kMaxDialBackoff);
@@ -379,7 +380,7 @@ void TcpConnection::OnDialResult(Stream& stream, absl::StatusOr<HandshakeVerdict
     // An extra stream of an established connection.
     const int index = stream.index();
     if (result.ok() && *result == HandshakeVerdict::kAccepted) return;
-    CHORUS_LOG(kWarn, "tcp") << "stream " << index << " to " << label_ << " could not be opened ("
+    CHORUS_LOG(kWarn, "tcp") << "stream " << index << " to " << *label_ << " could not be opened ("
                              << (result.ok() ? VerdictName(*result) : result.status().message())
                              << "); continuing with the other streams";
     if (index < static_cast<int>(streams_.size())) RetireStream(std::move(streams_[index]));
@@ -399,21 +400,21 @@ void TcpConnection::OnDialResult(Stream& stream, absl::StatusOr<HandshakeVerdict
       DialExtraStreams();
       return;
     case HandshakeVerdict::kSimultaneousDial:
-      CHORUS_LOG(kDebug, "tcp") << label_ << " is dialing us too and keeps its own dial";
+      CHORUS_LOG(kDebug, "tcp") << *label_ << " is dialing us too and keeps its own dial";
       RetireStream(std::move(dial_stream_));
       state_ = State::kAwaitingPeerDial;
       engine_.RequestTick();
       return;
     default:
       Fail(PeerUnavailableError(
-          absl::StrCat(label_, " refused our connection: ", VerdictName(*result)), peer_));
+          absl::StrCat(*label_, " refused our connection: ", VerdictName(*result)), peer_));
       return;
   }
 }
 
 void TcpConnection::OnDialRefused(Stream& stream, absl::string_view why) {
   if (&stream != dial_stream_.get()) {
-    CHORUS_LOG(kWarn, "tcp") << "stream " << stream.index() << " to " << label_
+    CHORUS_LOG(kWarn, "tcp") << "stream " << stream.index() << " to " << *label_
                              << " could not be secured (" << why
                              << "); continuing with the other streams";
     if (stream.index() < static_cast<int>(streams_.size())) {
@@ -422,7 +423,7 @@ void TcpConnection::OnDialRefused(Stream& stream, absl::string_view why) {
     return;
   }
   Fail(PeerUnavailableError(
-      absl::StrCat("the link to ", label_, " could not be secured: ", why,
+      absl::StrCat("the link to ", *label_, " could not be secured: ", why,
                    " (docs/security.md)"),
       peer_));
 }
@@ -440,7 +441,7 @@ void TcpConnection::DialExtraStreams() {
   for (size_t index = 1; index < streams_.size(); ++index) {
     absl::StatusOr<security::Channel> channel = OpenChannel(target.address);
     if (!channel.ok()) {
-      CHORUS_LOG(kWarn, "tcp") << "stream " << index << " to " << label_ << " could not be opened ("
+      CHORUS_LOG(kWarn, "tcp") << "stream " << index << " to " << *label_ << " could not be opened ("
                                << channel.status().message()
                                << "); continuing with the other streams";
       continue;
@@ -495,7 +496,7 @@ void TcpConnection::AdoptStream(const Hello& hello, security::Channel channel) {
 
 void TcpConnection::BecomeUp() {
   state_ = State::kUp;
-  CHORUS_LOG(kInfo, "tcp") << "connected to " << label_ << " ("
+  CHORUS_LOG(kInfo, "tcp") << "connected to " << *label_ << " ("
                            << (dialed_by_us_ ? "we dialed" : "it dialed") << ", " << streams_.size()
                            << " stream" << (streams_.size() > 1 ? "s" : "") << ")";
   std::deque<std::shared_ptr<OutboundMessage>> queued;
@@ -522,7 +523,7 @@ bool TcpConnection::Tick() {
     case State::kAwaitingPeerDial:
       if (connect_deadline_.Expired()) {
         Fail(PeerUnavailableError(
-            absl::StrCat(label_,
+            absl::StrCat(*label_,
                          " won a simultaneous dial but its connection did not arrive "
                          "before the connect timeout"),
             peer_));
@@ -552,7 +553,7 @@ bool TcpConnection::Tick() {
 
 void TcpConnection::OnStreamFailed(Stream& stream, absl::string_view why, bool tampered) {
   Fail(PeerUnavailableError(
-           absl::StrCat(label_, " is unavailable: stream ", stream.index(), " ", why,
+           absl::StrCat(*label_, " is unavailable: stream ", stream.index(), " ", why,
                         tampered ? " (TLS found bytes changed on the way: a faulty or hostile "
                                    "network path between the ranks)"
                                  : " (did that process exit or crash?)"),
@@ -561,14 +562,14 @@ void TcpConnection::OnStreamFailed(Stream& stream, absl::string_view why, bool t
 
 absl::Status TcpConnection::PeerClosedError() const {
   return PeerUnavailableError(
-      absl::StrCat(label_, " closed the connection (EOF); did that process exit or crash?"), peer_);
+      absl::StrCat(*label_, " closed the connection (EOF); did that process exit or crash?"), peer_);
 }
 
 void TcpConnection::OnStreamEof(Stream& stream, bool mid_frame) {
   if (state_ == State::kFailed) return;
   if (mid_frame) {
     Fail(PeerUnavailableError(
-        absl::StrCat(label_, " is unavailable: stream ", stream.index(),
+        absl::StrCat(*label_, " is unavailable: stream ", stream.index(),
                      " closed the connection (EOF) in the middle of a message (did that "
                      "process exit or crash?)"),
         peer_));
@@ -603,7 +604,7 @@ void TcpConnection::Fail(const absl::Status& status) {
     CHORUS_LOG(kWarn, "tcp") << status.message() << "; failing " << pending
                              << " pending operation(s)";
   } else {
-    CHORUS_LOG(kInfo, "tcp") << "connection to " << label_ << " closed: " << status.message();
+    CHORUS_LOG(kInfo, "tcp") << "connection to " << *label_ << " closed: " << status.message();
   }
   state_ = State::kFailed;
   failure_ = status;

@@ -95,7 +95,9 @@ class TcpConnection : public Connection, public StreamOwner, public RequestOwner
   TcpMesh& mesh_;
   ProgressEngine& engine_;
   const int peer_;
-  const std::string label_;  // "rank 3 (10.0.0.4:5000)"
+  // "rank 3 (10.0.0.4:5000)"; shared with the connection's requests, which name the peer in
+  // their errors, so that posting one copies no string.
+  const std::shared_ptr<const std::string> label_;
   const Deadline connect_deadline_;
 
   State state_ = State::kConnecting;

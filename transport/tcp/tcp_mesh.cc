@@ -90,7 +90,8 @@ RequestPtr TcpMesh::RecvFromAnyPart(absl::Span<const int> peers, Tag tag, Memory
                                     std::shared_ptr<ReceiveClaim> claim, int part) {
   auto request =
       std::make_shared<TcpRequest>(RequestKind::kRecv, -1, tag, engine_ptr(),
-                                   absl::StrCat("any of ranks [", absl::StrJoin(peers, ", "), "]"));
+                                   std::make_shared<const std::string>(absl::StrCat(
+                                       "any of ranks [", absl::StrJoin(peers, ", "), "]")));
   auto lock = engine().LockForPosting();
   const absl::Status peers_ok = matching::CheckAnyPeers(peers, rank_, size_);
   if (!peers_ok.ok()) {

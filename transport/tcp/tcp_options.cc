@@ -2,6 +2,7 @@
 
 #include "chorus/core/env.h"
 #include "chorus/core/status.h"
+#include "chorus/transport/request.h"
 
 namespace chorus::tcp {
 
@@ -28,6 +29,7 @@ absl::StatusOr<TcpDeviceOptions> TcpDeviceOptions::FromEnv() {
                           GetEnvBytes("CHORUS_TCP_MAX_MESSAGE", options.max_message_bytes));
   CHORUS_ASSIGN_OR_RETURN(options.handshake_timeout, GetEnvDuration("CHORUS_TCP_HANDSHAKE_TIMEOUT",
                                                                     options.handshake_timeout));
+  CHORUS_ASSIGN_OR_RETURN(options.spin, WaitSpinFromEnv());
   CHORUS_ASSIGN_OR_RETURN(
       const int64_t spin_us,
       GetEnvInt("CHORUS_TCP_SPIN_US", absl::ToInt64Microseconds(options.spin), 0, 1000000));

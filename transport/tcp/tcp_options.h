@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "chorus/core/security/link_security.h"
 #include "chorus/core/socket.h"
+#include "chorus/transport/request.h"
 
 namespace chorus::tcp {
 
@@ -38,11 +39,11 @@ struct TcpDeviceOptions {
   // CHORUS_TCP_HANDSHAKE_TIMEOUT: how long an accepted socket may take to send its handshake,
   // and a dialer to get its reply.
   absl::Duration handshake_timeout = absl::Seconds(5);
-  // CHORUS_TCP_SPIN_US: how long a waiting thread polls the sockets without sleeping before
-  // it blocks in epoll_wait. 0 by default: where a wake-up costs little more than a system
-  // call, polling (an epoll_wait per poll) adds latency instead of saving it
-  // (docs/transport-tcp.md); where wake-ups are expensive, 20-100 us can help.
-  absl::Duration spin = absl::ZeroDuration();
+  // CHORUS_TCP_SPIN_US (default: CHORUS_SPIN_US, else kDefaultWaitSpin): how long a waiting
+  // thread polls the sockets (epoll_wait without sleeping, yielding the core every few polls)
+  // before it blocks in epoll_wait. A wake-up from epoll_wait costs 20-40 us on virtual
+  // machines, several times a loopback message; 0 blocks at once.
+  absl::Duration spin = kDefaultWaitSpin;
   // CHORUS_AUTH_KEY / CHORUS_AUTH_KEY_FILE and CHORUS_TLS_CERT / _KEY / _CA: the job secret every
   // connection proves, and TLS (docs/security.md). Neither by default.
   security::LinkSecurity security;

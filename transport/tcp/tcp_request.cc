@@ -23,7 +23,7 @@ constexpr int kPollsPerYield = 4;
 }  // namespace
 
 TcpRequest::TcpRequest(RequestKind kind, int peer, Tag tag, std::shared_ptr<ProgressEngine> engine,
-                       std::string peer_label)
+                       std::shared_ptr<const std::string> peer_label)
     : Request(kind, peer, tag), engine_(std::move(engine)), peer_label_(std::move(peer_label)) {}
 
 bool TcpRequest::Finish(absl::Status status, size_t bytes, int peer) {
@@ -56,7 +56,7 @@ absl::Status TcpRequest::Wait(Deadline deadline) {
   }
   if (!IsDone()) {
     return DeadlineExceededError(
-        absl::StrCat(kind() == RequestKind::kSend ? "send to " : "receive from ", peer_label_,
+        absl::StrCat(kind() == RequestKind::kSend ? "send to " : "receive from ", *peer_label_,
                      " (tag ", absl::Hex(tag()),
                      ") did not complete before its deadline; that rank may be stalled, slow, "
                      "or not posting the matching ",
@@ -72,7 +72,7 @@ void TcpRequest::Cancel() {
   if (IsDone()) return;
   if (owner_ != nullptr) owner_->CancelLocked(*this);
   Finish(AbortedError(absl::StrCat(kind() == RequestKind::kSend ? "send to " : "receive from ",
-                                   peer_label_, " (tag ", absl::Hex(tag()), ") was cancelled"),
+                                   *peer_label_, " (tag ", absl::Hex(tag()), ") was cancelled"),
                       peer()),
          0);
 }

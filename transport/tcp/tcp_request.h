@@ -27,9 +27,10 @@ class RequestOwner {
 // Thread-safe (see Request).
 class TcpRequest : public Request {
  public:
-  // `peer_label` names the peer in error messages: "rank 3 (10.0.0.4:5000)".
+  // `peer_label` names the peer in error messages: "rank 3 (10.0.0.4:5000)"; shared, so that a
+  // connection posts requests without copying its label.
   TcpRequest(RequestKind kind, int peer, Tag tag, std::shared_ptr<ProgressEngine> engine,
-             std::string peer_label);
+             std::shared_ptr<const std::string> peer_label);
 
   absl::Status Wait(Deadline deadline) override;
   void Cancel() override;
@@ -38,11 +39,11 @@ class TcpRequest : public Request {
   void set_owner(RequestOwner* owner) { owner_ = owner; }
   // Completes the request (see Request::Complete) and wakes a thread sleeping on it.
   bool Finish(absl::Status status, size_t bytes, int peer = -1);
-  const std::string& peer_label() const { return peer_label_; }
+  const std::string& peer_label() const { return *peer_label_; }
 
  private:
   const std::shared_ptr<ProgressEngine> engine_;
-  const std::string peer_label_;
+  const std::shared_ptr<const std::string> peer_label_;
   RequestOwner* owner_ = nullptr;  // guarded by engine_->mu(); valid while not done
 };
 

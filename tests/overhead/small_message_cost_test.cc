@@ -1,0 +1,138 @@
+// What one small collective costs the calling thread, counted rather than timed: heap
+// allocations, mutex acquisitions and system calls of a 4-byte allreduce, a 4-byte broadcast
+// and a barrier between two ranks (threads of this process), over shared memory and over TCP.
+//
+// Each count is the least over many calls of the same collective: the fast path's own cost,
+// whatever the scheduler did to the slower calls (a waiter that had to sleep makes system
+// calls the fast path does not). A change that adds an allocation, a lock or a system call to
+// every call raises that least count and fails here.
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "catch2/catch.hpp"
+#include "chorus/collectives/communicator.h"
+#include "tests/collectives/world.h"
+#include "tests/overhead/call_counter.h"
+
+namespace chorus::testing {
+namespace {
+
+constexpr int kWarmUpCalls = 200;
+constexpr int kCountedCalls = 2000;
+constexpr absl::Duration kTimeout = absl::Seconds(120);
+
+enum class Call { kAllReduce, kBroadcast, kBarrier };
+
+std::string CallName(Call call) {
+  switch (call) {
+    case Call::kAllReduce:
+      return "4-byte allreduce";
+    case Call::kBroadcast:
+      return "4-byte broadcast";
+    case Call::kBarrier:
+      return "barrier";
+  }
+  return "";
+}
+
+absl::Status RunCall(Communicator& comm, Call call, float& value) {
+  switch (call) {
+    case Call::kAllReduce:
+      return comm.AllReduce(&value, &value, 1, DataType::kFloat32, ReduceOp::kSum);
+    case Call::kBroadcast:
+      return comm.Broadcast(&value, &value, 1, DataType::kFloat32, /*root=*/0);
+    case Call::kBarrier:
+      return comm.Barrier();
+  }
+  return absl::OkStatus();
+}
+
+struct Outcome {
+  std::mutex mu;
+  std::vector<CallCounts> least_by_rank{2};
+  std::string skipped;  // why system calls could not be counted, if they could not
+};
+
+// The least count of each kind over kCountedCalls calls on each of two ranks.
+void CountCalls(TransportKind transport, Call call, Outcome& outcome) {
+  const absl::Status status = RunOnThreads(
+      transport, 2,
+      [&](Communicator& comm) -> absl::Status {
+        absl::StatusOr<CallCounter> counter = CallCounter::ForThisThread();
+        float value = 1.0f;
+        for (int i = 0; i < kWarmUpCalls; ++i) {
+          if (absl::Status status = RunCall(comm, call, value); !status.ok()) return status;
+        }
+        CallCounts least{INT64_MAX, INT64_MAX, INT64_MAX};
+        for (int i = 0; i < kCountedCalls; ++i) {
+          value = 1.0f;
+          if (counter.ok()) counter->Start();
+          if (absl::Status status = RunCall(comm, call, value); !status.ok()) return status;
+          if (!counter.ok()) continue;
+          const CallCounts counts = counter->Stop();
+          least.allocations = std::min(least.allocations, counts.allocations);
+          least.lock_acquisitions = std::min(least.lock_acquisitions, counts.lock_acquisitions);
+          least.syscalls = std::min(least.syscalls, counts.syscalls);
+        }
+        std::lock_guard<std::mutex> lock(outcome.mu);
+        if (!counter.ok()) {
+          outcome.skipped = std::string(counter.status().message());
+        } else {
+          outcome.least_by_rank[comm.rank()] = least;
+        }
+        return absl::OkStatus();
+      },
+      kTimeout);
+  REQUIRE(status.ok());
+}
+
+struct Budget {
+  int64_t allocations;
+  int64_t lock_acquisitions;
+  int64_t syscalls;
+};
+
+void CheckBudget(TransportKind transport, Call call, const Budget& budget) {
+  Outcome outcome;
+  CountCalls(transport, call, outcome);
+  if (!outcome.skipped.empty()) {
+    WARN("SKIPPED: cannot count system calls on this machine: " << outcome.skipped);
+    return;
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    const CallCounts& least = outcome.least_by_rank[rank];
+    INFO(TransportName(transport) << ", " << CallName(call) << ", rank " << rank
+                                  << ", least per call: " << least.ToString());
+    WARN(TransportName(transport) << ", " << CallName(call) << ", rank " << rank
+                                  << ", least per call: " << least.ToString());
+    CHECK(least.allocations <= budget.allocations);
+    CHECK(least.lock_acquisitions <= budget.lock_acquisitions);
+    CHECK(least.syscalls <= budget.syscalls);
+  }
+}
+
+// Shared memory: the two requests (the message out, the peer's in) are the only allocations,
+// and a call whose peer's message is already there makes no system call at all.
+TEST_CASE("small collectives over shared memory") {
+  constexpr Budget kShm = {/*allocations=*/2, /*lock_acquisitions=*/12, /*syscalls=*/0};
+  CheckBudget(TransportKind::kShm, Call::kAllReduce, kShm);
+  CheckBudget(TransportKind::kShm, Call::kBroadcast, kShm);
+  CheckBudget(TransportKind::kShm, Call::kBarrier, kShm);
+}
+
+// TCP: the requests, the outbound message and the receive slot; one system call, the send
+// (the peer's message may have been read from the socket by the device's background thread,
+// whose calls are not this thread's).
+TEST_CASE("small collectives over TCP") {
+  constexpr Budget kTcp = {/*allocations=*/4, /*lock_acquisitions=*/12, /*syscalls=*/1};
+  CheckBudget(TransportKind::kTcp, Call::kAllReduce, kTcp);
+  CheckBudget(TransportKind::kTcp, Call::kBroadcast, kTcp);
+  CheckBudget(TransportKind::kTcp, Call::kBarrier, kTcp);
+}
+
+}  // namespace
+}  // namespace chorus::testing
