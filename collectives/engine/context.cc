@@ -136,10 +136,11 @@ std::string CollectiveContext::DescribeProgress() const {
   return text;
 }
 
-void CollectiveContext::Register(const Transfer& transfer) {
+void CollectiveContext::Register(const Transfer& transfer, RequestPtr request) {
   std::lock_guard<std::mutex> lock(mu_);
   posted_.push_back(transfer);
-  if (cancelled_) transfer.request->Cancel();
+  if (cancelled_) request->Cancel();
+  requests_.push_back(std::move(request));
 }
 
 void CollectiveContext::Start() {
@@ -162,10 +163,10 @@ void CollectiveContext::SendHeaderTo(int peer) {
   absl::StatusOr<Connection*> connection = comm_.GetConnection(peer);
   // Without a connection the data transfers to this peer report the same error.
   if (!connection.ok()) return;
-  Transfer transfer{nullptr, peer, header_wire_.size(), kHeaderStep, false};
-  transfer.request = (*connection)->Send(tag, header_wire_.data(), header_wire_.size());
-  Register(transfer);
-  sends_.push_back(std::move(transfer));
+  RequestPtr request = (*connection)->Send(tag, header_wire_.data(), header_wire_.size());
+  const Transfer transfer{request.get(), peer, header_wire_.size(), kHeaderStep, false};
+  Register(transfer, std::move(request));
+  sends_.push_back(transfer);
 }
 
 Transfer CollectiveContext::SendHeaderWith(int peer, Connection& connection, uint64_t step,
@@ -183,10 +184,10 @@ Transfer CollectiveContext::SendHeaderWith(int peer, Connection& connection, uin
   std::memcpy(message + CollectiveHeader::kWireSize, &step, kStepBytes);  // little-endian
   if (bytes != 0) std::memcpy(message + CollectiveHeader::kWireSize + kStepBytes, data, bytes);
   // Progress and errors speak of the data message it carries.
-  Transfer transfer{nullptr, peer, bytes, step, false};
-  transfer.request = connection.Send(CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep),
-                                     message, length);
-  Register(transfer);
+  RequestPtr request = connection.Send(
+      CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep), message, length);
+  const Transfer transfer{request.get(), peer, bytes, step, false};
+  Register(transfer, std::move(request));
   sends_.push_back(transfer);
   return transfer;
 }
@@ -204,12 +205,14 @@ CollectiveContext::PeerHeader* CollectiveContext::ExpectHeaderFrom(int peer) {
   headers_.push_back(slot);
   PeerHeader& header = *slot;
   header.peer = peer;
-  header.request = (*connection)
-                       ->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep),
-                              header.message, kHeaderMessageCapacity);
+  RequestPtr request =
+      (*connection)
+          ->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep), header.message,
+                 kHeaderMessageCapacity);
+  header.request = request.get();
   const Transfer transfer{header.request, peer, CollectiveHeader::kWireSize, kHeaderStep,
                           /*is_recv=*/true};
-  Register(transfer);
+  Register(transfer, std::move(request));
   header_recvs_.push_back(transfer);
   ++unresolved_headers_;
   return &header;
@@ -344,9 +347,11 @@ Transfer CollectiveContext::Post(int peer, uint64_t step, size_t bytes, bool is_
   Transfer transfer{nullptr, peer, bytes, step, is_recv};
   const absl::StatusOr<Connection*> connection = comm_.GetConnection(peer);
   std::lock_guard<std::mutex> lock(mu_);
-  transfer.request =
+  RequestPtr request =
       PostLocked(peer, step, is_recv ? RequestKind::kRecv : RequestKind::kSend, connection, post);
+  transfer.request = request.get();
   posted_.push_back(transfer);
+  requests_.push_back(std::move(request));
   return transfer;
 }
 
@@ -379,8 +384,8 @@ void CollectiveContext::Cancel() {
   cancelled_ = true;
   // Requests that are done need no cancel (and cancelling one may take a transport lock).
   for (const Transfer& transfer : posted_) {
-    const RequestPtr& request =
-        transfer.deferred >= 0 ? deferred_[transfer.deferred].request : transfer.request;
+    Request* request =
+        transfer.deferred >= 0 ? deferred_[transfer.deferred].request.get() : transfer.request;
     if (request != nullptr && !request->IsDone()) request->Cancel();
   }
 }
@@ -409,7 +414,7 @@ absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
     Request* pending = nullptr;
     uint64_t wait = 0;
     for (const Transfer& transfer : transfers) {
-      Request* request = transfer.request.get();
+      Request* request = transfer.request;
       if (transfer.deferred >= 0) {
         const DeferredRecv& deferred = deferred_[transfer.deferred];
         if (deferred.taken) {  // from a checked header
@@ -419,7 +424,7 @@ absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
         request = deferred.request.get();
         if (request == nullptr) {  // its peer's header has not arrived
           if (pending == nullptr) {
-            pending = HeaderOf(transfer.peer)->request.get();
+            pending = HeaderOf(transfer.peer)->request;
             wait = PackWait(transfer.peer, transfer.step, transfer.is_recv);
           }
           continue;
@@ -440,7 +445,7 @@ absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
       // Data from a peer counts only once that peer's header has been checked.
       const PeerHeader* header = HeaderOf(transfer.peer);
       if (header != nullptr && !header->checked && pending == nullptr) {
-        pending = header->request.get();
+        pending = header->request;
         wait = PackWait(transfer.peer, kHeaderStep, /*is_recv=*/true);
       }
     }

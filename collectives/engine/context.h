@@ -66,7 +66,9 @@ inline constexpr size_t kPiggybackBytes = 1024;
 
 // A posted send or receive.
 struct Transfer {
-  RequestPtr request;  // null for a deferred receive (below) until its data is known
+  // Owned by the context, so valid while it lives (copying a Transfer touches no reference
+  // count); null for a deferred receive (below), whose request is its DeferredRecv's.
+  Request* request = nullptr;
   int peer = -1;
   size_t bytes = 0;  // the length sent, or the exact length a receive expects
   uint64_t step = 0;
@@ -168,7 +170,7 @@ class CollectiveContext {
   struct PeerHeader {
     PeerHeader() {}  // the message buffer is left uninitialised
     int peer = -1;
-    RequestPtr request;
+    Request* request = nullptr;  // owned by requests_
     bool checked = false;   // arrived and agrees with ours
     bool resolved = false;  // checked, and the early receives got their data or were posted
     absl::Status failure;   // a disagreement Resolve found, reported by every later wait
@@ -219,7 +221,8 @@ class CollectiveContext {
   absl::Status Resolve(int peer, PeerHeader& header);
   absl::Status AwaitAll(absl::Span<const Transfer> transfers);
   bool IsDone(const Transfer& transfer) const;
-  void Register(const Transfer& transfer);
+  // Records a posted transfer and takes ownership of its request (`transfer.request`).
+  void Register(const Transfer& transfer, RequestPtr request);
   void NoteWait(const Transfer& transfer);
   absl::Status CheckArrivedHeaders();
   absl::Status CheckHeader(int peer, PeerHeader& header);
@@ -286,6 +289,8 @@ class CollectiveContext {
   mutable std::mutex mu_;
   // Everything posted, headers included: for Cancel and for DescribeProgress.
   absl::InlinedVector<Transfer, 6> posted_ ABSL_GUARDED_BY(mu_);
+  // The requests of posted_ (deferred receives own theirs), kept until the context ends.
+  absl::InlinedVector<RequestPtr, 6> requests_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
 };
 
