@@ -7,6 +7,7 @@ PACKAGES=(
   bazel-bootstrap bazel-bootstrap-source  # Bazel 4.2.3 and its offline mock rule repositories
   g++ libabsl-dev catch2                  # compiler, Abseil, Catch2 v2
   libgloo-dev python3-matplotlib         # Gloo side-by-side benchmark; result plots
+  openmpi-bin libopenmpi-dev              # Open MPI, for the side-by-side comparison only
   libhiredis-dev redis-server             # Redis store and the real server its tests start
   libibverbs-dev                          # verbs transport headers
   libssl-dev openssl                      # TLS and HMAC of TCP links; test certificates

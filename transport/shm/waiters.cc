@@ -25,7 +25,7 @@ bool Oversubscribed(const std::vector<InboxAddress>& addresses) {
 Waiters::Waiters(InboxHeader& doorbell, absl::Duration spin,
                  const std::vector<InboxAddress>& addresses)
     : doorbell_(doorbell),
-      spin_(spin),
+      spin_policy_(spin),
       yield_every_(Oversubscribed(addresses) ? kYieldEveryOversubscribed : kYieldEveryDedicated) {}
 
 void Waiters::WakeIfCompleted() {

@@ -24,13 +24,15 @@
 #include "chorus/transport/shm/doorbell.h"
 #include "chorus/transport/shm/layout.h"
 #include "chorus/transport/shm/segment.h"
+#include "chorus/transport/spin_policy.h"
 
 namespace chorus::shm {
 
 class Waiters {
  public:
-  // `doorbell`: this rank's inbox header; `spin`: how long a waiter polls before it sleeps
-  // (ShmOptions::spin); `addresses`: the mesh's ranks, to tell whether this host's ranks
+  // `doorbell`: this rank's inbox header; `spin`: the budget of a waiter's poll before it
+  // sleeps (ShmOptions::spin; the spin policy decides how much of it a wait uses);
+  // `addresses`: the mesh's ranks, to tell whether this host's ranks
   // outnumber the cores this process may run on.
   Waiters(InboxHeader& doorbell, absl::Duration spin, const std::vector<InboxAddress>& addresses);
 
@@ -54,7 +56,7 @@ class Waiters {
   static constexpr int kPollsPerClockRead = 16;
 
   InboxHeader& doorbell_;
-  const absl::Duration spin_;
+  SpinPolicy spin_policy_;
   // A spinning waiter yields the core every this many polls: at every poll when this host's
   // ranks outnumber the cores this process may run on, so the rank it waits for gets to run;
   // rarely otherwise, where a yield only adds a system call to the reply's latency.
@@ -67,6 +69,7 @@ class Waiters {
 template <typename Poll, typename Done, typename WakeBy>
 void Waiters::Wait(Deadline deadline, Poll&& poll, Done&& done, WakeBy&& wake_by) {
   active_.fetch_add(1, std::memory_order_relaxed);
+  const SpinPolicy::Plan plan = spin_policy_.Next();
   // The spin is timed from the first clock read, kPollsPerClockRead polls in.
   std::chrono::steady_clock::time_point spin_until{};
   for (int polls = 1; !done(); ++polls) {
@@ -75,7 +78,7 @@ void Waiters::Wait(Deadline deadline, Poll&& poll, Done&& done, WakeBy&& wake_by
     if (polls % kPollsPerClockRead == 0) {
       const auto now = std::chrono::steady_clock::now();
       if (polls == kPollsPerClockRead) {
-        spin_until = now + absl::ToChronoNanoseconds(spin_);
+        spin_until = now + absl::ToChronoNanoseconds(plan.spin);
       } else if (now >= spin_until) {
         break;
       }
@@ -83,6 +86,7 @@ void Waiters::Wait(Deadline deadline, Poll&& poll, Done&& done, WakeBy&& wake_by
     }
     if (polls % yield_every_ == 0) sched_yield();
   }
+  spin_policy_.Record(plan, done());
   while (!done() && !deadline.Expired()) {
     const uint32_t seq = BeginSleep(doorbell_);
     sleeping_.fetch_add(1, std::memory_order_seq_cst);

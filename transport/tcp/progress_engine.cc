@@ -49,7 +49,7 @@ absl::StatusOr<std::shared_ptr<ProgressEngine>> ProgressEngine::Create(absl::Dur
 }
 
 ProgressEngine::ProgressEngine(ScopedFd epoll, ScopedFd wake, absl::Duration spin)
-    : epoll_(std::move(epoll)), wake_(std::move(wake)), spin_(spin) {}
+    : epoll_(std::move(epoll)), wake_(std::move(wake)), spin_policy_(spin) {}
 
 ProgressEngine::~ProgressEngine() {
   StopBackgroundThread();

@@ -6,8 +6,9 @@
 // lock ordering to get wrong. Polling (epoll_wait) happens outside mu() by at most one thread
 // at a time, the "driver", which holds the driver token:
 //   - a thread waiting on a request (TcpRequest::Wait) drives itself when the token is free:
-//     it polls without sleeping for `spin` (0 by default: see tcp_options.h), yielding the core
-//     every few polls, then blocks in epoll_wait until its deadline. A message then wakes the
+//     it polls without sleeping for as long as the spin policy says (spin_policy.h; the budget
+//     is TcpDeviceOptions::spin), yielding the core every few polls, then blocks in
+//     epoll_wait until its deadline. A message then wakes the
 //     very thread that waits for it: one kernel wake-up per message, no hand-off between
 //     threads.
 //   - a background thread drives when nobody waits (accepting connections, draining sockets
@@ -31,6 +32,7 @@
 #include "absl/time/time.h"
 #include "chorus/core/deadline.h"
 #include "chorus/transport/request.h"
+#include "chorus/transport/spin_policy.h"
 #include "chorus/core/socket.h"
 
 namespace chorus::tcp {
@@ -70,7 +72,8 @@ class ProgressEngine {
   // after pass while it drains a busy socket into unexpected-message buffers would otherwise
   // starve the rank's own thread for tens of milliseconds, so that neither side posts.
   std::unique_lock<std::mutex> LockForPosting();
-  absl::Duration spin() const { return spin_; }
+  // How long a waiter polls before it sleeps in epoll_wait (TcpRequest::Wait).
+  SpinPolicy& spin_policy() { return spin_policy_; }
 
   // --- Registration (mu() held) ---
   // Adds `fd` with interest `events` (EPOLLIN/EPOLLOUT); returns the handler's token.
@@ -120,7 +123,7 @@ class ProgressEngine {
 
   const ScopedFd epoll_;
   const ScopedFd wake_;
-  const absl::Duration spin_;
+  SpinPolicy spin_policy_;
 
   // Guards every piece of transport state of the device (see above), including these.
   // std::mutex rather than absl::Mutex: Debian's Abseil is built without ThreadSanitizer

@@ -36,12 +36,15 @@ bool TcpRequest::Finish(absl::Status status, size_t bytes, int peer) {
 absl::Status TcpRequest::Wait(Deadline deadline) {
   if (!IsDone()) {
     engine_->BeginWait();
-    const auto spin_until =
-        std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(engine_->spin());
+    SpinPolicy& policy = engine_->spin_policy();
+    const SpinPolicy::Plan plan = policy.Next();
+    const auto spin_until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(plan.spin);
     int polls = 0;
+    bool slept = false;  // a pass after the poll budget ran out
     // At least one pass, so a wait with an expired deadline still takes what has arrived.
     do {
       const bool spinning = std::chrono::steady_clock::now() < spin_until;
+      slept = slept || !spinning;
       if (engine_->TryAcquireDriver()) {
         engine_->PollOnce(spinning ? 0 : deadline.RemainingMillis(kMaxSleepMs), this);
         engine_->ReleaseDriver();
@@ -52,6 +55,7 @@ absl::Status TcpRequest::Wait(Deadline deadline) {
         AwaitDone(deadline.Min(Deadline::After(kFollowerSlice)));
       }
     } while (!IsDone() && !deadline.Expired());
+    policy.Record(plan, IsDone() && !slept);
     engine_->EndWait();
   }
   if (!IsDone()) {
