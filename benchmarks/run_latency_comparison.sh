@@ -11,7 +11,9 @@
 #   bash benchmarks/run_latency_comparison.sh
 #
 # Small messages need many iterations and large ones few, so each cell is two sweeps:
-# 4 B..64 KiB with -n 200 -w 20 and 256 KiB..the largest size with -n 10 -w 2.
+# 4 B..64 KiB with -n 500 -w 100 and 256 KiB..the largest size with -n 10 -w 2. The long
+# warm-up keeps a start-up transient (the scheduler placing freshly started ranks) out of the
+# small sizes, which come first.
 # Environment:
 #   ROUNDS      rounds                                          (3)
 #   COLL        allreduce, broadcast or barrier                 (allreduce)
@@ -19,8 +21,8 @@
 #   TRANSPORTS  tcp and/or shm                                  ("tcp shm")
 #   MAX         largest size below 8 ranks                      (64M)
 #   MAX8        largest size at 8 ranks                         (4M)
-#   ITERS       -n of both sweeps                               (200 small, 10 large)
-#   WARMUP      -w of both sweeps                               (20 small, 2 large)
+#   ITERS       -n of both sweeps                               (500 small, 10 large)
+#   WARMUP      -w of both sweeps                               (100 small, 2 large)
 #   MPI_BIND    mpirun --bind-to: none, core, ...               (none)
 #   OUT         where the JSON, logs and table go; the previous run's files there are replaced
 #               (benchmarks/results/side-by-side)
@@ -44,7 +46,7 @@ TRANSPORTS=${TRANSPORTS:-tcp shm}
 MAX=${MAX:-64M}
 MAX8=${MAX8:-4M}
 OUT=${OUT:-benchmarks/results/side-by-side}
-SMALL=(-b 4 -e 64K -f 4 -n "${ITERS:-200}" -w "${WARMUP:-20}")
+SMALL=(-b 4 -e 64K -f 4 -n "${ITERS:-500}" -w "${WARMUP:-100}")
 LARGE=(-b 256K -f 4 -n "${ITERS:-10}" -w "${WARMUP:-2}")
 
 for binary in "$CHORUS" "$GLOO" "$MPI"; do
