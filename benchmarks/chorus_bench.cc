@@ -247,22 +247,12 @@ absl::Status Main(int argc, char** argv) {
     }
   }
 
-  if (identity.rank == 0 && !options.json_path.empty()) {
-    std::vector<std::string> words(argv, argv + argc);
-    CHORUS_RETURN_IF_ERROR(
-        WriteFile(options.json_path, ReportJson(absl::StrJoin(words, " "), machine, limits, runs)));
-  }
-  return CheckNoWrongElements(runs);
+  return FinishRun(identity.rank, options, CommandLine(argc, argv), machine, limits, runs);
 }
 
 }  // namespace
 }  // namespace chorus::bench
 
 int main(int argc, char** argv) {
-  const absl::Status status = chorus::bench::Main(argc, argv);
-  if (!status.ok()) {
-    std::fprintf(stderr, "chorus_bench: %s\n", chorus::ErrorText(status).c_str());
-    return 1;
-  }
-  return 0;
+  return chorus::bench::RunTool("chorus_bench", chorus::bench::Main, argc, argv);
 }

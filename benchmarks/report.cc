@@ -518,4 +518,26 @@ absl::Status WriteFile(const std::string& path, absl::string_view text) {
   return absl::OkStatus();
 }
 
+std::string CommandLine(int argc, char** argv) {
+  return absl::StrJoin(std::vector<std::string>(argv, argv + argc), " ");
+}
+
+absl::Status FinishRun(int rank, const BenchmarkOptions& options, absl::string_view command_line,
+                       const MachineDescription& machine,
+                       const std::optional<MachineLimits>& limits,
+                       const std::vector<RunReport>& runs) {
+  if (rank == 0 && !options.json_path.empty()) {
+    CHORUS_RETURN_IF_ERROR(
+        WriteFile(options.json_path, ReportJson(command_line, machine, limits, runs)));
+  }
+  return CheckNoWrongElements(runs);
+}
+
+int RunTool(const char* tool, absl::Status (*tool_main)(int, char**), int argc, char** argv) {
+  const absl::Status status = tool_main(argc, argv);
+  if (status.ok()) return 0;
+  std::fprintf(stderr, "%s: %s\n", tool, ErrorText(status).c_str());
+  return 1;
+}
+
 }  // namespace chorus::bench

@@ -136,6 +136,20 @@ std::string ReportJson(absl::string_view command_line, const MachineDescription&
 // Writes `text` to `path` (replacing it); the error names the path.
 absl::Status WriteFile(const std::string& path, absl::string_view text);
 
+// The words of a command line joined by spaces, as the JSON report records it.
+std::string CommandLine(int argc, char** argv);
+
+// How a benchmark tool ends its run: rank 0 writes the JSON report to `options.json_path` (if
+// given) with `command_line`, then every rank returns CheckNoWrongElements(runs).
+absl::Status FinishRun(int rank, const BenchmarkOptions& options, absl::string_view command_line,
+                       const MachineDescription& machine,
+                       const std::optional<MachineLimits>& limits,
+                       const std::vector<RunReport>& runs);
+
+// A benchmark tool's main(): runs `tool_main`; on an error prints "<tool>: <error>" and
+// returns 1.
+int RunTool(const char* tool, absl::Status (*tool_main)(int, char**), int argc, char** argv);
+
 }  // namespace chorus::bench
 
 #endif  // CHORUS_BENCHMARKS_REPORT_H_

@@ -14,31 +14,19 @@ headed by the machine limits from the Chorus file that measured them.
 """
 
 import argparse
-import json
 import statistics
 import sys
 
-SCHEMA = "chorus-bench/1"
+from compare import CompareError, load  # the one reader of the report schema
+
 LIBRARIES = ("chorus", "openmpi", "gloo")
 NAMES = {"chorus": "Chorus", "openmpi": "MPI", "gloo": "Gloo"}  # in the winner column
 FULL_NAMES = {"chorus": "Chorus", "openmpi": "Open MPI", "gloo": "Gloo"}
 TRANSPORT_ORDER = {"tcp": 0, "shm": 1}
 
 
-class SideBySideError(Exception):
+class SideBySideError(CompareError):
     pass
-
-
-def load(path):
-    try:
-        with open(path) as f:
-            report = json.load(f)
-    except (OSError, ValueError) as error:
-        raise SideBySideError("cannot read %s: %s" % (path, error))
-    if report.get("schema") != SCHEMA:
-        raise SideBySideError("%s is not a %s report (schema %r)"
-                              % (path, SCHEMA, report.get("schema")))
-    return report
 
 
 def choose_collective(reports, requested):
@@ -233,7 +221,7 @@ def main(argv=None):
                     f.write(text)
             except OSError as error:
                 raise SideBySideError("cannot write %s: %s" % (args.markdown_out, error))
-    except SideBySideError as error:
+    except CompareError as error:
         sys.stderr.write("side_by_side.py: %s\n" % error)
         return 1
     sys.stdout.write(text)

@@ -22,7 +22,6 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "chorus/benchmarks/machine_limits.h"
@@ -282,7 +281,8 @@ absl::Status Main(int argc, char** argv) {
   }
   CHORUS_RETURN_IF_ERROR(CheckSupported(options));
   CHORUS_ASSIGN_OR_RETURN(const std::string transport, TransportLabel(options));
-  const std::vector<std::string> words(argv, argv + argc);
+  // Before MPI_Init, which may take its own arguments out of argv.
+  const std::string command_line = CommandLine(argc, argv);
 
   // The probe forks, which belongs before MPI_Init (Open MPI warns that a process forked after
   // it can break its transports), and the rank is only known after MPI_Init: mpirun's
@@ -328,21 +328,12 @@ absl::Status Main(int argc, char** argv) {
     runs.push_back(std::move(run));
   }
 
-  if (rank == 0 && !options.json_path.empty()) {
-    CHORUS_RETURN_IF_ERROR(
-        WriteFile(options.json_path, ReportJson(absl::StrJoin(words, " "), machine, limits, runs)));
-  }
-  return CheckNoWrongElements(runs);
+  return FinishRun(rank, options, command_line, machine, limits, runs);
 }
 
 }  // namespace
 }  // namespace chorus::bench
 
 int main(int argc, char** argv) {
-  const absl::Status status = chorus::bench::Main(argc, argv);
-  if (!status.ok()) {
-    std::fprintf(stderr, "mpi_bench: %s\n", chorus::ErrorText(status).c_str());
-    return 1;
-  }
-  return 0;
+  return chorus::bench::RunTool("mpi_bench", chorus::bench::Main, argc, argv);
 }
