@@ -54,6 +54,12 @@ class Waiters {
   // A spinning waiter reads the clock (for the end of its spin and its deadline) once per this
   // many polls: a clock read costs about as much as a poll of an idle ring.
   static constexpr int kPollsPerClockRead = 16;
+  // A wait longer than this (several small messages' flight and handling) yields the core at
+  // every clock read, whatever yield_every_ says: the rank it waits for may share this core.
+  // The scheduler starts ranks of one host wherever it likes, often two on one core for the
+  // first tens of milliseconds, where a waiter that kept the core for 256 polls made each
+  // small collective cost 10 us instead of under 1.
+  static constexpr auto kYieldAfter = std::chrono::microseconds(2);
 
   InboxHeader& doorbell_;
   SpinPolicy spin_policy_;
@@ -71,20 +77,24 @@ void Waiters::Wait(Deadline deadline, Poll&& poll, Done&& done, WakeBy&& wake_by
   active_.fetch_add(1, std::memory_order_relaxed);
   const SpinPolicy::Plan plan = spin_policy_.Next();
   // The spin is timed from the first clock read, kPollsPerClockRead polls in.
+  std::chrono::steady_clock::time_point first_read{};
   std::chrono::steady_clock::time_point spin_until{};
   for (int polls = 1; !done(); ++polls) {
     poll();
     if (done()) break;
+    bool yield = polls % yield_every_ == 0;
     if (polls % kPollsPerClockRead == 0) {
       const auto now = std::chrono::steady_clock::now();
       if (polls == kPollsPerClockRead) {
+        first_read = now;
         spin_until = now + absl::ToChronoNanoseconds(plan.spin);
       } else if (now >= spin_until) {
         break;
       }
       if (now >= deadline.time_point()) break;
+      yield = yield || now - first_read >= kYieldAfter;
     }
-    if (polls % yield_every_ == 0) sched_yield();
+    if (yield) sched_yield();
   }
   spin_policy_.Record(plan, done());
   while (!done() && !deadline.Expired()) {
