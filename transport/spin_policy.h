@@ -7,9 +7,9 @@
 // and the rank being waited for needs the core to send it. So the policy keeps a score of how
 // full-budget polls ended: a poll that saw its request done raises it by kHitCredit, one that
 // gave up and slept lowers it by one. While the score is positive (about one poll in five or
-// more pays off) every wait polls for the whole budget; otherwise waits sleep after a single
-// poll, and every kProbeInterval-th wait still polls for the whole budget, so the score
-// recovers once polling pays again.
+// more pays off) every wait polls for the whole budget; otherwise a wait's budget is zero (it
+// sleeps after the few polls its transport's loop always makes), and every kProbeInterval-th
+// wait still polls for the whole budget, so the score recovers once polling pays again.
 //
 // Thread-safe and lock-free; one per device (all its waiting threads share what they learn).
 #ifndef CHORUS_TRANSPORT_SPIN_POLICY_H_
