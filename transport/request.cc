@@ -22,10 +22,14 @@ absl::Duration DefaultWaitSpin() {
 
 }  // namespace
 
-absl::StatusOr<absl::Duration> WaitSpinFromEnv() {
+absl::StatusOr<absl::Duration> WaitSpinFromEnv(absl::string_view transport_variable) {
   CHORUS_ASSIGN_OR_RETURN(
-      const int64_t spin_us,
+      int64_t spin_us,
       GetEnvInt("CHORUS_SPIN_US", absl::ToInt64Microseconds(kDefaultWaitSpin), 0, 1000000));
+  if (!transport_variable.empty()) {
+    CHORUS_ASSIGN_OR_RETURN(spin_us,
+                            GetEnvInt(transport_variable, spin_us, 0, 1000000));
+  }
   return absl::Microseconds(spin_us);
 }
 

@@ -13,6 +13,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "absl/types/span.h"
 #include "chorus/core/deadline.h"
@@ -104,13 +105,15 @@ absl::Status WaitAll(absl::Span<const RequestPtr> requests, Deadline deadline);
 // Cancels every request that is still pending.
 void CancelAll(absl::Span<const RequestPtr> requests);
 
-// How long a thread waiting for a request polls before it sleeps, for every transport:
-// CHORUS_SPIN_US, 50 us by default. Blocking and waking a thread costs tens of microseconds on
-// virtual machines, more than a small message takes to arrive; a transport's own variable
-// (CHORUS_TCP_SPIN_US, CHORUS_SHM_SPIN_US) overrides it for that transport.
+// How long a thread waiting for a request polls before it sleeps: CHORUS_SPIN_US for every
+// transport, 50 us by default. Blocking and waking a thread costs tens of microseconds on
+// virtual machines, more than a small message takes to arrive.
 inline constexpr absl::Duration kDefaultWaitSpin = absl::Microseconds(50);
-// InvalidArgument naming the variable when it is not a whole number from 0 to 1000000.
-absl::StatusOr<absl::Duration> WaitSpinFromEnv();
+// The spin of one transport: microseconds from `transport_variable` (CHORUS_TCP_SPIN_US,
+// CHORUS_SHM_SPIN_US) when set, else CHORUS_SPIN_US, else kDefaultWaitSpin; empty for
+// CHORUS_SPIN_US alone. InvalidArgument naming the variable when a value is not a whole
+// number from 0 to 1000000.
+absl::StatusOr<absl::Duration> WaitSpinFromEnv(absl::string_view transport_variable = {});
 
 // A request that is already done with `status` (an error): stands in for one that could not
 // even be posted, so the error reaches the caller through the same Wait path as every other.

@@ -39,8 +39,6 @@ class SpinPolicy {
   SpinPolicy(const SpinPolicy&) = delete;
   SpinPolicy& operator=(const SpinPolicy&) = delete;
 
-  absl::Duration budget() const { return budget_; }
-
   Plan Next() {
     const bool probe = waits_.fetch_add(1, std::memory_order_relaxed) % kProbeInterval == 0;
     if (probe || score_.load(std::memory_order_relaxed) > 0) return {budget_, true};

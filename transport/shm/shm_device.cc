@@ -132,17 +132,13 @@ absl::StatusOr<ShmOptions> ShmOptions::FromEnv() {
   CHORUS_ASSIGN_OR_RETURN(int64_t staging,
                           GetEnvBytes("CHORUS_SHM_STAGING_BYTES",
                                       static_cast<int64_t>(options.staging_bytes)));
-  CHORUS_ASSIGN_OR_RETURN(options.spin, WaitSpinFromEnv());
-  CHORUS_ASSIGN_OR_RETURN(int64_t spin_us,
-                          GetEnvInt("CHORUS_SHM_SPIN_US",
-                                    absl::ToInt64Microseconds(options.spin), 0, 1000000));
+  CHORUS_ASSIGN_OR_RETURN(options.spin, WaitSpinFromEnv("CHORUS_SHM_SPIN_US"));
   options.ring_bytes = static_cast<uint64_t>(ring);
   options.eager_bytes = static_cast<uint64_t>(eager);
   options.staging_bytes = static_cast<uint64_t>(staging);
   CHORUS_ASSIGN_OR_RETURN(int64_t hold_us,
                           GetEnvInt("CHORUS_SHM_HOLD_US", absl::ToInt64Microseconds(options.hold),
                                     0, 60 * 1000000));
-  options.spin = absl::Microseconds(spin_us);
   options.hold = absl::Microseconds(hold_us);
   CHORUS_RETURN_IF_ERROR(options.Validate());
   return options;

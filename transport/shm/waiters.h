@@ -77,22 +77,19 @@ void Waiters::Wait(Deadline deadline, Poll&& poll, Done&& done, WakeBy&& wake_by
   active_.fetch_add(1, std::memory_order_relaxed);
   const SpinPolicy::Plan plan = spin_policy_.Next();
   // The spin is timed from the first clock read, kPollsPerClockRead polls in.
+  const auto spin = absl::ToChronoNanoseconds(plan.spin);
   std::chrono::steady_clock::time_point first_read{};
-  std::chrono::steady_clock::time_point spin_until{};
   for (int polls = 1; !done(); ++polls) {
     poll();
     if (done()) break;
     bool yield = polls % yield_every_ == 0;
     if (polls % kPollsPerClockRead == 0) {
       const auto now = std::chrono::steady_clock::now();
-      if (polls == kPollsPerClockRead) {
-        first_read = now;
-        spin_until = now + absl::ToChronoNanoseconds(plan.spin);
-      } else if (now >= spin_until) {
-        break;
-      }
+      if (polls == kPollsPerClockRead) first_read = now;
+      const auto waited = now - first_read;
+      if (polls > kPollsPerClockRead && waited >= spin) break;
       if (now >= deadline.time_point()) break;
-      yield = yield || now - first_read >= kYieldAfter;
+      yield = yield || waited >= kYieldAfter;
     }
     if (yield) sched_yield();
   }

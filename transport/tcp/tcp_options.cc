@@ -29,11 +29,7 @@ absl::StatusOr<TcpDeviceOptions> TcpDeviceOptions::FromEnv() {
                           GetEnvBytes("CHORUS_TCP_MAX_MESSAGE", options.max_message_bytes));
   CHORUS_ASSIGN_OR_RETURN(options.handshake_timeout, GetEnvDuration("CHORUS_TCP_HANDSHAKE_TIMEOUT",
                                                                     options.handshake_timeout));
-  CHORUS_ASSIGN_OR_RETURN(options.spin, WaitSpinFromEnv());
-  CHORUS_ASSIGN_OR_RETURN(
-      const int64_t spin_us,
-      GetEnvInt("CHORUS_TCP_SPIN_US", absl::ToInt64Microseconds(options.spin), 0, 1000000));
-  options.spin = absl::Microseconds(spin_us);
+  CHORUS_ASSIGN_OR_RETURN(options.spin, WaitSpinFromEnv("CHORUS_TCP_SPIN_US"));
   CHORUS_ASSIGN_OR_RETURN(options.security, security::LinkSecurity::FromEnv());
   return options;
 }
