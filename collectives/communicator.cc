@@ -1,6 +1,7 @@
 #include "chorus/collectives/communicator.h"
 
 #include <cstring>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,7 @@
 #include "chorus/collectives/select/algorithm_table.h"
 #include "chorus/collectives/select/selector.h"
 #include "chorus/collectives/shape.h"
+#include "chorus/collectives/staging/staged_call.h"
 #include "chorus/core/deadline.h"
 #include "chorus/core/env.h"
 #include "chorus/core/logging.h"
@@ -137,9 +139,9 @@ absl::Status Communicator::Validate(const CollectiveArgs& args) const {
                       IsInPlace(args, r));
 }
 
-absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEntry& algorithm,
-                                   const CollectiveHeader& header, absl::Duration timeout,
-                                   Work* work, FlightRecord* record,
+absl::Status Communicator::Execute(const CollectiveArgs& args, const BufferPlacement& placement,
+                                   const AlgorithmEntry& algorithm, const CollectiveHeader& header,
+                                   absl::Duration timeout, Work* work, FlightRecord* record,
                                    Deadline::Clock::time_point start) {
   const absl::Time started = WallTimeOf(start);
   // A blocking collective runs on the caller's thread, which has no log rank of its own.
@@ -154,22 +156,61 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
     Conclude(header, started, status, record);
     return status;
   }
-  CollectiveContext ctx(*state_, args, header, Deadline::AfterFrom(start, timeout), start);
+  const Deadline deadline = Deadline::AfterFrom(start, timeout);
+  // A copy between the device and pinned memory that fails leaves the peers waiting on this
+  // rank: breaking the communicator tells them at once.
+  auto staging_error = [&](const absl::Status& error, absl::string_view step) {
+    const absl::Status status = MakeError(
+        GetErrorKind(error), absl::StrCat(header.Describe(), " on rank ", rank(), ": ", step,
+                                          " the CUDA device buffers: ", error.message()));
+    state_->Break(status);
+    return status;
+  };
+  std::optional<StagedCall> staged;
+  if (placement.on_device) {
+    GpuRuntime& runtime = *InstalledGpuRuntime();
+    absl::StatusOr<StagedCall> in =
+        StagedCall::StageIn(runtime, Pinned(runtime), args, rank(), size(), placement, deadline);
+    if (!in.ok()) {
+      const absl::Status status = staging_error(in.status(), "copying in");
+      Conclude(header, started, status, record);
+      return status;
+    }
+    staged.emplace(std::move(*in));
+  }
+  const CollectiveArgs& run_args = staged ? staged->host_args() : args;
+  CollectiveContext ctx(*state_, run_args, header, deadline, start);
   absl::Status status;
   if (work != nullptr && !work->Attach([&ctx] { ctx.Cancel(); })) {
     status = AbortedError(absl::StrCat(ctx.Describe(), ": aborted before it started"));
   } else {
-    CHORUS_LOG(kDebug, "collectives") << ctx.Describe() << ": " << PayloadBytes(args, size())
-                                      << " bytes, algorithm " << AlgorithmName(algorithm.id);
+    CHORUS_LOG(kDebug, "collectives")
+        << ctx.Describe() << ": " << PayloadBytes(args, size()) << " bytes, algorithm "
+        << AlgorithmName(algorithm.id) << (staged ? ", staged from a CUDA device" : "");
     if (record != nullptr) record->Start(&ctx, started);
     ctx.Start();
-    status = size() == 1 ? (CopyOwnBlock(args), absl::OkStatus()) : algorithm.run(ctx, args);
+    status =
+        size() == 1 ? (CopyOwnBlock(run_args), absl::OkStatus()) : algorithm.run(ctx, run_args);
     if (status.ok()) status = ctx.Finish();
-    if (status.ok()) FinishAverage(args, rank(), size());
+    if (status.ok()) FinishAverage(run_args, rank(), size());
+    if (status.ok() && staged) {
+      const absl::Status out = staged->StageOut(deadline);
+      if (!out.ok()) status = staging_error(out, "copying the result back to");
+    }
     if (work != nullptr) work->Detach();
   }
   Conclude(header, started, status, record);
   return status;
+}
+
+absl::StatusOr<BufferPlacement> Communicator::Place(const CollectiveArgs& args,
+                                                    const CollectiveOptions& options) const {
+  if (options.memory == MemoryPlacement::kHost) return BufferPlacement();
+  const BufferElements elements = ElementsOf(args, rank(), size());
+  return PlaceBuffers(CollectiveKindName(args.kind),
+                      {{args.send, elements.send * args.elem(), "the send buffer"},
+                       {args.recv, elements.recv * args.elem(), "the receive buffer"}},
+                      options, InstalledGpuRuntime());
 }
 
 void Communicator::Conclude(const CollectiveHeader& header, absl::Time started,
@@ -198,21 +239,24 @@ CollectiveHeader Communicator::MakeHeader(const CollectiveArgs& args, AlgorithmI
 
 absl::Status Communicator::Run(CollectiveArgs args, const CollectiveOptions& options) {
   CHORUS_RETURN_IF_ERROR(Validate(args));
+  CHORUS_ASSIGN_OR_RETURN(const BufferPlacement placement, Place(args, options));
   CHORUS_ASSIGN_OR_RETURN(const AlgorithmEntry* algorithm,
                           selector_->Choose(args, size(), options.algorithm));
   const CollectiveHeader header = MakeHeader(args, algorithm->id, next_sequence_.fetch_add(1));
   // One clock read for the deadline and the record (WallTimeOf).
   const Deadline::Clock::time_point start = Deadline::Clock::now();
   FlightRecordPtr record = recorder_->Add(header, FlightState::kRunning, WallTimeOf(start));
-  return Execute(args, *algorithm, header, options.timeout.value_or(timeout_), nullptr,
+  return Execute(args, placement, *algorithm, header, options.timeout.value_or(timeout_), nullptr,
                  record.get(), start);
 }
 
 WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& options) {
   absl::Status invalid = Validate(args);
+  absl::StatusOr<BufferPlacement> placement =
+      invalid.ok() ? Place(args, options) : absl::StatusOr<BufferPlacement>(invalid);
   absl::StatusOr<const AlgorithmEntry*> algorithm =
-      invalid.ok() ? selector_->Choose(args, size(), options.algorithm)
-                   : absl::StatusOr<const AlgorithmEntry*>(invalid);
+      placement.ok() ? selector_->Choose(args, size(), options.algorithm)
+                     : absl::StatusOr<const AlgorithmEntry*>(placement.status());
   if (!algorithm.ok()) {
     auto work =
         std::make_shared<Work>(args.kind, 0, "none", std::string(CollectiveKindName(args.kind)));
@@ -226,9 +270,10 @@ WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& optio
   const absl::Duration timeout = options.timeout.value_or(timeout_);
   FlightRecordPtr record = recorder_->Add(header, FlightState::kQueued, WallNow());
   unfinished_async_.fetch_add(1);
-  pool_->Submit([this, args = std::move(args), entry = *algorithm, header, timeout, work, record] {
-    const absl::Status status =
-        Execute(args, *entry, header, timeout, work.get(), record.get(), Deadline::Clock::now());
+  pool_->Submit([this, args = std::move(args), placement = *placement, entry = *algorithm, header,
+                 timeout, work, record] {
+    const absl::Status status = Execute(args, placement, *entry, header, timeout, work.get(),
+                                        record.get(), Deadline::Clock::now());
     unfinished_async_.fetch_sub(1);
     work->Complete(status);
   });
@@ -260,6 +305,34 @@ WorkPtr Communicator::PostPointToPoint(CollectiveKind kind, void* data, size_t c
     work->Complete(invalid);
     return work;
   }
+  const Deadline deadline = Deadline::After(options.timeout.value_or(timeout_));
+  absl::StatusOr<BufferPlacement> placement =
+      PlaceBuffers(description, {{data, bytes, "the buffer"}}, options, InstalledGpuRuntime());
+  // Device buffers travel through a pinned copy: a send's is filled before it is posted, a
+  // receive's goes to the device when the work finishes.
+  std::shared_ptr<StagedRegion> staged;
+  if (placement.ok() && placement->on_device) {
+    GpuRuntime& runtime = *InstalledGpuRuntime();
+    const bool is_send = kind == CollectiveKind::kSend;
+    absl::StatusOr<StagedRegion> region =
+        StageRegion(runtime, Pinned(runtime), *placement, data, bytes, /*copy_in=*/is_send);
+    absl::Status copied = region.status();
+    if (copied.ok() && is_send) {
+      copied = runtime.WaitStream(placement->device, placement->stream, deadline);
+    }
+    if (!copied.ok()) {
+      placement = MakeError(
+          GetErrorKind(copied),
+          absl::StrCat(description, ": staging the CUDA device buffer: ", copied.message()));
+    } else {
+      staged = std::make_shared<StagedRegion>(std::move(*region));
+      data = staged->host_data();
+    }
+  }
+  if (!placement.ok()) {
+    work->Complete(placement.status());
+    return work;
+  }
   const Tag wire_tag = PointToPointTag(state_->tag_id(), tag);
   RequestPtr request;
   if (peers.size() > 1) {
@@ -276,7 +349,8 @@ WorkPtr Communicator::PostPointToPoint(CollectiveKind kind, void* data, size_t c
   }
   work->BindRequest(
       std::move(request),
-      [description, bytes, kind](const Request& done) -> absl::Status {
+      [description, bytes, kind, staged, placement = *placement,
+       deadline](const Request& done) -> absl::Status {
         const absl::Status status = done.status();
         if (!status.ok()) {
           if (GetErrorKind(status) == ErrorKind::kInvalidArgument) {
@@ -292,9 +366,18 @@ WorkPtr Communicator::PostPointToPoint(CollectiveKind kind, void* data, size_t c
                                             done.bytes(), " bytes where ", bytes, " were expected"),
                                done.peer());
         }
+        if (staged != nullptr && kind != CollectiveKind::kSend) {
+          const absl::Status out =
+              UnstageRegion(*InstalledGpuRuntime(), placement, *staged, 0, bytes, deadline);
+          if (!out.ok()) {
+            return MakeError(GetErrorKind(out),
+                             absl::StrCat(description, ": copying the message to the CUDA ",
+                                          "device buffer: ", out.message()));
+          }
+        }
         return absl::OkStatus();
       },
-      Deadline::After(options.timeout.value_or(timeout_)));
+      deadline);
   return work;
 }
 

@@ -65,8 +65,11 @@
 #include "chorus/collectives/collective_args.h"
 #include "chorus/collectives/collective_kind.h"
 #include "chorus/collectives/options.h"
+#include "chorus/collectives/staging/placement.h"
 #include "chorus/collectives/work.h"
 #include "chorus/core/types.h"
+#include "chorus/cuda/gpu_runtime.h"
+#include "chorus/cuda/pinned_pool.h"
 #include "chorus/rendezvous/store.h"
 #include "chorus/transport/transport.h"
 
@@ -284,13 +287,20 @@ class Communicator {
   // `record` is the collective's flight record (null when the recorder is off); `start` is
   // when it starts (read by the caller, which also stamps the record with it): the deadline
   // counts from it.
-  absl::Status Execute(const CollectiveArgs& args, const AlgorithmEntry& algorithm,
-                       const CollectiveHeader& header, absl::Duration timeout, Work* work,
-                       FlightRecord* record, Deadline::Clock::time_point start);
+  // Device buffers (`placement`) run through pinned host copies (staging/staged_call.h).
+  absl::Status Execute(const CollectiveArgs& args, const BufferPlacement& placement,
+                       const AlgorithmEntry& algorithm, const CollectiveHeader& header,
+                       absl::Duration timeout, Work* work, FlightRecord* record,
+                       Deadline::Clock::time_point start);
   // Records the outcome (flight record, timeout dump, trace event); while `ctx` is alive.
   void Conclude(const CollectiveHeader& header, absl::Time started, const absl::Status& status,
                 FlightRecord* record);
   absl::Status Validate(const CollectiveArgs& args) const;
+  // Where the buffers of a validated call live.
+  absl::StatusOr<BufferPlacement> Place(const CollectiveArgs& args,
+                                        const CollectiveOptions& options) const;
+  // The pinned blocks that stage this communicator's device buffers, made on first use.
+  PinnedPool& Pinned(GpuRuntime& runtime);
   // The header of a collective (with the host layout's digest for hierarchical).
   CollectiveHeader MakeHeader(const CollectiveArgs& args, AlgorithmId algorithm,
                               uint32_t sequence) const;
@@ -318,6 +328,8 @@ class Communicator {
   // pool, which still holds a task for a moment after completing its Work: destroying the
   // communicator right after Wait() must not abort the mesh under its peers.
   std::atomic<int> unfinished_async_{0};
+  std::once_flag pinned_once_;
+  std::unique_ptr<PinnedPool> pinned_;
   std::unique_ptr<WorkerPool> pool_;  // last: its threads use the members above
 };
 

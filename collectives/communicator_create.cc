@@ -56,6 +56,11 @@ absl::Status ApplyEnvironment(CommunicatorOptions& options) {
       GetEnvBytes("CHORUS_COLL_STREAMING_BYTES", static_cast<int64_t>(options.streaming_bytes)));
   if (streaming < 0) return InvalidArgumentError("CHORUS_COLL_STREAMING_BYTES is negative");
   options.streaming_bytes = static_cast<size_t>(streaming);
+  CHORUS_ASSIGN_OR_RETURN(const int64_t pinned,
+                          GetEnvBytes("CHORUS_CUDA_PINNED_CACHE_BYTES",
+                                      static_cast<int64_t>(options.pinned_cache_bytes)));
+  if (pinned < 0) return InvalidArgumentError("CHORUS_CUDA_PINNED_CACHE_BYTES is negative");
+  options.pinned_cache_bytes = static_cast<size_t>(pinned);
   CHORUS_ASSIGN_OR_RETURN(const int64_t depth,
                           GetEnvInt("CHORUS_COLL_PIPELINE_DEPTH", options.pipeline_depth, 1, 1024));
   options.pipeline_depth = static_cast<int>(depth);
@@ -377,6 +382,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Shrink(
   }
   return AssembleFrom(absl::StrCat(name(), "/", suffix), new_rank, std::move(survivors),
                       std::move(shrink_store), *std::move(mesh));
+}
+
+PinnedPool &Communicator::Pinned(GpuRuntime &runtime) {
+  std::call_once(pinned_once_, [&] {
+    pinned_ = std::make_unique<PinnedPool>(runtime, settings_->options.pinned_cache_bytes);
+  });
+  return *pinned_;
 }
 
 }  // namespace chorus

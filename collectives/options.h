@@ -12,6 +12,13 @@
 
 namespace chorus {
 
+// Where a call's buffers live.
+enum class MemoryPlacement {
+  kAuto,  // asked of the GPU runtime, when one is installed and finds a GPU; else host
+  kHost,  // host memory: nothing is asked
+  kCuda,  // CUDA device memory (an error in a build without CUDA support)
+};
+
 // Per-call options.
 struct CollectiveOptions {
   // Forces an algorithm by name ("ring", "recursive_doubling", "rabenseifner", "binomial",
@@ -23,6 +30,13 @@ struct CollectiveOptions {
 
   // How long the whole collective may take on this rank; unset: the communicator's default.
   std::optional<absl::Duration> timeout;
+
+  // Where the buffers live, and for device buffers the cudaStream_t that orders them (null:
+  // the legacy default stream): the collective starts after the work queued on that stream
+  // and work queued there after the call sees the result (docs/cuda.md). Every buffer of a
+  // call lives in the same place.
+  MemoryPlacement memory = MemoryPlacement::kAuto;
+  void* cuda_stream = nullptr;
 };
 
 // Link costs of the alpha-beta-gamma model: time = messages * alpha + bytes * beta +
@@ -63,6 +77,10 @@ struct CommunicatorOptions {
   // the caller reads them, and streaming saves reading every destination line first. 0 (the
   // default): the last-level cache's size. CHORUS_COLL_STREAMING_BYTES overrides it.
   size_t streaming_bytes = 0;
+
+  // Pinned host memory kept for reuse between calls on CUDA device buffers, which are staged
+  // through it (docs/cuda.md). CHORUS_CUDA_PINNED_CACHE_BYTES overrides it.
+  size_t pinned_cache_bytes = size_t{1} << 30;
 
   // Link costs for the selector; zero fields use the defaults for the device's kind.
   // CHORUS_COLL_COST ("alpha_us=25,beta_ns=1.3,gamma_ns=0.1") overrides the fields it names.

@@ -4,7 +4,8 @@
 #define CHORUS_CORE_HALF_H_
 
 #include <cstdint>
-#include <cstring>
+
+#include "chorus/core/host_device.h"
 
 namespace chorus {
 
@@ -21,7 +22,7 @@ struct Float16 {
   explicit Float16(float value) : bits(FromFloat(value)) {}
   explicit operator float() const { return ToFloat(bits); }
 
-  static float ToFloat(uint16_t h) {
+  CHORUS_HOST_DEVICE static float ToFloat(uint16_t h) {
     const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
     uint32_t exponent = (h >> 10) & 0x1fu;
     uint32_t mantissa = h & 0x3ffu;
@@ -40,22 +41,19 @@ struct Float16 {
       }
       f = sign | (exponent << 23) | ((mantissa & 0x3ffu) << 13);
     }
-    float out;
-    std::memcpy(&out, &f, sizeof(out));
-    return out;
+    return FloatFromBits(f);
   }
 
-  static uint16_t FromFloat(float value) {
-    uint32_t f;
-    std::memcpy(&f, &value, sizeof(f));
+  CHORUS_HOST_DEVICE static uint16_t FromFloat(float value) {
+    const uint32_t f = FloatBits(value);
     const uint16_t sign = static_cast<uint16_t>((f >> 16) & 0x8000u);
     const uint32_t abs = f & 0x7fffffffu;
     if (abs >= 0x7f800000u) {  // inf or NaN (keep NaN quiet and non-zero)
       return sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u);
     }
     if (abs >= 0x477ff000u) return sign | 0x7c00u;  // rounds to >= 65520: overflow to inf
-    if (abs < 0x38800000u) {                         // below the smallest normal: subnormal
-      if (abs < 0x33000000u) return sign;            // rounds to zero
+    if (abs < 0x38800000u) {                        // below the smallest normal: subnormal
+      if (abs < 0x33000000u) return sign;           // rounds to zero
       const uint32_t exponent = abs >> 23;
       const uint32_t mantissa = (abs & 0x7fffffu) | 0x800000u;
       const uint32_t shift = 126 - exponent;  // 14..24
@@ -86,16 +84,12 @@ struct BFloat16 {
   explicit BFloat16(float value) : bits(FromFloat(value)) {}
   explicit operator float() const { return ToFloat(bits); }
 
-  static float ToFloat(uint16_t h) {
-    const uint32_t f = static_cast<uint32_t>(h) << 16;
-    float out;
-    std::memcpy(&out, &f, sizeof(out));
-    return out;
+  CHORUS_HOST_DEVICE static float ToFloat(uint16_t h) {
+    return FloatFromBits(static_cast<uint32_t>(h) << 16);
   }
 
-  static uint16_t FromFloat(float value) {
-    uint32_t f;
-    std::memcpy(&f, &value, sizeof(f));
+  CHORUS_HOST_DEVICE static uint16_t FromFloat(float value) {
+    const uint32_t f = FloatBits(value);
     if ((f & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((f >> 16) | 0x40u);  // NaN
     const uint32_t rounding = 0x7fffu + ((f >> 16) & 1u);  // round to nearest, ties to even
     return static_cast<uint16_t>((f + rounding) >> 16);

@@ -9,64 +9,36 @@
 
 #include <cstdint>
 #include <cstring>
-#include <type_traits>
 
 #include "chorus/core/half.h"
+#include "chorus/core/reduce_element.h"
 
 #define CHORUS_ALWAYS_INLINE inline __attribute__((always_inline))
 
 namespace chorus {
 namespace {
 
-// Integer arithmetic goes through the unsigned type so overflow wraps instead of being
-// undefined behaviour.
-template <typename T, bool kIntegral = std::is_integral_v<T>>
-struct ArithOf {
-  using type = T;
-};
-template <typename T>
-struct ArithOf<T, true> {
-  using type = std::make_unsigned_t<T>;
-};
-template <typename T>
-using Arith = typename ArithOf<T>::type;
-
-struct SumOp {
-  template <typename T>
-  static CHORUS_ALWAYS_INLINE T Apply(T a, T b) {
-    return static_cast<T>(static_cast<Arith<T>>(a) + static_cast<Arith<T>>(b));
-  }
+// The scalar operators of core/reduce_element.h, each with its eight-float AVX2 form.
+struct SumOp : SumScalar {
   static __attribute__((target("avx2"))) CHORUS_ALWAYS_INLINE __m256 Apply8(__m256 a, __m256 b) {
     return _mm256_add_ps(a, b);
   }
 };
 
-struct ProdOp {
-  template <typename T>
-  static CHORUS_ALWAYS_INLINE T Apply(T a, T b) {
-    return static_cast<T>(static_cast<Arith<T>>(a) * static_cast<Arith<T>>(b));
-  }
+struct ProdOp : ProdScalar {
   static __attribute__((target("avx2"))) CHORUS_ALWAYS_INLINE __m256 Apply8(__m256 a, __m256 b) {
     return _mm256_mul_ps(a, b);
   }
 };
 
 // `a < b ? a : b` is exactly minps(a, b), NaN included, so scalar tails and vector bodies agree.
-struct MinOp {
-  template <typename T>
-  static CHORUS_ALWAYS_INLINE T Apply(T a, T b) {
-    return a < b ? a : b;
-  }
+struct MinOp : MinScalar {
   static __attribute__((target("avx2"))) CHORUS_ALWAYS_INLINE __m256 Apply8(__m256 a, __m256 b) {
     return _mm256_min_ps(a, b);
   }
 };
 
-struct MaxOp {
-  template <typename T>
-  static CHORUS_ALWAYS_INLINE T Apply(T a, T b) {
-    return a > b ? a : b;
-  }
+struct MaxOp : MaxScalar {
   static __attribute__((target("avx2"))) CHORUS_ALWAYS_INLINE __m256 Apply8(__m256 a, __m256 b) {
     return _mm256_max_ps(a, b);
   }
@@ -116,10 +88,7 @@ CHORUS_ALWAYS_INLINE void CombineFloat16Scalar(const void* a_bytes, const void* 
   const uint16_t* a = static_cast<const uint16_t*>(a_bytes);
   const uint16_t* b = static_cast<const uint16_t*>(b_bytes);
   uint16_t* dst = static_cast<uint16_t*>(dst_bytes);
-  for (size_t i = 0; i < n; ++i) {
-    dst[i] = Float16::FromFloat(
-        Op::template Apply<float>(Float16::ToFloat(a[i]), Float16::ToFloat(b[i])));
-  }
+  for (size_t i = 0; i < n; ++i) dst[i] = CombineElement<Float16, Op>(a[i], b[i]);
 }
 
 // float16 with F16C: eight halves widened per instruction, combined in float, rounded once.
@@ -207,22 +176,12 @@ bool HasAvx2F16c() {
   return has;
 }
 
-// Divides in a type wide enough for any divisor (an int8 average over 200 ranks divides by
-// 200, which int8 cannot hold); C++ integer division truncates toward zero.
+// DivideElement divides integers in a type wide enough for any divisor (an int8 average over
+// 200 ranks divides by 200, which int8 cannot hold).
 template <typename T>
 void DivideTyped(void* data, size_t n, int divisor) {
-  using Wide = std::conditional_t<std::is_floating_point_v<T>, T,
-                                  std::conditional_t<std::is_signed_v<T>, int64_t, uint64_t>>;
-  T* values = static_cast<T*>(data);
-  const Wide d = static_cast<Wide>(divisor);
-  for (size_t i = 0; i < n; ++i) values[i] = static_cast<T>(static_cast<Wide>(values[i]) / d);
-}
-
-template <typename H>
-void DivideHalf(void* data, size_t n, int divisor) {
-  uint16_t* values = static_cast<uint16_t*>(data);
-  const float d = static_cast<float>(divisor);
-  for (size_t i = 0; i < n; ++i) values[i] = H::FromFloat(H::ToFloat(values[i]) / d);
+  auto* values = static_cast<typename ElementCodec<T>::Storage*>(data);
+  for (size_t i = 0; i < n; ++i) values[i] = DivideElement<T>(values[i], divisor);
 }
 
 }  // namespace
@@ -252,9 +211,9 @@ void DivideBuffer(DataType type, void* data, size_t count, int divisor) {
     case DataType::kUint64:
       return DivideTyped<uint64_t>(data, count, divisor);
     case DataType::kFloat16:
-      return DivideHalf<Float16>(data, count, divisor);
+      return DivideTyped<Float16>(data, count, divisor);
     case DataType::kBFloat16:
-      return DivideHalf<BFloat16>(data, count, divisor);
+      return DivideTyped<BFloat16>(data, count, divisor);
     case DataType::kFloat32:
       return DivideTyped<float>(data, count, divisor);
     case DataType::kFloat64:

@@ -172,12 +172,25 @@ chorus_error_t chorus_comm_shrink(chorus_comm_t* comm, const int* excluded, size
                                   chorus_comm_t** new_comm);
 
 /* Per-call options; NULL everywhere means all defaults. */
+/* Where a call's buffers live. AUTO asks the CUDA runtime when the library has CUDA support
+ * and a GPU is present (docs/cuda.md), else takes host memory; HOST skips that question. */
+typedef enum chorus_memory {
+  CHORUS_MEMORY_AUTO = 0,
+  CHORUS_MEMORY_HOST = 1,
+  CHORUS_MEMORY_CUDA = 2 /* CUDA device memory; an error in a library without CUDA support */
+} chorus_memory_t;
+
 typedef struct chorus_call_options {
   size_t struct_size;     /* sizeof(chorus_call_options_t) */
   double timeout_seconds; /* this call's deadline; 0: the communicator's */
   const char* algorithm;  /* "ring", "binomial", ...; NULL: chosen (must agree on all ranks) */
+  chorus_memory_t memory; /* where every buffer of the call lives */
+  /* For device buffers, the cudaStream_t that orders them (NULL: the legacy default stream):
+   * the call starts after the work queued there, and work queued there after the call sees
+   * its result. */
+  void* cuda_stream;
 } chorus_call_options_t;
-#define CHORUS_CALL_OPTIONS_INIT {sizeof(chorus_call_options_t), 0.0, NULL}
+#define CHORUS_CALL_OPTIONS_INIT {sizeof(chorus_call_options_t), 0.0, NULL, CHORUS_MEMORY_AUTO, NULL}
 
 /* ---- Collectives. Counts are in elements; the v-forms take one count (and displacement) per
  * rank, in arrays of chorus_comm_size() entries (root only where the C++ API says so; NULL

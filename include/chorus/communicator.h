@@ -64,6 +64,13 @@ struct CommunicatorOptions {
 struct CallOptions {
   double timeout_seconds = 0;  // this call's deadline; 0: the communicator's
   std::string algorithm;       // "ring", "binomial", ...; empty: chosen by size and topology
+  // Where every buffer of the call lives (docs/cuda.md); kAuto asks the CUDA runtime when the
+  // library has CUDA support and a GPU is present.
+  MemoryType memory = MemoryType::kAuto;
+  // For device buffers: the cudaStream_t (cast to void*) that orders them; null: the legacy
+  // default stream. The call starts after the work queued there; work queued there after the
+  // call sees the result.
+  void* cuda_stream = nullptr;
 };
 
 class Communicator {

@@ -34,6 +34,13 @@ enum class ReduceOp : int {
   kAvg = CHORUS_AVG,
 };
 
+// Where a call's buffers live (CallOptions::memory).
+enum class MemoryType : int {
+  kAuto = CHORUS_MEMORY_AUTO,  // asked of the CUDA runtime when there is one, else host
+  kHost = CHORUS_MEMORY_HOST,
+  kCuda = CHORUS_MEMORY_CUDA,  // CUDA device memory
+};
+
 // Bytes per element.
 inline size_t DataTypeSize(DataType type) {
   return chorus_datatype_size(static_cast<chorus_datatype_t>(type));

@@ -94,6 +94,23 @@ absl::StatusOr<CollectiveOptions> ToCallOptions(const chorus_call_options_t* opt
   if (CHORUS_C_HAS_FIELD(options, T, algorithm) && options->algorithm != nullptr) {
     result.algorithm = options->algorithm;
   }
+  if (CHORUS_C_HAS_FIELD(options, T, memory)) {
+    switch (options->memory) {
+      case CHORUS_MEMORY_AUTO:
+        result.memory = MemoryPlacement::kAuto;
+        break;
+      case CHORUS_MEMORY_HOST:
+        result.memory = MemoryPlacement::kHost;
+        break;
+      case CHORUS_MEMORY_CUDA:
+        result.memory = MemoryPlacement::kCuda;
+        break;
+      default:
+        return InvalidArgumentError(
+            absl::StrCat("unknown chorus_memory_t ", static_cast<int>(options->memory)));
+    }
+  }
+  if (CHORUS_C_HAS_FIELD(options, T, cuda_stream)) result.cuda_stream = options->cuda_stream;
   return result;
 }
 

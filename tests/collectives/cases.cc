@@ -129,6 +129,65 @@ struct Buffers {
   }
 };
 
+// The device copies of a case's buffers (CaseMemory). The call's pointers into the host buffers
+// map to the same offsets in the copies; the first mapping uploads both buffers, which the case
+// has filled by then, and Download brings the receive buffer back to be checked.
+class DeviceMirror {
+ public:
+  DeviceMirror(const CaseMemory& memory, Buffers& b) : memory_(memory), b_(b) {}
+  ~DeviceMirror() {
+    if (send_ != nullptr) memory_.runtime->FreeDevice(memory_.device, send_);
+    if (recv_ != nullptr) memory_.runtime->FreeDevice(memory_.device, recv_);
+  }
+  DeviceMirror(const DeviceMirror&) = delete;
+  DeviceMirror& operator=(const DeviceMirror&) = delete;
+
+  template <typename T>
+  T* operator()(T* host) {
+    if (memory_.runtime == nullptr || host == nullptr) return host;
+    if (!uploaded_) Upload();
+    const uint8_t* p = reinterpret_cast<const uint8_t*>(host);
+    if (!b_.send.empty() && p >= b_.send.data() && p < b_.send.data() + b_.send.size()) {
+      return reinterpret_cast<T*>(send_ + (p - b_.send.data()));
+    }
+    return reinterpret_cast<T*>(recv_ + (p - b_.recv.data()));
+  }
+
+  absl::Status Download() {
+    if (!uploaded_ || !status_.ok()) return status_;
+    CHORUS_RETURN_IF_ERROR(memory_.runtime->CopyAsync(b_.recv.data(), recv_, b_.recv.size(),
+                                                      memory_.device, memory_.stream));
+    return memory_.runtime->WaitStream(memory_.device, memory_.stream, Deadline::Infinite());
+  }
+
+  const absl::Status& status() const { return status_; }
+
+ private:
+  void Upload() {
+    uploaded_ = true;
+    status_ = Copy(b_.send, send_);
+    if (status_.ok()) status_ = Copy(b_.recv, recv_);
+    if (status_.ok()) {
+      status_ = memory_.runtime->WaitStream(memory_.device, memory_.stream, Deadline::Infinite());
+    }
+  }
+  absl::Status Copy(const std::vector<uint8_t>& host, uint8_t*& device) {
+    // At least one byte, so that an empty buffer still has an address of its own.
+    CHORUS_ASSIGN_OR_RETURN(void* allocated,
+                            memory_.runtime->AllocateDevice(memory_.device, host.size() + 1));
+    device = static_cast<uint8_t*>(allocated);
+    return memory_.runtime->CopyAsync(device, host.data(), host.size(), memory_.device,
+                                      memory_.stream);
+  }
+
+  const CaseMemory& memory_;
+  Buffers& b_;
+  bool uploaded_ = false;
+  absl::Status status_;
+  uint8_t* send_ = nullptr;
+  uint8_t* recv_ = nullptr;
+};
+
 // Per-rank counts of the v-collectives: uneven, with empty blocks.
 std::vector<size_t> VCounts(size_t count, int ranks) {
   std::vector<size_t> counts(ranks);
@@ -322,7 +381,7 @@ std::vector<Case> BuildCases(const Matrix& matrix, int ranks) {
   return cases;
 }
 
-absl::Status RunCase(Communicator& comm, const Case& c) {
+absl::Status RunCase(Communicator& comm, const Case& c, const CaseMemory& memory) {
   const int p = comm.size();
   const int r = comm.rank();
   const size_t n = c.count;
@@ -331,6 +390,11 @@ absl::Status RunCase(Communicator& comm, const Case& c) {
   CollectiveOptions options;
   options.algorithm = c.algorithm;
   Buffers b(t);
+  DeviceMirror d(memory, b);
+  if (memory.runtime != nullptr) {
+    options.memory = MemoryPlacement::kCuda;
+    options.cuda_stream = memory.stream;
+  }
   // Inputs are periodic in the index (156 for reductions, 251 for moved data), so one period
   // is converted and then tiled: megabyte cases cost memcpy, not per-element conversions.
   auto fill = [&](uint8_t* base, size_t elems, size_t first_index, size_t period,
@@ -368,7 +432,7 @@ absl::Status RunCase(Communicator& comm, const Case& c) {
       expect_reduction(0, n, 0);
       uint8_t* in = c.in_place ? b.recv.data() : b.send.data();
       reduction_input(in, n, 0);
-      status = comm.AllReduce(in, b.recv.data(), n, t, c.op, options);
+      status = comm.AllReduce(d(in), d(b.recv.data()), n, t, c.op, options);
       break;
     }
     case CollectiveKind::kBroadcast: {
@@ -376,8 +440,8 @@ absl::Status RunCase(Communicator& comm, const Case& c) {
       expect_moved(0, n, c.root, 0);
       uint8_t* in = c.in_place ? b.recv.data() : b.send.data();
       if (is_root) moved_input(in, n, r, 0);
-      status = comm.Broadcast(is_root || c.in_place ? in : nullptr, b.recv.data(), n, t, c.root,
-                              options);
+      status = comm.Broadcast(d(is_root || c.in_place ? in : nullptr), d(b.recv.data()), n, t,
+                              c.root, options);
       break;
     }
     case CollectiveKind::kReduce: {
@@ -385,8 +449,8 @@ absl::Status RunCase(Communicator& comm, const Case& c) {
       if (is_root) expect_reduction(0, n, 0);
       uint8_t* in = c.in_place && is_root ? b.recv.data() : b.send.data();
       reduction_input(in, n, 0);
-      status = comm.Reduce(in, is_root || !c.in_place ? b.recv.data() : nullptr, n, t, c.op, c.root,
-                           options);
+      status = comm.Reduce(d(in), d(is_root || !c.in_place ? b.recv.data() : nullptr), n, t, c.op,
+                           c.root, options);
       break;
     }
     case CollectiveKind::kAllGather:
@@ -399,8 +463,8 @@ absl::Status RunCase(Communicator& comm, const Case& c) {
       uint8_t* in = c.in_place ? b.recv_at(offsets[r]) : b.send.data();
       moved_input(in, counts[r], r, 0);
       status = c.kind == CollectiveKind::kAllGather
-                   ? comm.AllGather(in, b.recv.data(), n, t, options)
-                   : comm.AllGatherV(in, b.recv.data(), counts, t, options);
+                   ? comm.AllGather(d(in), d(b.recv.data()), n, t, options)
+                   : comm.AllGatherV(d(in), d(b.recv.data()), counts, t, options);
       break;
     }
     case CollectiveKind::kReduceScatter:
@@ -419,15 +483,16 @@ absl::Status RunCase(Communicator& comm, const Case& c) {
         b.expected.resize((offsets[r] + counts[r]) * b.elem);
         uint8_t* out = b.recv_at(offsets[r]);
         status = c.kind == CollectiveKind::kReduceScatter
-                     ? comm.ReduceScatter(b.recv.data(), out, n, t, c.op, options)
-                     : comm.ReduceScatterV(b.recv.data(), out, counts, t, c.op, options);
+                     ? comm.ReduceScatter(d(b.recv.data()), d(out), n, t, c.op, options)
+                     : comm.ReduceScatterV(d(b.recv.data()), d(out), counts, t, c.op, options);
       } else {
         b.Resize(total, counts[r]);
         reduction_input(b.send.data(), total, 0);
         expect_reduction(0, counts[r], offsets[r]);
-        status = c.kind == CollectiveKind::kReduceScatter
-                     ? comm.ReduceScatter(b.send.data(), b.recv.data(), n, t, c.op, options)
-                     : comm.ReduceScatterV(b.send.data(), b.recv.data(), counts, t, c.op, options);
+        status =
+            c.kind == CollectiveKind::kReduceScatter
+                ? comm.ReduceScatter(d(b.send.data()), d(b.recv.data()), n, t, c.op, options)
+                : comm.ReduceScatterV(d(b.send.data()), d(b.recv.data()), counts, t, c.op, options);
       }
       break;
     }
@@ -444,8 +509,8 @@ absl::Status RunCase(Communicator& comm, const Case& c) {
       uint8_t* in = c.in_place && is_root ? b.recv_at(displs[r]) : b.send.data();
       moved_input(in, counts[r], r, 0);
       void* out = is_root ? b.recv.data() : nullptr;
-      status = v ? comm.GatherV(in, counts[r], out, counts, displs, t, c.root, options)
-                 : comm.Gather(in, out, n, t, c.root, options);
+      status = v ? comm.GatherV(d(in), counts[r], d(out), counts, displs, t, c.root, options)
+                 : comm.Gather(d(in), d(out), n, t, c.root, options);
       break;
     }
     case CollectiveKind::kScatter:
@@ -465,9 +530,9 @@ absl::Status RunCase(Communicator& comm, const Case& c) {
       }
       const uint8_t* in = root_in_place ? b.recv.data() : b.send.data();
       uint8_t* out = root_in_place ? b.recv_at(displs[r]) : b.recv.data();
-      status = v ? comm.ScatterV(is_root ? in : nullptr, counts, displs, out, counts[r], t, c.root,
-                                 options)
-                 : comm.Scatter(is_root ? in : nullptr, out, n, t, c.root, options);
+      status = v ? comm.ScatterV(d(is_root ? in : nullptr), counts, displs, d(out), counts[r], t,
+                                 c.root, options)
+                 : comm.Scatter(d(is_root ? in : nullptr), d(out), n, t, c.root, options);
       break;
     }
     case CollectiveKind::kAllToAll: {
@@ -475,7 +540,7 @@ absl::Status RunCase(Communicator& comm, const Case& c) {
       for (int q = 0; q < p; ++q) expect_moved(q * n, n, q, r * n);
       uint8_t* in = c.in_place ? b.recv.data() : b.send.data();
       moved_input(in, p * n, r, 0);
-      status = comm.AllToAll(in, b.recv.data(), n, t, options);
+      status = comm.AllToAll(d(in), d(b.recv.data()), n, t, options);
       break;
     }
     case CollectiveKind::kAllToAllV: {
@@ -497,8 +562,8 @@ absl::Status RunCase(Communicator& comm, const Case& c) {
         for (int d = 0; d < p; ++d) q_counts[d] = AllToAllVCount(n, q, d, c.in_place);
         expect_moved(recv_displs[q], recv_counts[q], q, Gapped(q_counts)[r]);
       }
-      status = comm.AllToAllV(in, send_counts, send_displs, b.recv.data(), recv_counts, recv_displs,
-                              t, options);
+      status = comm.AllToAllV(d(in), send_counts, send_displs, d(b.recv.data()), recv_counts,
+                              recv_displs, t, options);
       break;
     }
     case CollectiveKind::kBarrier:
@@ -508,11 +573,14 @@ absl::Status RunCase(Communicator& comm, const Case& c) {
       return InternalError(absl::StrCat("no test for ", c.Describe()));
   }
   if (!status.ok()) return Annotate(status, absl::StrCat(c.Describe(), " on rank ", r));
+  CHORUS_RETURN_IF_ERROR(d.status());
+  CHORUS_RETURN_IF_ERROR(d.Download());
   return Compare(c, r, b.recv, b.expected, check_from);
 }
 
-absl::Status RunCases(Communicator& comm, const std::vector<Case>& cases) {
-  for (const Case& c : cases) CHORUS_RETURN_IF_ERROR(RunCase(comm, c));
+absl::Status RunCases(Communicator& comm, const std::vector<Case>& cases,
+                      const CaseMemory& memory) {
+  for (const Case& c : cases) CHORUS_RETURN_IF_ERROR(RunCase(comm, c, memory));
   return absl::OkStatus();
 }
 

@@ -14,6 +14,7 @@
 #include "chorus/collectives/collective_kind.h"
 #include "chorus/collectives/communicator.h"
 #include "chorus/core/types.h"
+#include "chorus/cuda/gpu_runtime.h"
 
 namespace chorus::testing {
 
@@ -52,12 +53,23 @@ double ElementValue(DataType type, const void* base, size_t index);
 // build the same list). Roots vary with the case so that every rank is a root somewhere.
 std::vector<Case> BuildCases(const Matrix& matrix, int ranks);
 
+// Where RunCase puts the buffers it passes: host memory (no runtime), or copies in the memory
+// of `device` of a GPU runtime (the CUDA runtime, or the tests' host stand-in), passed with
+// CollectiveOptions::memory = kCuda on `stream`. Inputs are written and outputs checked on the
+// host either way.
+struct CaseMemory {
+  GpuRuntime* runtime = nullptr;
+  int device = 0;
+  void* stream = nullptr;
+};
+
 // Runs one case on this rank and checks its output; the error names the case and the first
 // wrong element (index, expected, got).
-absl::Status RunCase(Communicator& comm, const Case& c);
+absl::Status RunCase(Communicator& comm, const Case& c, const CaseMemory& memory = {});
 
 // Runs all cases in order; stops at the first failure.
-absl::Status RunCases(Communicator& comm, const std::vector<Case>& cases);
+absl::Status RunCases(Communicator& comm, const std::vector<Case>& cases,
+                      const CaseMemory& memory = {});
 
 }  // namespace chorus::testing
 

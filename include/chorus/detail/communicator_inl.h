@@ -34,6 +34,8 @@ inline chorus_call_options_t ToC(const CallOptions& options) {
   chorus_call_options_t c_options = CHORUS_CALL_OPTIONS_INIT;
   c_options.timeout_seconds = options.timeout_seconds;
   c_options.algorithm = options.algorithm.empty() ? nullptr : options.algorithm.c_str();
+  c_options.memory = static_cast<chorus_memory_t>(options.memory);
+  c_options.cuda_stream = options.cuda_stream;
   return c_options;
 }
 

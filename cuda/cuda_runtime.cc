@@ -1,0 +1,187 @@
+#include "chorus/cuda/cuda_runtime.h"
+
+#include <cuda_runtime_api.h>
+
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "chorus/core/status.h"
+#include "chorus/cuda/reduce_kernels.h"
+
+namespace chorus {
+namespace {
+
+// "cudaMemcpyAsync failed: cudaErrorInvalidValue (invalid argument)". Errors that say the arguments
+// were wrong are kInvalidArgument; the rest kInternal.
+absl::Status CudaStatus(cudaError_t error, const char* call) {
+  if (error == cudaSuccess) return absl::OkStatus();
+  const std::string message = absl::StrCat(call, " failed: ", cudaGetErrorName(error), " (",
+                                           cudaGetErrorString(error), ")");
+  switch (error) {
+    case cudaErrorInvalidValue:
+    case cudaErrorInvalidDevice:
+    case cudaErrorInvalidDevicePointer:
+    case cudaErrorInvalidResourceHandle:
+      return InvalidArgumentError(message);
+    default:
+      return InternalError(message);
+  }
+}
+
+#define CHORUS_CUDA_RETURN_IF_ERROR(call) CHORUS_RETURN_IF_ERROR(CudaStatus(call, #call))
+
+// Makes `device` current on this thread for the scope and restores the caller's afterwards.
+class ScopedDevice {
+ public:
+  explicit ScopedDevice(int device) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    status_ =
+        previous_ == device ? absl::OkStatus() : CudaStatus(cudaSetDevice(device), "cudaSetDevice");
+  }
+  ~ScopedDevice() {
+    int now = -1;
+    if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) {
+      cudaSetDevice(previous_);
+    }
+  }
+  const absl::Status& status() const { return status_; }
+
+ private:
+  int previous_ = -1;
+  absl::Status status_;
+};
+
+}  // namespace
+
+absl::Status CudaRuntime::Available() {
+  std::call_once(probe_once_, [this] {
+    const cudaError_t error = cudaGetDeviceCount(&devices_);
+    if (error != cudaSuccess) {
+      available_ = CudaStatus(error, "cudaGetDeviceCount");
+      devices_ = 0;
+    } else if (devices_ == 0) {
+      available_ = InvalidArgumentError("cudaGetDeviceCount found no CUDA device");
+    }
+  });
+  return available_;
+}
+
+std::string CudaRuntime::Describe() {
+  int runtime = 0;
+  int driver = 0;
+  cudaRuntimeGetVersion(&runtime);
+  cudaDriverGetVersion(&driver);
+  const absl::Status available = Available();
+  return absl::StrCat(
+      "CUDA runtime ", runtime / 1000, ".", runtime % 1000 / 10, ", driver ", driver / 1000, ".",
+      driver % 1000 / 10, ", ",
+      available.ok() ? absl::StrCat(devices_, " device(s)") : std::string(available.message()));
+}
+
+absl::StatusOr<PointerLocation> CudaRuntime::Locate(const void* pointer) {
+  CHORUS_RETURN_IF_ERROR(Available());
+  cudaPointerAttributes attributes{};
+  CHORUS_CUDA_RETURN_IF_ERROR(cudaPointerGetAttributes(&attributes, pointer));
+  PointerLocation location;
+  if (attributes.type == cudaMemoryTypeDevice || attributes.type == cudaMemoryTypeManaged) {
+    location.on_device = true;
+    location.device = attributes.device;
+  }
+  return location;
+}
+
+absl::StatusOr<int> CudaRuntime::StreamDevice(void* stream) {
+  CHORUS_RETURN_IF_ERROR(Available());
+  int device = -1;
+  if (stream == nullptr) {
+    CHORUS_CUDA_RETURN_IF_ERROR(cudaGetDevice(&device));
+  } else {
+    CHORUS_CUDA_RETURN_IF_ERROR(cudaStreamGetDevice(static_cast<cudaStream_t>(stream), &device));
+  }
+  return device;
+}
+
+absl::StatusOr<void*> CudaRuntime::AllocatePinned(size_t bytes) {
+  CHORUS_RETURN_IF_ERROR(Available());
+  void* pointer = nullptr;
+  CHORUS_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&pointer, bytes, cudaHostAllocPortable));
+  return pointer;
+}
+
+void CudaRuntime::FreePinned(void* pointer) {
+  // Nothing to do on failure: the memory is the process's until it ends.
+  cudaFreeHost(pointer);
+}
+
+absl::StatusOr<void*> CudaRuntime::AllocateDevice(int device, size_t bytes) {
+  CHORUS_RETURN_IF_ERROR(Available());
+  ScopedDevice scoped(device);
+  CHORUS_RETURN_IF_ERROR(scoped.status());
+  void* pointer = nullptr;
+  CHORUS_CUDA_RETURN_IF_ERROR(cudaMalloc(&pointer, bytes));
+  return pointer;
+}
+
+void CudaRuntime::FreeDevice(int device, void* pointer) {
+  ScopedDevice scoped(device);
+  cudaFree(pointer);
+}
+
+absl::Status CudaRuntime::CopyAsync(void* dst, const void* src, size_t bytes, int device,
+                                    void* stream) {
+  if (bytes == 0) return absl::OkStatus();
+  ScopedDevice scoped(device);
+  CHORUS_RETURN_IF_ERROR(scoped.status());
+  return CudaStatus(
+      cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream)),
+      "cudaMemcpyAsync");
+}
+
+absl::Status CudaRuntime::ReduceAsync(DataType type, ReduceOp op, const void* a, const void* b,
+                                      void* dst, size_t count, int device, void* stream) {
+  ScopedDevice scoped(device);
+  CHORUS_RETURN_IF_ERROR(scoped.status());
+  return CudaStatus(
+      static_cast<cudaError_t>(cuda_kernels::LaunchReduce(type, op, a, b, dst, count, stream)),
+      "the reduction kernel's launch");
+}
+
+absl::Status CudaRuntime::DivideAsync(DataType type, void* data, size_t count, int divisor,
+                                      int device, void* stream) {
+  ScopedDevice scoped(device);
+  CHORUS_RETURN_IF_ERROR(scoped.status());
+  return CudaStatus(
+      static_cast<cudaError_t>(cuda_kernels::LaunchDivide(type, data, count, divisor, stream)),
+      "the division kernel's launch");
+}
+
+absl::Status CudaRuntime::WaitStream(int device, void* stream, Deadline deadline) {
+  ScopedDevice scoped(device);
+  CHORUS_RETURN_IF_ERROR(scoped.status());
+  cudaEvent_t event;
+  CHORUS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+  absl::Status status =
+      CudaStatus(cudaEventRecord(event, static_cast<cudaStream_t>(stream)), "cudaEventRecord");
+  // Poll for a few microseconds (copies of small messages end that fast), then sleep between polls
+  // so a long wait leaves the core to others.
+  const absl::Time spin_until = absl::Now() + absl::Microseconds(20);
+  while (status.ok()) {
+    const cudaError_t query = cudaEventQuery(event);
+    if (query == cudaSuccess) break;
+    if (query != cudaErrorNotReady) {
+      status = CudaStatus(query, "waiting for the stream (cudaEventQuery)");
+    } else if (deadline.Expired()) {
+      status = DeadlineExceededError(
+          "the CUDA stream's work did not finish before "
+          "the deadline (a kernel queued before "
+          "the collective may still be running)");
+    } else if (absl::Now() >= spin_until) {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  }
+  cudaEventDestroy(event);
+  return status;
+}
+
+}  // namespace chorus

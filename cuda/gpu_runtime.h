@@ -1,0 +1,82 @@
+// The small part of a GPU runtime that Chorus needs, as an interface: locating pointers, pinned
+// host memory, stream-ordered copies and reductions, and waiting for a stream with a deadline.
+// The CUDA implementation (cuda_runtime.h) is built only by --config=cuda builds; the collective
+// layer speaks this interface, so the host-only library builds without CUDA and tests can run
+// the staging logic over a host-memory stand-in (tests/cuda/host_gpu_runtime.h).
+//
+// Streams are opaque (a cudaStream_t for CUDA); null is the device's legacy default stream.
+// Thread-safety: implementations are thread-safe.
+#ifndef CHORUS_CUDA_GPU_RUNTIME_H_
+#define CHORUS_CUDA_GPU_RUNTIME_H_
+
+#include <cstddef>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "chorus/core/deadline.h"
+#include "chorus/core/types.h"
+
+namespace chorus {
+
+// Where a pointer points.
+struct PointerLocation {
+  bool on_device = false;  // memory of a GPU (device or managed memory), not host memory
+  int device = -1;         // that GPU's ordinal when on_device
+};
+
+class GpuRuntime {
+ public:
+  virtual ~GpuRuntime() = default;
+
+  // One line for logs: runtime, version, device count.
+  virtual std::string Describe() = 0;
+
+  // OK when a GPU can be used; otherwise why not ("no CUDA driver", "no device"), checked once.
+  virtual absl::Status Available() = 0;
+
+  // Where `pointer` lives. Host memory the runtime does not know (plain malloc) is host.
+  virtual absl::StatusOr<PointerLocation> Locate(const void* pointer) = 0;
+
+  // The device `stream` belongs to; for null, the calling thread's current device.
+  virtual absl::StatusOr<int> StreamDevice(void* stream) = 0;
+
+  // Page-locked host memory, which copies to and from a device reach at full speed.
+  virtual absl::StatusOr<void*> AllocatePinned(size_t bytes) = 0;
+  virtual void FreePinned(void* pointer) = 0;
+
+  // Memory of `device`, for tools and tests that need device buffers (Chorus itself never allocates
+  // device memory).
+  virtual absl::StatusOr<void*> AllocateDevice(int device, size_t bytes) = 0;
+  virtual void FreeDevice(int device, void* pointer) = 0;
+
+  // Queues a copy of `bytes` between any two memories on `stream` of `device`: it starts after the
+  // work queued there before it.
+  virtual absl::Status CopyAsync(void* dst, const void* src, size_t bytes, int device,
+                                 void* stream) = 0;
+
+  // Queues dst[i] = a[i] op b[i] on `stream` (kAvg combines like kSum); `dst` may be `a` or `b`.
+  // All three point into memory of `device`.
+  virtual absl::Status ReduceAsync(DataType type, ReduceOp op, const void* a, const void* b,
+                                   void* dst, size_t count, int device, void* stream) = 0;
+
+  // Queues data[i] /= divisor (ReduceOp::kAvg's last step) on `stream`.
+  virtual absl::Status DivideAsync(DataType type, void* data, size_t count, int divisor, int device,
+                                   void* stream) = 0;
+
+  // Returns once the work queued on `stream` so far has finished: OK, the error the work raised, or
+  // DeadlineExceeded at `deadline` (the work goes on).
+  virtual absl::Status WaitStream(int device, void* stream, Deadline deadline) = 0;
+};
+
+// The process's GPU runtime: the one installed by linking //cuda:cuda_runtime (a --config=cuda
+// build), or by a test; null in a host-only build.
+GpuRuntime* InstalledGpuRuntime();
+
+// Makes `runtime` the process's (null uninstalls). It must outlive every use; install before the
+// first collective, not while one runs.
+void InstallGpuRuntime(GpuRuntime* runtime);
+
+}  // namespace chorus
+
+#endif  // CHORUS_CUDA_GPU_RUNTIME_H_

@@ -1,0 +1,129 @@
+#include "tests/cuda/host_gpu_runtime.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "chorus/collectives/reduce/reduce_kernels.h"
+#include "chorus/core/status.h"
+
+namespace chorus::testing {
+
+HostGpuRuntime::~HostGpuRuntime() {
+  for (auto& [start, allocation] : allocations_) std::free(const_cast<char*>(start));
+}
+
+void* HostGpuRuntime::MakeStream(int device) {
+  std::lock_guard<std::mutex> lock(mu_);
+  stream_handles_.push_back(std::make_unique<int>(device));
+  streams_[stream_handles_.back().get()] = device;
+  return stream_handles_.back().get();
+}
+
+int HostGpuRuntime::pinned_blocks_live() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  int live = 0;
+  for (const auto& [start, allocation] : allocations_) live += allocation.device < 0 ? 1 : 0;
+  return live;
+}
+
+absl::Status HostGpuRuntime::Available() { return absl::OkStatus(); }
+
+absl::StatusOr<PointerLocation> HostGpuRuntime::Locate(const void* pointer) {
+  const char* p = static_cast<const char*>(pointer);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = allocations_.upper_bound(p);
+  PointerLocation location;
+  if (it == allocations_.begin()) return location;
+  --it;
+  if (p < it->first + it->second.bytes && it->second.device >= 0) {
+    location.on_device = true;
+    location.device = it->second.device;
+  }
+  return location;
+}
+
+absl::StatusOr<int> HostGpuRuntime::StreamDevice(void* stream) {
+  if (stream == nullptr) return 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) return InvalidArgumentError("not a stream of the host stand-in");
+  return it->second;
+}
+
+absl::StatusOr<void*> HostGpuRuntime::AllocatePinned(size_t bytes) {
+  void* pointer = std::malloc(bytes);
+  if (pointer == nullptr) return InternalError("out of memory");
+  std::lock_guard<std::mutex> lock(mu_);
+  allocations_[static_cast<char*>(pointer)] = {bytes, -1};
+  pinned_allocations_.fetch_add(1);
+  return pointer;
+}
+
+void HostGpuRuntime::FreePinned(void* pointer) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    allocations_.erase(static_cast<char*>(pointer));
+  }
+  std::free(pointer);
+}
+
+absl::StatusOr<void*> HostGpuRuntime::AllocateDevice(int device, size_t bytes) {
+  if (device < 0 || device >= devices_) {
+    return InvalidArgumentError(absl::StrCat("no device ", device));
+  }
+  // One byte more, so that a zero-byte buffer still has an address of its own.
+  void* pointer = std::malloc(bytes + 1);
+  if (pointer == nullptr) return InternalError("out of memory");
+  std::lock_guard<std::mutex> lock(mu_);
+  allocations_[static_cast<char*>(pointer)] = {bytes + 1, device};
+  return pointer;
+}
+
+void HostGpuRuntime::FreeDevice(int device, void* pointer) { FreePinned(pointer); }
+
+void HostGpuRuntime::Enqueue(int device, void* stream, std::function<void()> work) {
+  std::lock_guard<std::mutex> lock(mu_);
+  queues_[{device, stream}].work.push_back(std::move(work));
+}
+
+absl::Status HostGpuRuntime::CopyAsync(void* dst, const void* src, size_t bytes, int device,
+                                       void* stream) {
+  if (failing_copies_.load() > 0 && failing_copies_.fetch_sub(1) > 0) {
+    return InternalError(
+        "cudaMemcpyAsync failed: cudaErrorLaunchFailure "
+        "(injected by the test)");
+  }
+  Enqueue(device, stream, [dst, src, bytes] { std::memcpy(dst, src, bytes); });
+  return absl::OkStatus();
+}
+
+absl::Status HostGpuRuntime::ReduceAsync(DataType type, ReduceOp op, const void* a, const void* b,
+                                         void* dst, size_t count, int device, void* stream) {
+  Enqueue(device, stream, [=] { ReduceBuffers(type, op, a, b, dst, count); });
+  return absl::OkStatus();
+}
+
+absl::Status HostGpuRuntime::DivideAsync(DataType type, void* data, size_t count, int divisor,
+                                         int device, void* stream) {
+  Enqueue(device, stream, [=] { DivideBuffer(type, data, count, divisor); });
+  return absl::OkStatus();
+}
+
+absl::Status HostGpuRuntime::WaitStream(int device, void* stream, Deadline deadline) {
+  Queue* queue;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue = &queues_[{device, stream}];  // std::map nodes stay where they are
+  }
+  std::lock_guard<std::mutex> running(queue->running);
+  std::vector<std::function<void()>> work;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    work.swap(queue->work);
+  }
+  for (auto& step : work) step();
+  return absl::OkStatus();
+}
+
+}  // namespace chorus::testing

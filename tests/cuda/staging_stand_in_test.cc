@@ -1,0 +1,229 @@
+// GPU buffers in the collectives, on machines without a GPU: the whole device-buffer path
+// (placement, staging through pinned memory, stream ordering, point-to-point, errors) runs over the
+// host stand-in of the GPU runtime (host_gpu_runtime.h), whose streams run their copies only when
+// waited for. The same matrix runs on a real GPU in cuda_device_test.
+#include <catch2/catch.hpp>
+#include <cstring>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "chorus/collectives/communicator.h"
+#include "chorus/core/status.h"
+#include "tests/collectives/cases.h"
+#include "tests/collectives/world.h"
+#include "tests/cuda/host_gpu_runtime.h"
+
+namespace chorus::testing {
+namespace {
+
+// Installed for one test, uninstalled after it.
+class InstalledStandIn {
+ public:
+  InstalledStandIn() { InstallGpuRuntime(&runtime_); }
+  ~InstalledStandIn() { InstallGpuRuntime(nullptr); }
+  HostGpuRuntime& runtime() { return runtime_; }
+
+ private:
+  HostGpuRuntime runtime_;
+};
+
+Matrix SmallMatrix() {
+  Matrix matrix;
+  matrix.types = {DataType::kInt32, DataType::kFloat16, DataType::kUint8};
+  return matrix;
+}
+
+// Every rank's failure, not only the first: a rank that fails first is the one to read.
+void CheckAll(const std::vector<absl::Status>& statuses) {
+  for (size_t rank = 0; rank < statuses.size(); ++rank) {
+    INFO("rank " << rank << ": " << statuses[rank].ToString());
+    CHECK(statuses[rank].ok());
+  }
+}
+
+TEST_CASE("host stand-in: every collective and algorithm on device buffers, 3 ranks as threads",
+          "[stand-in]") {
+  InstalledStandIn stand_in;
+  void* stream = stand_in.runtime().MakeStream(0);
+  const std::vector<Case> cases = BuildCases(SmallMatrix(), 3);
+  INFO(cases.size() << " cases");
+  CheckAll(RunOnThreadsAll(
+      TransportKind::kInproc, 3,
+      [&](Communicator& comm) {
+        return RunCases(comm, cases, CaseMemory{&stand_in.runtime(), 0, stream});
+      },
+      absl::Minutes(3)));
+  // The blocks were pinned once and then reused.
+  CHECK(stand_in.runtime().pinned_allocations() < 40);
+}
+
+TEST_CASE("host stand-in: device buffers over shared memory, 4 ranks as processes", "[stand-in]") {
+  InstalledStandIn stand_in;
+  Matrix matrix = SmallMatrix();
+  matrix.every_algorithm = false;
+  matrix.counts = {0, 7, 100000};
+  const std::vector<Case> cases = BuildCases(matrix, 4);
+  const absl::Status status = RunOnProcesses(
+      TransportKind::kShm, 4,
+      [&](Communicator& comm) {
+        return RunCases(comm, cases, CaseMemory{&stand_in.runtime(), 1, nullptr});
+      },
+      absl::Minutes(3));
+  CHECK(status.ok());
+  if (!status.ok()) FAIL(status.ToString());
+}
+
+// Device buffers of `bytes` on the stand-in, freed with the object.
+struct DeviceBuffer {
+  DeviceBuffer(HostGpuRuntime& runtime, int device, size_t bytes)
+      : runtime(runtime), device(device), data(*runtime.AllocateDevice(device, bytes)) {}
+  ~DeviceBuffer() { runtime.FreeDevice(device, data); }
+  HostGpuRuntime& runtime;
+  int device;
+  void* data;
+};
+
+TEST_CASE("host stand-in: point-to-point and asynchronous collectives on device buffers",
+          "[stand-in]") {
+  InstalledStandIn stand_in;
+  HostGpuRuntime& runtime = stand_in.runtime();
+  const absl::Status status = RunOnThreads(
+      TransportKind::kInproc, 2,
+      [&](Communicator& comm) -> absl::Status {
+        const int peer = 1 - comm.rank();
+        DeviceBuffer buffer(runtime, 0, 4096);
+        std::vector<int32_t> host(1024, comm.rank() + 1);
+        CHORUS_RETURN_IF_ERROR(runtime.CopyAsync(buffer.data, host.data(), 4096, 0, nullptr));
+        CHORUS_RETURN_IF_ERROR(runtime.WaitStream(0, nullptr, Deadline::Infinite()));
+        // Sends from device memory, receives into device memory (auto-detected placement).
+        // Rank 1 echoes rank 0's message; rank 0 checks the echo on the host.
+        DeviceBuffer echo(runtime, 0, 4096);
+        if (comm.rank() == 0) {
+          CHORUS_RETURN_IF_ERROR(comm.Send(buffer.data, 1024, DataType::kInt32, peer, 7));
+          CHORUS_RETURN_IF_ERROR(comm.Recv(echo.data, 1024, DataType::kInt32, peer, 8));
+          std::vector<int32_t> echoed(1024);
+          CHORUS_RETURN_IF_ERROR(runtime.CopyAsync(echoed.data(), echo.data, 4096, 0, nullptr));
+          CHORUS_RETURN_IF_ERROR(runtime.WaitStream(0, nullptr, Deadline::Infinite()));
+          CHORUS_RETURN_IF_ERROR(Expect(echoed == std::vector<int32_t>(1024, 1), "a bad echo"));
+        } else {
+          CHORUS_RETURN_IF_ERROR(comm.Recv(echo.data, 1024, DataType::kInt32, peer, 7));
+          CHORUS_RETURN_IF_ERROR(comm.Send(echo.data, 1024, DataType::kInt32, peer, 8));
+        }
+        WorkPtr work =
+            comm.AllReduceAsync(buffer.data, buffer.data, 1024, DataType::kInt32, ReduceOp::kSum);
+        CHORUS_RETURN_IF_ERROR(work->Wait());
+        CHORUS_RETURN_IF_ERROR(runtime.CopyAsync(host.data(), buffer.data, 4096, 0, nullptr));
+        CHORUS_RETURN_IF_ERROR(runtime.WaitStream(0, nullptr, Deadline::Infinite()));
+        // 1 + 2 on both ranks.
+        for (int32_t v : host) {
+          if (v != 3) {
+            return InternalError(absl::StrCat("rank ", comm.rank(), " got ", v));
+          }
+        }
+        return absl::OkStatus();
+      },
+      absl::Minutes(1));
+  CHECK(status.ok());
+  if (!status.ok()) FAIL(status.ToString());
+}
+
+TEST_CASE("host stand-in: placement errors name what was found", "[stand-in]") {
+  InstalledStandIn stand_in;
+  HostGpuRuntime& runtime = stand_in.runtime();
+  void* other_device_stream = runtime.MakeStream(1);
+  const absl::Status status = RunOnThreads(
+      TransportKind::kInproc, 1,
+      [&](Communicator& comm) -> absl::Status {
+        DeviceBuffer device0(runtime, 0, 64);
+        DeviceBuffer device1(runtime, 1, 64);
+        std::vector<float> host(16);
+        auto expect_invalid = [](const absl::Status& s, const std::string& words) {
+          return Expect(GetErrorKind(s) == ErrorKind::kInvalidArgument &&
+                            std::string(s.message()).find(words) != std::string::npos,
+                        "expected InvalidArgument with '" + words + "', got " + s.ToString());
+        };
+        CHORUS_RETURN_IF_ERROR(expect_invalid(
+            comm.AllReduce(device0.data, host.data(), 16, DataType::kFloat32, ReduceOp::kSum),
+            "the send buffer is CUDA device memory but the receive buffer is host memory"));
+        CollectiveOptions cuda;
+        cuda.memory = MemoryPlacement::kCuda;
+        CHORUS_RETURN_IF_ERROR(expect_invalid(
+            comm.AllReduce(host.data(), host.data(), 16, DataType::kFloat32, ReduceOp::kSum, cuda),
+            "the send buffer is host memory"));
+        CHORUS_RETURN_IF_ERROR(expect_invalid(
+            comm.AllReduce(device0.data, device1.data, 16, DataType::kFloat32, ReduceOp::kSum),
+            "is on CUDA device 0 but the receive buffer on device 1"));
+        CollectiveOptions wrong_stream;
+        wrong_stream.cuda_stream = other_device_stream;
+        CHORUS_RETURN_IF_ERROR(
+            expect_invalid(comm.AllReduce(device0.data, device0.data, 16, DataType::kFloat32,
+                                          ReduceOp::kSum, wrong_stream),
+                           "the stream belongs to device 1"));
+        CHORUS_RETURN_IF_ERROR(expect_invalid(
+            comm.Send(device0.data, 16, DataType::kFloat32, 0, 1, cuda), "not another rank"));
+        // kHost is trusted: no question asked of the runtime, host buffers run as before.
+        CollectiveOptions host_only;
+        host_only.memory = MemoryPlacement::kHost;
+        return comm.AllReduce(host.data(), host.data(), 16, DataType::kFloat32, ReduceOp::kSum,
+                              host_only);
+      },
+      absl::Minutes(1));
+  CHECK(status.ok());
+  if (!status.ok()) FAIL(status.ToString());
+}
+
+TEST_CASE("without a GPU runtime, device placement is an InvalidArgument naming the build",
+          "[stand-in]") {
+  InstallGpuRuntime(nullptr);
+  const absl::Status status = RunOnThreads(
+      TransportKind::kInproc, 1,
+      [&](Communicator& comm) -> absl::Status {
+        std::vector<float> host(16, 1.0f);
+        CollectiveOptions cuda;
+        cuda.memory = MemoryPlacement::kCuda;
+        const absl::Status s =
+            comm.AllReduce(host.data(), host.data(), 16, DataType::kFloat32, ReduceOp::kSum, cuda);
+        CHORUS_RETURN_IF_ERROR(
+            Expect(GetErrorKind(s) == ErrorKind::kInvalidArgument &&
+                       std::string(s.message()).find("no CUDA support") != std::string::npos,
+                   "got " + s.ToString()));
+        // The default (kAuto) is host memory when no runtime is installed.
+        return comm.AllReduce(host.data(), host.data(), 16, DataType::kFloat32, ReduceOp::kSum);
+      },
+      absl::Minutes(1));
+  CHECK(status.ok());
+  if (!status.ok()) FAIL(status.ToString());
+}
+
+TEST_CASE("host stand-in: a failed copy fails the collective on every rank promptly",
+          "[stand-in]") {
+  InstalledStandIn stand_in;
+  HostGpuRuntime& runtime = stand_in.runtime();
+  CommunicatorOptions options;
+  options.timeout = absl::Seconds(20);
+  const absl::Time start = absl::Now();
+  const std::vector<absl::Status> statuses = RunOnThreadsAll(
+      TransportKind::kInproc, 3,
+      [&](Communicator& comm) -> absl::Status {
+        DeviceBuffer buffer(runtime, 0, 4096);
+        std::vector<float> host(1024, 1.0f);
+        if (comm.rank() == 1) runtime.FailCopies(1);
+        // Ranks 0 and 2 stage from host memory; rank 1's device copy fails.
+        void* data = comm.rank() == 1 ? buffer.data : static_cast<void*>(host.data());
+        return comm.AllReduce(data, data, 1024, DataType::kFloat32, ReduceOp::kSum);
+      },
+      absl::Minutes(1));
+  const absl::Duration took = absl::Now() - start;
+  INFO("took " << absl::FormatDuration(took));
+  for (size_t r = 0; r < statuses.size(); ++r) {
+    INFO("rank " << r << ": " << statuses[r].ToString());
+    CHECK_FALSE(statuses[r].ok());
+  }
+  CHECK(std::string(statuses[1].message()).find("copying in the CUDA device buffers") !=
+        std::string::npos);
+  CHECK(std::string(statuses[1].message()).find("cudaMemcpyAsync failed") != std::string::npos);
+  CHECK(took < absl::Seconds(10));
+}
+
+}  // namespace
+}  // namespace chorus::testing
