@@ -19,6 +19,11 @@ PACKAGES=(
   binutils cmake pkg-config               # libchorus's link (ld -r, objcopy); consumer tests
 )
 
+# The CUDA toolkit (nvcc, cudart) is not installed here: it comes with the build machines' image
+# at /usr/local/cuda (NVIDIA's CUDA 13 packages). Where it is absent, --config=cuda cannot build
+# and tools/test.sh reports the CUDA stage as skipped; install NVIDIA's cuda-toolkit package (or
+# Debian's nvidia-cuda-toolkit from non-free, linked to /usr/local/cuda) to build it.
+
 missing=()
 for package in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds, runs every test, then (whole suite
-# only) the transport, shared-memory, collectives and reliability suites again under
+# only) the CUDA targets built with --config=cuda (they compile and link here; the GPU tests
+# say SKIPPED without a GPU, docs/cuda.md), the transport, shared-memory, CUDA-staging,
+# collectives and reliability suites again under
 # AddressSanitizer + UndefinedBehaviorSanitizer and under ThreadSanitizer, and each fuzz target
 # for 30 s (tools/fuzz.sh). Ends with the line "N passed, N failed" counting Catch2 test cases
 # of every run and one case per fuzz target. Extra arguments go to `bazel test` and skip the
@@ -15,7 +17,7 @@ whole_suite=false
 # What the sanitizer runs cover: everything that moves bytes between threads and processes.
 # (The benchmark and launcher tests drive the same code through separate programs.)
 sanitized=(//tests/core/... //tests/security/... //tests/rendezvous/... //tests/transport/...
-  //tests/shm/...
+  //tests/shm/... //tests/cuda/...
   //tests/collectives/... //tests/harness/... //tests/reliability/...)
 
 # Bazel 4 keeps the _virtual_includes symlink of a header after the header moves to another
@@ -46,6 +48,13 @@ run_suite() {
 
 run_suite tests "${targets[@]}"
 if $whole_suite; then
+  # CUDA code compiles and links on every run: a CUDA-only build error fails CI.
+  if [ -x /usr/local/cuda/bin/nvcc ]; then
+    run_suite cuda --config=cuda //cuda/... //tests/cuda/... //benchmarks/cuda/...
+  else
+    echo "SKIPPED: no CUDA toolkit at /usr/local/cuda (tools/install_deps.sh says how to get it)"
+    echo "cuda 0 0 1" >"$work/cuda.counts"
+  fi
   # The soak's length is not what the sanitizers check; a shorter one keeps CI in budget.
   run_suite asan --config=asan --test_env=CHORUS_SOAK_SECONDS=15 "${sanitized[@]}"
   run_suite tsan --config=tsan --test_env=CHORUS_SOAK_SECONDS=15 "${sanitized[@]}"

@@ -1,0 +1,133 @@
+// On a real GPU (--config=cuda builds; "SKIPPED: <why>" without a GPU): the device reduction
+// kernels against the host kernels for every type and op, and the collectives matrix on device
+// buffers with ranks as processes sharing the GPU, over shared memory and TCP. The processes
+// case runs first: the parent must not touch CUDA before it forks.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "chorus/collectives/reduce/reduce_kernels.h"
+#include "chorus/core/status.h"
+#include "chorus/cuda/cuda_runtime.h"
+#include "tests/collectives/cases.h"
+#include "tests/collectives/world.h"
+
+namespace chorus::testing {
+namespace {
+
+// Whether this machine has an NVIDIA driver, asked without initialising CUDA.
+bool HasNvidiaDriver() { return access("/dev/nvidiactl", F_OK) == 0; }
+
+TEST_CASE("every collective on device buffers, ranks as processes", "[gpu][processes]") {
+  if (!HasNvidiaDriver()) {
+    WARN("SKIPPED: no NVIDIA driver on this machine (/dev/nvidiactl is absent)");
+    return;
+  }
+  for (TransportKind transport : {TransportKind::kShm, TransportKind::kTcp}) {
+    for (int ranks : {2, 3, 4}) {
+      Matrix matrix;
+      matrix.types = {DataType::kFloat32, DataType::kBFloat16, DataType::kInt64};
+      matrix.counts = {0, 7, 1000, 300000};
+      matrix.every_algorithm = ranks == 3;
+      const std::vector<Case> cases = BuildCases(matrix, ranks);
+      const absl::Status status = RunOnProcesses(
+          transport, ranks,
+          [&](Communicator& comm) {
+            return RunCases(comm, cases, CaseMemory{InstalledGpuRuntime(), 0, nullptr});
+          },
+          absl::Minutes(4));
+      INFO(cases.size() << " cases, " << ranks << " ranks over " << TransportName(transport));
+      CHECK(status.ok());
+      if (!status.ok()) FAIL(status.ToString());
+    }
+  }
+}
+
+// Bit for bit, except that two NaNs are equal (their payload bits may differ).
+bool SameElements(DataType type, const std::vector<uint8_t>& x, const std::vector<uint8_t>& y) {
+  const size_t elem = DataTypeSize(type);
+  const bool floating = type == DataType::kFloat16 || type == DataType::kBFloat16 ||
+                        type == DataType::kFloat32 || type == DataType::kFloat64;
+  for (size_t i = 0; i < x.size(); i += elem) {
+    if (std::memcmp(&x[i], &y[i], elem) == 0) continue;
+    if (!floating) return false;
+    const double a = ElementValue(type, x.data(), i / elem);
+    const double b = ElementValue(type, y.data(), i / elem);
+    if (!(a != a && b != b)) return false;
+  }
+  return true;
+}
+
+TEST_CASE("device reduction kernels match the host kernels for every type and op",
+          "[gpu][kernels]") {
+  GpuRuntime* runtime = InstalledGpuRuntime();
+  const absl::Status available = runtime->Available();
+  if (!available.ok()) {
+    WARN("SKIPPED: no usable GPU: " << available.message());
+    return;
+  }
+  constexpr size_t kCount = (1 << 20) + 3;  // a tail after the 16-byte vectors
+  std::mt19937 generator(5);
+  for (int t = 0; t < kNumDataTypes; ++t) {
+    const DataType type = static_cast<DataType>(t);
+    const size_t bytes = kCount * DataTypeSize(type);
+    std::vector<uint8_t> a(bytes), b(bytes);
+    for (auto& byte : a) byte = static_cast<uint8_t>(generator());
+    for (auto& byte : b) byte = static_cast<uint8_t>(generator());
+    void* da = *runtime->AllocateDevice(0, bytes);
+    void* db = *runtime->AllocateDevice(0, bytes);
+    void* dd = *runtime->AllocateDevice(0, bytes);
+    REQUIRE(runtime->CopyAsync(da, a.data(), bytes, 0, nullptr).ok());
+    REQUIRE(runtime->CopyAsync(db, b.data(), bytes, 0, nullptr).ok());
+    for (int o = 0; o < kNumReduceOps; ++o) {
+      const ReduceOp op = static_cast<ReduceOp>(o);
+      std::vector<uint8_t> host(bytes), device(bytes);
+      ReduceBuffers(type, op, a.data(), b.data(), host.data(), kCount);
+      REQUIRE(runtime->ReduceAsync(type, op, da, db, dd, kCount, 0, nullptr).ok());
+      REQUIRE(runtime->CopyAsync(device.data(), dd, bytes, 0, nullptr).ok());
+      REQUIRE(runtime->WaitStream(0, nullptr, Deadline::After(absl::Seconds(30))).ok());
+      INFO(DataTypeName(type) << " " << ReduceOpName(op));
+      CHECK(SameElements(type, host, device));
+    }
+    std::vector<uint8_t> host = a, device(bytes);
+    DivideBuffer(type, host.data(), kCount, 3);
+    REQUIRE(runtime->DivideAsync(type, da, kCount, 3, 0, nullptr).ok());
+    REQUIRE(runtime->CopyAsync(device.data(), da, bytes, 0, nullptr).ok());
+    REQUIRE(runtime->WaitStream(0, nullptr, Deadline::After(absl::Seconds(30))).ok());
+    INFO(DataTypeName(type) << " / 3");
+    CHECK(SameElements(type, host, device));
+    runtime->FreeDevice(0, da);
+    runtime->FreeDevice(0, db);
+    runtime->FreeDevice(0, dd);
+  }
+}
+
+TEST_CASE("a host pointer passed as device memory is an InvalidArgument", "[gpu][errors]") {
+  GpuRuntime* runtime = InstalledGpuRuntime();
+  if (!runtime->Available().ok()) {
+    WARN("SKIPPED: no usable GPU: " << runtime->Available().message());
+    return;
+  }
+  const absl::Status status = RunOnThreads(
+      TransportKind::kInproc, 1,
+      [&](Communicator& comm) -> absl::Status {
+        std::vector<float> host(16, 1.0f);
+        CollectiveOptions cuda;
+        cuda.memory = MemoryPlacement::kCuda;
+        const absl::Status s =
+            comm.AllReduce(host.data(), host.data(), 16, DataType::kFloat32, ReduceOp::kSum, cuda);
+        return Expect(GetErrorKind(s) == ErrorKind::kInvalidArgument &&
+                          std::string(s.message()).find("is host memory") != std::string::npos,
+                      "got " + s.ToString());
+      },
+      absl::Minutes(1));
+  CHECK(status.ok());
+  if (!status.ok()) FAIL(status.ToString());
+}
+
+}  // namespace
+}  // namespace chorus::testing
