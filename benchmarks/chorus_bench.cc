@@ -25,6 +25,7 @@
 #include "chorus/collectives/shape.h"
 #include "chorus/core/env.h"
 #include "chorus/core/status.h"
+#include "chorus/cuda/gpu_runtime.h"
 #include "chorus/rendezvous/rank_env.h"
 #include "chorus/rendezvous/store_url.h"
 #include "chorus/transport/device_from_env.h"
@@ -43,8 +44,9 @@ const std::vector<ToolFlag>& ChorusFlags() {
        "within a host, tcp between hosts); default $CHORUS_TRANSPORT, else tcp"},
       {"store", "", "rendezvous store URL (file:///dir or redis://...); default $CHORUS_STORE"},
       {"buffers", "heap",
-       "where the buffers live: heap, or shared (AllocateSharedMemory: the shm transport reads "
-       "large messages from them in place, as registered buffers)"},
+       "where the buffers live: heap, shared (AllocateSharedMemory: the shm transport reads "
+       "large messages from them in place, as registered buffers), or cuda (device memory of "
+       "GPU local_rank % GPUs; a --config=cuda build, docs/cuda.md)"},
   };
   return *flags;
 }
@@ -91,9 +93,12 @@ absl::StatusOr<std::vector<std::string>> SelectedAlgorithms(const BenchmarkOptio
 class ChorusTarget : public CollectiveTarget {
  public:
   // `algorithm` is a name from Communicator::Algorithms or "auto" (the selector's choice).
-  ChorusTarget(Communicator& comm, const BenchmarkOptions& options, std::string algorithm)
-      : comm_(comm), options_(options) {
+  // `gpu` is null unless --buffers cuda; then the buffers are memory of GPU `device`.
+  ChorusTarget(Communicator& comm, const BenchmarkOptions& options, std::string algorithm,
+               GpuRuntime* gpu, int device)
+      : comm_(comm), options_(options), gpu_(gpu), device_(device) {
     if (algorithm != kAutoAlgorithm) call_options_.algorithm = std::move(algorithm);
+    if (gpu_ != nullptr) call_options_.memory = MemoryPlacement::kCuda;
   }
 
   int rank() const override { return comm_.rank(); }
@@ -140,8 +145,7 @@ class ChorusTarget : public CollectiveTarget {
   }
 
   absl::StatusOr<double> MaxOverRanks(double value) override {
-    CHORUS_RETURN_IF_ERROR(
-        comm_.AllReduce(&value, &value, 1, DataType::kFloat64, ReduceOp::kMax));
+    CHORUS_RETURN_IF_ERROR(comm_.AllReduce(&value, &value, 1, DataType::kFloat64, ReduceOp::kMax));
     return value;
   }
 
@@ -153,6 +157,19 @@ class ChorusTarget : public CollectiveTarget {
   absl::Status Barrier() override { return comm_.Barrier(); }
 
   absl::StatusOr<std::shared_ptr<std::byte>> AllocateBuffer(size_t bytes) override {
+    if (gpu_ != nullptr) {
+      CHORUS_ASSIGN_OR_RETURN(void* data,
+                              gpu_->AllocateDevice(device_, std::max<size_t>(bytes, 1)));
+      // Zero-filled, like the heap buffers.
+      const std::vector<std::byte> zeros(bytes);
+      CHORUS_RETURN_IF_ERROR(gpu_->CopyAsync(data, zeros.data(), bytes, device_, nullptr));
+      CHORUS_RETURN_IF_ERROR(gpu_->WaitStream(device_, nullptr, Deadline::Infinite()));
+      GpuRuntime* gpu = gpu_;
+      const int device = device_;
+      return std::shared_ptr<std::byte>(static_cast<std::byte*>(data), [gpu, device](std::byte* p) {
+        gpu->FreeDevice(device, p);
+      });
+    }
     if (options_.tool_flags.at("buffers") != "shared") {
       return CollectiveTarget::AllocateBuffer(bytes);
     }
@@ -160,6 +177,11 @@ class ChorusTarget : public CollectiveTarget {
     std::memset(data, 0, bytes);  // touched once, like the heap buffers
     return std::shared_ptr<std::byte>(static_cast<std::byte*>(data),
                                       [](std::byte* p) { shm::FreeSharedMemory(p).IgnoreError(); });
+  }
+
+  GpuRuntime* DeviceMemory(int* device) override {
+    *device = device_;
+    return gpu_;
   }
 
   // For `auto`: the algorithms the selector picked over the sweep, e.g. "auto (ring)".
@@ -172,6 +194,8 @@ class ChorusTarget : public CollectiveTarget {
  private:
   Communicator& comm_;
   const BenchmarkOptions& options_;
+  GpuRuntime* const gpu_;
+  const int device_;
   CollectiveOptions call_options_;
   void* input_ = nullptr;
   void* output_ = nullptr;
@@ -184,25 +208,23 @@ absl::Status Main(int argc, char** argv) {
                           ParseBenchmarkFlags(argc, argv, ChorusFlags()));
   if (options.help) {
     std::fputs(BenchmarkUsage("chorus_bench", ChorusFlags()).c_str(), stdout);
-    std::fputs("Run it under chorusrun (or set CHORUS_RANK, CHORUS_SIZE, CHORUS_STORE).\n",
-               stdout);
+    std::fputs("Run it under chorusrun (or set CHORUS_RANK, CHORUS_SIZE, CHORUS_STORE).\n", stdout);
     return absl::OkStatus();
   }
   const std::string& transport_flag = options.tool_flags.at("transport");
   const std::string transport =
       transport_flag.empty() ? TransportFromEnvironment("tcp") : transport_flag;
   const std::string& buffers = options.tool_flags.at("buffers");
-  if (buffers != "heap" && buffers != "shared") {
+  if (buffers != "heap" && buffers != "shared" && buffers != "cuda") {
     return InvalidArgumentError(
-        absl::StrCat("chorus_bench --buffers: '", buffers, "' is neither heap nor shared"));
+        absl::StrCat("chorus_bench --buffers: '", buffers, "' is not heap, shared or cuda"));
   }
   CHORUS_RETURN_IF_ERROR(CheckTransport(transport));  // before the slow probe
-  CHORUS_ASSIGN_OR_RETURN(const std::vector<std::string> algorithms,
-                          SelectedAlgorithms(options));
+  CHORUS_ASSIGN_OR_RETURN(const std::vector<std::string> algorithms, SelectedAlgorithms(options));
   CHORUS_ASSIGN_OR_RETURN(const RankIdentity identity, ReadRankIdentity());
   const std::string& store_flag = options.tool_flags.at("store");
   CHORUS_ASSIGN_OR_RETURN(const StoreUrl url, store_flag.empty() ? StoreUrlFromEnvironment()
-                                                                  : ParseStoreUrl(store_flag));
+                                                                 : ParseStoreUrl(store_flag));
   const std::vector<BenchmarkOptions> sweeps = SweepsByTypeAndOp(options);
   for (const BenchmarkOptions& sweep : sweeps) {
     CHORUS_RETURN_IF_ERROR(ValidateForRanks(sweep, identity.size));
@@ -226,6 +248,19 @@ absl::Status Main(int argc, char** argv) {
   CHORUS_ASSIGN_OR_RETURN(const std::unique_ptr<Communicator> comm,
                           Communicator::Create(*store, "chorus-bench", *device, identity.rank,
                                                identity.size, comm_options));
+  // After the probe's fork: CUDA must not be initialised in a process that forks.
+  GpuRuntime* gpu = nullptr;
+  int gpu_device = -1;
+  if (buffers == "cuda") {
+    gpu = InstalledGpuRuntime();
+    if (gpu == nullptr) {
+      return InvalidArgumentError(
+          "chorus_bench --buffers cuda: this chorus_bench was built without CUDA support (build "
+          "it with --config=cuda, docs/cuda.md)");
+    }
+    CHORUS_RETURN_IF_ERROR(Annotate(gpu->Available(), "chorus_bench --buffers cuda"));
+    gpu_device = std::max(identity.local_rank, 0) % gpu->DeviceCount();
+  }
   std::vector<RunReport> runs;
   for (const BenchmarkOptions& sweep : sweeps) {
     for (const std::string& algorithm : algorithms) {
@@ -233,11 +268,11 @@ absl::Status Main(int argc, char** argv) {
       run.library = "chorus";
       run.library_version = "0.1";
       run.algorithm = algorithm;
-      run.transport = transport;
+      run.transport = gpu != nullptr ? transport + " (cuda buffers)" : transport;
       run.store = std::string(StoreKindName(url.kind));
       run.ranks = identity.size;
       run.options = sweep;
-      ChorusTarget target(*comm, sweep, algorithm);
+      ChorusTarget target(*comm, sweep, algorithm, gpu, gpu_device);
       CHORUS_RETURN_IF_ERROR(RunSweep(target, run, stdout));
       run.algorithm = target.Description();
       if (identity.rank == 0 && run.algorithm != algorithm) {

@@ -23,22 +23,36 @@ absl::string_view ModeName(Mode mode) {
 }
 
 // Buffers for the largest size, reused by every row.
+// Where the collective runs (`input`, `output`) and, for GPU buffers, the host copies that the
+// verification fills and checks (`host_*`; the same buffers for host memory).
 struct Buffers {
   std::shared_ptr<std::byte> input;
   std::shared_ptr<std::byte> output;
+  std::shared_ptr<std::byte> host_input;
+  std::shared_ptr<std::byte> host_output;
+  size_t input_bytes = 0;
+  size_t output_bytes = 0;
+  GpuRuntime* gpu = nullptr;
+  int device = -1;
 };
+
+// Copies `bytes` between host and GPU memory and waits for it.
+absl::Status CopyAndWait(const Buffers& buffers, void* dst, const void* src, size_t bytes) {
+  CHORUS_RETURN_IF_ERROR(buffers.gpu->CopyAsync(dst, src, bytes, buffers.device, nullptr));
+  return buffers.gpu->WaitStream(buffers.device, nullptr, Deadline::After(absl::Minutes(1)));
+}
 
 // The input and output pointers of one mode, nccl-tests layout: in place, both lie in the
 // output buffer as the collective's in-place form places them (allgather reads its input from
 // its own chunk of the output, reduce-scatter writes its output into its own chunk of the
 // input).
-std::pair<void*, void*> Layout(const Buffers& buffers, Mode mode, const BenchmarkOptions& o,
-                               int64_t count, int rank, int ranks) {
-  if (mode == Mode::kOutOfPlace) return {buffers.input.get(), buffers.output.get()};
+std::pair<void*, void*> Layout(std::byte* input, std::byte* output, Mode mode,
+                               const BenchmarkOptions& o, int64_t count, int rank, int ranks) {
+  if (mode == Mode::kOutOfPlace) return {input, output};
   CollectiveArgs args = ArgsForArray(o.collective, static_cast<size_t>(count), ranks);
   args.root = o.root;
   const InPlaceOffsets at = InPlaceOffsetsOf(args, rank).value_or(InPlaceOffsets{});
-  std::byte* base = buffers.output.get();
+  std::byte* base = output;
   const size_t element_size = DataTypeSize(o.type);
   return {base + at.send * element_size, base + at.recv * element_size};
 }
@@ -48,29 +62,41 @@ absl::StatusOr<Measurement> MeasureMode(CollectiveTarget& target, const RunRepor
                                         int64_t count) {
   const BenchmarkOptions& o = run.options;
   const VerifySpec spec{o.collective, o.type, o.op, target.ranks(), o.root, count};
-  const auto [input, output] = Layout(buffers, mode, o, count, target.rank(), target.ranks());
+  const auto [input, output] = Layout(buffers.input.get(), buffers.output.get(), mode, o, count,
+                                      target.rank(), target.ranks());
+  const auto [host_input, host_output] = Layout(buffers.host_input.get(), buffers.host_output.get(),
+                                                mode, o, count, target.rank(), target.ranks());
   CHORUS_RETURN_IF_ERROR(target.Bind(input, output, count));
 
   // Verification: fresh inputs each time, untouched outputs marked, nothing timed.
   const bool checked = o.check_iterations > 0 && o.collective != CollectiveKind::kBarrier;
   int64_t wrong = 0;
   for (int i = 0; checked && i < o.check_iterations; ++i) {
-    FillInput(spec, target.rank(), input);
+    FillInput(spec, target.rank(), host_input);
     if (mode == Mode::kOutOfPlace) {
       FillSentinel(
-          spec, output,
+          spec, host_output,
           static_cast<int64_t>(BufferElementsFor(o.collective, count, target.ranks()).recv));
     }
+    if (buffers.gpu != nullptr) {
+      CHORUS_RETURN_IF_ERROR(
+          CopyAndWait(buffers, buffers.input.get(), buffers.host_input.get(), buffers.input_bytes));
+      CHORUS_RETURN_IF_ERROR(CopyAndWait(buffers, buffers.output.get(), buffers.host_output.get(),
+                                         buffers.output_bytes));
+    }
     CHORUS_RETURN_IF_ERROR(target.Run());
-    wrong += CountWrong(spec, target.rank(), output);
+    if (buffers.gpu != nullptr) {
+      CHORUS_RETURN_IF_ERROR(CopyAndWait(buffers, buffers.host_output.get(), buffers.output.get(),
+                                         buffers.output_bytes));
+    }
+    wrong += CountWrong(spec, target.rank(), host_output);
   }
 
   for (int i = 0; i < o.warmup_iterations; ++i) CHORUS_RETURN_IF_ERROR(target.Run());
   CHORUS_RETURN_IF_ERROR(target.Barrier());
   const auto start = Clock::now();
   for (int i = 0; i < o.iterations; ++i) CHORUS_RETURN_IF_ERROR(target.Run());
-  const double seconds =
-      std::chrono::duration<double>(Clock::now() - start).count() / o.iterations;
+  const double seconds = std::chrono::duration<double>(Clock::now() - start).count() / o.iterations;
 
   CHORUS_ASSIGN_OR_RETURN(const double slowest, target.MaxOverRanks(seconds));
   int64_t total_wrong = -1;
@@ -108,8 +134,19 @@ absl::Status RunSweep(CollectiveTarget& target, RunReport& run, std::FILE* out) 
   const BufferElements largest = BufferElementsFor(o.collective, max_count, target.ranks());
   const size_t output_elements = std::max(largest.send, largest.recv);
   Buffers buffers;
-  CHORUS_ASSIGN_OR_RETURN(buffers.input, target.AllocateBuffer(largest.send * element_size));
-  CHORUS_ASSIGN_OR_RETURN(buffers.output, target.AllocateBuffer(output_elements * element_size));
+  buffers.input_bytes = largest.send * element_size;
+  buffers.output_bytes = output_elements * element_size;
+  CHORUS_ASSIGN_OR_RETURN(buffers.input, target.AllocateBuffer(buffers.input_bytes));
+  CHORUS_ASSIGN_OR_RETURN(buffers.output, target.AllocateBuffer(buffers.output_bytes));
+  buffers.gpu = target.DeviceMemory(&buffers.device);
+  buffers.host_input = buffers.input;
+  buffers.host_output = buffers.output;
+  if (buffers.gpu != nullptr) {
+    CHORUS_ASSIGN_OR_RETURN(buffers.host_input,
+                            target.CollectiveTarget::AllocateBuffer(buffers.input_bytes));
+    CHORUS_ASSIGN_OR_RETURN(buffers.host_output,
+                            target.CollectiveTarget::AllocateBuffer(buffers.output_bytes));
+  }
 
   for (const int64_t bytes : sizes) {
     ResultRow row;

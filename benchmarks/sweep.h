@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "chorus/benchmarks/report.h"
+#include "chorus/cuda/gpu_runtime.h"
 
 namespace chorus::bench {
 
@@ -39,8 +40,13 @@ class CollectiveTarget {
   virtual absl::Status Run() = 0;
 
   // Page-aligned, zero-filled memory for the sweep's buffers (once, for the largest size); the
-  // heap unless the library has memory of its own to offer (chorus_bench --buffers shared).
+  // heap unless the library has memory of its own to offer (chorus_bench --buffers shared or
+  // cuda).
   virtual absl::StatusOr<std::shared_ptr<std::byte>> AllocateBuffer(size_t bytes);
+
+  // When AllocateBuffer gives GPU memory: the runtime and device whose copies the sweep uses to
+  // fill and check the buffers through host copies, outside the timed loop. Null: host memory.
+  virtual GpuRuntime* DeviceMemory(int* device) { return nullptr; }
 
   // Cross-rank aggregates, used outside the timed loop only.
   virtual absl::StatusOr<double> MaxOverRanks(double value) = 0;

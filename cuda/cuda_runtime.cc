@@ -67,6 +67,11 @@ absl::Status CudaRuntime::Available() {
   return available_;
 }
 
+int CudaRuntime::DeviceCount() {
+  Available().IgnoreError();
+  return devices_;
+}
+
 std::string CudaRuntime::Describe() {
   int runtime = 0;
   int driver = 0;
@@ -163,9 +168,10 @@ absl::Status CudaRuntime::WaitStream(int device, void* stream, Deadline deadline
   CHORUS_CUDA_RETURN_IF_ERROR(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
   absl::Status status =
       CudaStatus(cudaEventRecord(event, static_cast<cudaStream_t>(stream)), "cudaEventRecord");
-  // Poll for a few microseconds (copies of small messages end that fast), then sleep between polls
-  // so a long wait leaves the core to others.
-  const absl::Time spin_until = absl::Now() + absl::Microseconds(20);
+  // Staging copies of small messages finish in microseconds, and a sleep costs tens of them on
+  // a busy host: poll (yielding the core) for up to a millisecond, then sleep between polls so
+  // that a long wait (a kernel queued before the collective) leaves the core to others.
+  const absl::Time poll_until = absl::Now() + absl::Milliseconds(1);
   while (status.ok()) {
     const cudaError_t query = cudaEventQuery(event);
     if (query == cudaSuccess) break;
@@ -173,11 +179,12 @@ absl::Status CudaRuntime::WaitStream(int device, void* stream, Deadline deadline
       status = CudaStatus(query, "waiting for the stream (cudaEventQuery)");
     } else if (deadline.Expired()) {
       status = DeadlineExceededError(
-          "the CUDA stream's work did not finish before "
-          "the deadline (a kernel queued before "
+          "the CUDA stream's work did not finish before the deadline (a kernel queued before "
           "the collective may still be running)");
-    } else if (absl::Now() >= spin_until) {
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    } else if (absl::Now() < poll_until) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
     }
   }
   cudaEventDestroy(event);

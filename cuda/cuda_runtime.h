@@ -17,6 +17,7 @@ class CudaRuntime : public GpuRuntime {
  public:
   std::string Describe() override;
   absl::Status Available() override;
+  int DeviceCount() override;
   absl::StatusOr<PointerLocation> Locate(const void* pointer) override;
   absl::StatusOr<int> StreamDevice(void* stream) override;
   absl::StatusOr<void*> AllocatePinned(size_t bytes) override;

@@ -35,6 +35,9 @@ class GpuRuntime {
   // OK when a GPU can be used; otherwise why not ("no CUDA driver", "no device"), checked once.
   virtual absl::Status Available() = 0;
 
+  // How many GPUs this process sees (0 when none is usable).
+  virtual int DeviceCount() = 0;
+
   // Where `pointer` lives. Host memory the runtime does not know (plain malloc) is host.
   virtual absl::StatusOr<PointerLocation> Locate(const void* pointer) = 0;
 

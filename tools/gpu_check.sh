@@ -14,12 +14,17 @@ cd "$(dirname "$0")/.."
 
 build_bundle() {
   local dir=$1
-  bazel build --config=cuda --dynamic_mode=off //tests/cuda:cuda_device_test \
-    //benchmarks/cuda:gpu_bench || return 1
   mkdir -p "$dir/lib"
-  cp -f bazel-bin/tests/cuda/cuda_device_test bazel-bin/benchmarks/cuda/gpu_bench "$dir/"
-  # Abseil is Debian's shared build; GPU machines rarely have that exact version.
-  ldd "$dir/cuda_device_test" "$dir/gpu_bench" | awk '/libabsl_/ {print $3}' | sort -u |
+  # chorus_bench without CUDA support too: the cost of asking where host buffers live.
+  bazel build --dynamic_mode=off //benchmarks:chorus_bench || return 1
+  cp -f bazel-bin/benchmarks/chorus_bench "$dir/chorus_bench_host_only"
+  bazel build --config=cuda --dynamic_mode=off //tests/cuda:cuda_device_test \
+    //benchmarks/cuda:gpu_bench //benchmarks:chorus_bench || return 1
+  cp -f bazel-bin/tests/cuda/cuda_device_test bazel-bin/benchmarks/cuda/gpu_bench \
+    bazel-bin/benchmarks/chorus_bench "$dir/"
+  cp -f integrations/launcher/chorusrun.py "$dir/chorusrun"  # one file, the standard library
+  # Abseil and hiredis are Debian's shared builds; GPU machines rarely have those versions.
+  ldd "$dir"/* 2>/dev/null | awk '/libabsl_|libhiredis/ {print $3}' | sort -u |
     xargs -r cp -fL -t "$dir/lib/"
 }
 
@@ -37,6 +42,21 @@ run_bundle() {
   echo "=== gpu_bench" | tee -a "$log"
   "$dir/gpu_bench" 2>&1 | tee -a "$log"
   local status_c=${PIPESTATUS[0]}
+  if [ -e /dev/nvidiactl ]; then
+    # The same allreduce sweep with device and host buffers, 2 ranks over shared memory, and
+    # host buffers with a library that has no CUDA support (nothing asks where they live).
+    local sweep=(--transport shm -b 8 -e 256M -f 8 -n 20 -w 3)
+    for buffers in cuda heap; do
+      echo "=== chorus_bench --buffers $buffers" | tee -a "$log"
+      python3 "$dir/chorusrun" -n 2 "$dir/chorus_bench" "${sweep[@]}" --buffers "$buffers" 2>&1 |
+        grep -v "^\[rank 1\]" | tee -a "$log"
+      [ "${PIPESTATUS[0]}" -eq 0 ] || status_c=1
+    done
+    echo "=== chorus_bench (no CUDA support) --buffers heap" | tee -a "$log"
+    python3 "$dir/chorusrun" -n 2 "$dir/chorus_bench_host_only" "${sweep[@]}" 2>&1 |
+      grep -v "^\[rank 1\]" | tee -a "$log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status_c=1
+  fi
   echo
   python3 - "$log" "$status_a" "$status_b" "$status_c" <<'PY'
 import re, sys

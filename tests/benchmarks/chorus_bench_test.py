@@ -140,7 +140,10 @@ class ChorusBench(unittest.TestCase):
         result = run_bench(2, *QUICK, "--transport", "carrier-pigeon")
         self.assertIn("no transport 'carrier-pigeon'; choose from tcp", result.stderr)
         result = run_bench(2, *QUICK, "--buffers", "pinned")
-        self.assertIn("--buffers: 'pinned' is neither heap nor shared", result.stderr)
+        self.assertIn("--buffers: 'pinned' is not heap, shared or cuda", result.stderr)
+        # The suite's chorus_bench is a build without CUDA support.
+        result = run_bench(2, *QUICK, "--buffers", "cuda")
+        self.assertIn("built without CUDA support (build it with --config=cuda", result.stderr)
 
 
 if __name__ == "__main__":

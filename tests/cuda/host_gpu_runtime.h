@@ -37,6 +37,7 @@ class HostGpuRuntime : public GpuRuntime {
 
   std::string Describe() override { return "host stand-in"; }
   absl::Status Available() override;
+  int DeviceCount() override { return devices_; }
   absl::StatusOr<PointerLocation> Locate(const void* pointer) override;
   absl::StatusOr<int> StreamDevice(void* stream) override;
   absl::StatusOr<void*> AllocatePinned(size_t bytes) override;
