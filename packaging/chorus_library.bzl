@@ -21,6 +21,9 @@ def _link_inputs(dep):
             archive = library.pic_static_library or library.static_library
             if archive:
                 archives.append(archive)
+            else:
+                # A library of prebuilt objects only (the CUDA kernels nvcc compiled).
+                archives.extend(library.pic_objects or library.objects or [])
         for flag in linker_input.user_link_flags:
             name = flag[2:] if flag.startswith("-l") else None
             if name and [p for p in _STATIC_PREFIXES if name.startswith(p)]:

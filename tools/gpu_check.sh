@@ -19,13 +19,20 @@ build_bundle() {
   bazel build --dynamic_mode=off //benchmarks:chorus_bench || return 1
   cp -f bazel-bin/benchmarks/chorus_bench "$dir/chorus_bench_host_only"
   bazel build --config=cuda --dynamic_mode=off //tests/cuda:cuda_device_test \
-    //benchmarks/cuda:gpu_bench //benchmarks:chorus_bench || return 1
-  cp -f bazel-bin/tests/cuda/cuda_device_test bazel-bin/benchmarks/cuda/gpu_bench \
-    bazel-bin/benchmarks/chorus_bench "$dir/"
+    //tests/cuda:public_api_cuda_test //benchmarks/cuda:gpu_bench //benchmarks:chorus_bench ||
+    return 1
+  cp -f bazel-bin/tests/cuda/cuda_device_test bazel-bin/tests/cuda/public_api_cuda_test \
+    bazel-bin/benchmarks/cuda/gpu_bench bazel-bin/benchmarks/chorus_bench "$dir/"
+  # The public-API test runs on libchorus.so (with CUDA support) and the shared cudart.
+  cp -fL bazel-bin/tests/cuda/libchorus.so.0 /usr/local/cuda/lib64/libcudart.so.13 "$dir/lib/"
   cp -f integrations/launcher/chorusrun.py "$dir/chorusrun"  # one file, the standard library
   # Abseil and hiredis are Debian's shared builds; GPU machines rarely have those versions.
   ldd "$dir"/* 2>/dev/null | awk '/libabsl_|libhiredis/ {print $3}' | sort -u |
     xargs -r cp -fL -t "$dir/lib/"
+  # Without debug information the bundle is a third of the size (lent machines take little).
+  chmod u+w "$dir"/* "$dir"/lib/*
+  strip --strip-debug "$dir"/cuda_device_test "$dir"/public_api_cuda_test "$dir"/gpu_bench \
+    "$dir"/chorus_bench "$dir"/chorus_bench_host_only "$dir"/lib/libchorus.so.0
 }
 
 run_bundle() {
@@ -39,6 +46,9 @@ run_bundle() {
   local status_a=${PIPESTATUS[0]}
   "$dir/cuda_device_test" "~[processes]" 2>&1 | tee -a "$log"
   local status_b=${PIPESTATUS[0]}
+  echo "=== public_api_cuda_test" | tee -a "$log"
+  "$dir/public_api_cuda_test" 2>&1 | tee -a "$log"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || status_b=1
   echo "=== gpu_bench" | tee -a "$log"
   "$dir/gpu_bench" 2>&1 | tee -a "$log"
   local status_c=${PIPESTATUS[0]}
