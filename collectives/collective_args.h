@@ -26,6 +26,10 @@ struct CollectiveArgs {
   std::vector<size_t> displs;       // per rank, receive side (gatherv, alltoallv)
   std::vector<size_t> send_counts;  // per rank, send side (scatterv, alltoallv)
   std::vector<size_t> send_displs;
+  // >= 0 when the buffers are memory of that CUDA device, ordered by `cuda_stream` (only the
+  // cuda_ipc algorithm sees device buffers; the others get pinned host copies).
+  int cuda_device = -1;
+  void* cuda_stream = nullptr;
 
   size_t elem() const { return DataTypeSize(type); }
 };

@@ -12,7 +12,7 @@ namespace {
 
 constexpr std::array<absl::string_view, kNumAlgorithmIds> kAlgorithmNames = {
     "none",     "ring",   "recursive_doubling", "rabenseifner", "binomial",    "double_binary_tree",
-    "pairwise", "linear", "dissemination",      "direct",       "hierarchical"};
+    "pairwise", "linear", "dissemination",      "direct",       "hierarchical", "cuda_ipc"};
 
 }  // namespace
 

@@ -42,8 +42,9 @@ enum class AlgorithmId : uint8_t {
   kDissemination = 8,
   kDirect = 9,  // point-to-point
   kHierarchical = 10,
+  kCudaIpc = 11,  // CUDA device buffers of ranks on one host, read in place (docs/cuda.md)
 };
-inline constexpr int kNumAlgorithmIds = 11;
+inline constexpr int kNumAlgorithmIds = 12;
 
 // Names and properties of a collective, read from its row of the shape table (shape.h):
 // "allreduce", "broadcast", "reduce", "allgather", "allgatherv", "reduce_scatter",
@@ -53,7 +54,7 @@ absl::string_view CollectiveKindName(CollectiveKind kind);
 absl::StatusOr<CollectiveKind> ParseCollectiveKind(absl::string_view name);
 
 // "ring", "recursive_doubling", "rabenseifner", "binomial", "double_binary_tree", "pairwise",
-// "linear", "dissemination", "direct", "hierarchical" ("none" for kNone).
+// "linear", "dissemination", "direct", "hierarchical", "cuda_ipc" ("none" for kNone).
 absl::string_view AlgorithmName(AlgorithmId id);
 absl::StatusOr<AlgorithmId> ParseAlgorithmName(absl::string_view name);
 

@@ -106,7 +106,10 @@ void Communicator::Abort(absl::string_view reason) {
 
 std::vector<std::string> Communicator::Algorithms(CollectiveKind kind) {
   std::vector<std::string> names;
-  for (AlgorithmId id : AlgorithmsFor(kind)) names.emplace_back(AlgorithmName(id));
+  for (AlgorithmId id : AlgorithmsFor(kind)) {
+    // Device buffers only (docs/cuda.md): not a choice for the host algorithms' lists.
+    if (id != AlgorithmId::kCudaIpc) names.emplace_back(AlgorithmName(id));
+  }
   return names;
 }
 
@@ -166,8 +169,11 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const BufferPlace
     state_->Break(status);
     return status;
   };
+  // cuda_ipc reads device buffers where they are; every other algorithm (and a single rank)
+  // runs on pinned host copies.
+  const bool read_in_place = algorithm.id == AlgorithmId::kCudaIpc && size() > 1;
   std::optional<StagedCall> staged;
-  if (placement.on_device) {
+  if (placement.on_device && !read_in_place) {
     GpuRuntime& runtime = *InstalledGpuRuntime();
     absl::StatusOr<StagedCall> in =
         StagedCall::StageIn(runtime, Pinned(runtime), args, rank(), size(), placement, deadline);
@@ -178,7 +184,14 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const BufferPlace
     }
     staged.emplace(std::move(*in));
   }
-  const CollectiveArgs& run_args = staged ? staged->host_args() : args;
+  CollectiveArgs device_args;
+  if (read_in_place && placement.on_device) {
+    device_args = args;
+    device_args.cuda_device = placement.device;
+    device_args.cuda_stream = placement.stream;
+  }
+  const CollectiveArgs& run_args =
+      staged ? staged->host_args() : (read_in_place && placement.on_device ? device_args : args);
   CollectiveContext ctx(*state_, run_args, header, deadline, start);
   absl::Status status;
   if (work != nullptr && !work->Attach([&ctx] { ctx.Cancel(); })) {
@@ -192,7 +205,7 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const BufferPlace
     status =
         size() == 1 ? (CopyOwnBlock(run_args), absl::OkStatus()) : algorithm.run(ctx, run_args);
     if (status.ok()) status = ctx.Finish();
-    if (status.ok()) FinishAverage(run_args, rank(), size());
+    if (status.ok() && !read_in_place) FinishAverage(run_args, rank(), size());
     if (status.ok() && staged) {
       const absl::Status out = staged->StageOut(deadline);
       if (!out.ok()) status = staging_error(out, "copying the result back to");
@@ -201,6 +214,16 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const BufferPlace
   }
   Conclude(header, started, status, record);
   return status;
+}
+
+absl::string_view Communicator::NamedAlgorithm(const CollectiveArgs& args,
+                                               const BufferPlacement& placement,
+                                               const CollectiveOptions& options) const {
+  if (!options.algorithm.empty()) return options.algorithm;
+  const bool ipc = placement.on_device && args.kind == CollectiveKind::kAllReduce && size() > 1 &&
+                   state_->tuning().cuda_ipc &&
+                   PayloadBytes(args, size()) >= state_->tuning().cuda_ipc_min_bytes;
+  return ipc ? AlgorithmName(AlgorithmId::kCudaIpc) : absl::string_view();
 }
 
 absl::StatusOr<BufferPlacement> Communicator::Place(const CollectiveArgs& args,
@@ -240,8 +263,9 @@ CollectiveHeader Communicator::MakeHeader(const CollectiveArgs& args, AlgorithmI
 absl::Status Communicator::Run(CollectiveArgs args, const CollectiveOptions& options) {
   CHORUS_RETURN_IF_ERROR(Validate(args));
   CHORUS_ASSIGN_OR_RETURN(const BufferPlacement placement, Place(args, options));
-  CHORUS_ASSIGN_OR_RETURN(const AlgorithmEntry* algorithm,
-                          selector_->Choose(args, size(), options.algorithm));
+  CHORUS_ASSIGN_OR_RETURN(
+      const AlgorithmEntry* algorithm,
+      selector_->Choose(args, size(), NamedAlgorithm(args, placement, options)));
   const CollectiveHeader header = MakeHeader(args, algorithm->id, next_sequence_.fetch_add(1));
   // One clock read for the deadline and the record (WallTimeOf).
   const Deadline::Clock::time_point start = Deadline::Clock::now();
@@ -255,7 +279,7 @@ WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& optio
   absl::StatusOr<BufferPlacement> placement =
       invalid.ok() ? Place(args, options) : absl::StatusOr<BufferPlacement>(invalid);
   absl::StatusOr<const AlgorithmEntry*> algorithm =
-      placement.ok() ? selector_->Choose(args, size(), options.algorithm)
+      placement.ok() ? selector_->Choose(args, size(), NamedAlgorithm(args, *placement, options))
                      : absl::StatusOr<const AlgorithmEntry*>(placement.status());
   if (!algorithm.ok()) {
     auto work =

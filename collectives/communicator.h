@@ -153,8 +153,9 @@ class Communicator {
   // nothing written when tracing is off.
   absl::Status FlushTrace() const;
 
-  // The algorithms that implement `kind` ("ring", ...), and the one a call of `bytes` (as
-  // PayloadBytes (shape.h) counts them) would use without a per-call choice.
+  // The algorithms that implement `kind` for host buffers ("ring", ...; cuda_ipc, which needs
+  // device buffers, is not listed), and the one a call of `bytes` (as PayloadBytes (shape.h)
+  // counts them) would use without a per-call choice.
   static std::vector<std::string> Algorithms(CollectiveKind kind);
   absl::StatusOr<std::string> ChooseAlgorithm(CollectiveKind kind, size_t bytes) const;
 
@@ -296,6 +297,10 @@ class Communicator {
   void Conclude(const CollectiveHeader& header, absl::Time started, const absl::Status& status,
                 FlightRecord* record);
   absl::Status Validate(const CollectiveArgs& args) const;
+  // The algorithm the call names, else cuda_ipc for a large enough allreduce of device buffers
+  // on one host (CommTuning::cuda_ipc), else none (the selector chooses).
+  absl::string_view NamedAlgorithm(const CollectiveArgs& args, const BufferPlacement& placement,
+                                   const CollectiveOptions& options) const;
   // Where the buffers of a validated call live.
   absl::StatusOr<BufferPlacement> Place(const CollectiveArgs& args,
                                         const CollectiveOptions& options) const;

@@ -61,6 +61,14 @@ absl::Status ApplyEnvironment(CommunicatorOptions& options) {
                                       static_cast<int64_t>(options.pinned_cache_bytes)));
   if (pinned < 0) return InvalidArgumentError("CHORUS_CUDA_PINNED_CACHE_BYTES is negative");
   options.pinned_cache_bytes = static_cast<size_t>(pinned);
+  CHORUS_ASSIGN_OR_RETURN(const int64_t cuda_ipc,
+                          GetEnvInt("CHORUS_CUDA_IPC", options.cuda_ipc ? 1 : 0, 0, 1));
+  options.cuda_ipc = cuda_ipc == 1;
+  CHORUS_ASSIGN_OR_RETURN(
+      const int64_t ipc_min,
+      GetEnvBytes("CHORUS_CUDA_IPC_MIN_BYTES", static_cast<int64_t>(options.cuda_ipc_min_bytes)));
+  if (ipc_min < 0) return InvalidArgumentError("CHORUS_CUDA_IPC_MIN_BYTES is negative");
+  options.cuda_ipc_min_bytes = static_cast<size_t>(ipc_min);
   CHORUS_ASSIGN_OR_RETURN(const int64_t depth,
                           GetEnvInt("CHORUS_COLL_PIPELINE_DEPTH", options.pipeline_depth, 1, 1024));
   options.pipeline_depth = static_cast<int>(depth);
@@ -155,13 +163,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Create(
 }
 
 absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Assemble(
-    std::string name, int rank, int size, std::shared_ptr<Store> store,
-    std::shared_ptr<Mesh> mesh, Device& device, const CommunicatorSettings& settings,
-    RankEnded rank_ended) {
+    std::string name, int rank, int size, std::shared_ptr<Store> store, std::shared_ptr<Mesh> mesh,
+    Device& device, const CommunicatorSettings& settings, RankEnded rank_ended) {
   const CommunicatorOptions& options = settings.options;
   // Locality, learned once: the options', else the transport's, else one host.
   std::vector<int> labels = options.host_of_rank;
   if (labels.empty()) labels = mesh->HostOfRanks();
+  const bool layout_known = !labels.empty();
   if (labels.empty()) labels.assign(size, 0);
   absl::StatusOr<Topology> topology = Topology::FromLabels(labels, size);
   if (!topology.ok()) {
@@ -173,8 +181,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Assemble(
   // The options' costs price the links between hosts; a device whose links within a host are
   // of another kind (shared memory beside TCP) prices those itself.
   const DeviceLinks links = device.Links();
-  const CostParams local_cost =
-      links.local == links.remote ? settings.cost : LinkCost(links.local);
+  const CostParams local_cost = links.local == links.remote ? settings.cost : LinkCost(links.local);
   CommTuning tuning;
   tuning.segment_bytes =
       options.segment_bytes != 0 ? options.segment_bytes : links.remote.segment_bytes;
@@ -183,6 +190,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Assemble(
       options.streaming_bytes != 0 ? options.streaming_bytes : LastLevelCacheBytes();
   tuning.local_cost = local_cost;
   tuning.network_cost = settings.cost;
+  tuning.cuda_ipc = options.cuda_ipc && layout_known && topology->hosts() == 1;
+  tuning.cuda_ipc_min_bytes = options.cuda_ipc_min_bytes;
   std::unique_ptr<TraceLog> trace;
   if (std::optional<std::string> path = GetEnv("CHORUS_TRACE_FILE")) {
     trace = std::make_unique<TraceLog>(*path, rank, name);
@@ -205,9 +214,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Assemble(
       << " (" << device.address() << "), " << layout << ", segments of " << tuning.segment_bytes
       << " B, reduction kernels " << ReduceKernelSet();
   return std::unique_ptr<Communicator>(new Communicator(std::move(state), std::move(selector),
-                                                        std::move(recorder),
-                                                        std::move(signal_dump), device, settings,
-                                                        std::move(rank_ended)));
+                                                        std::move(recorder), std::move(signal_dump),
+                                                        device, settings, std::move(rank_ended)));
 }
 
 Communicator::Communicator(std::unique_ptr<CommState> state, std::unique_ptr<Selector> selector,
@@ -254,10 +262,10 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::CreateGroup(
   if (sorted.empty() || sorted.front() < 0 || sorted.back() >= size() ||
       std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end() ||
       !std::binary_search(sorted.begin(), sorted.end(), rank())) {
-    return InvalidArgumentError(absl::StrCat(
-        "CreateGroup on rank ", rank(), " of communicator ", name(),
-        ": the group must list distinct ranks in [0, ", size(), ") including this one; got [",
-        absl::StrJoin(members, ","), "]"));
+    return InvalidArgumentError(absl::StrCat("CreateGroup on rank ", rank(), " of communicator ",
+                                             name(), ": the group must list distinct ranks in [0, ",
+                                             size(), ") including this one; got [",
+                                             absl::StrJoin(members, ","), "]"));
   }
   int count;
   {
@@ -268,8 +276,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::CreateGroup(
                      std::move(members));
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> Communicator::CreateChild(
-    const std::string& suffix, std::vector<int> members) {
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::CreateChild(const std::string& suffix,
+                                                                        std::vector<int> members) {
   // A broken communicator's mesh is aborted; Shrink is the way on from there.
   if (absl::Status broken = state_->broken(); !broken.ok()) {
     return Annotate(broken, absl::StrCat("creating sub-communicator ", suffix, " of ", name(),
@@ -296,12 +304,11 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::AssembleFrom(
   RankEnded rank_ended = [parent = rank_ended_, ranks = std::move(ranks)](int r) {
     return parent(ranks[r]);
   };
-  return Assemble(std::move(name), rank, size, std::move(store), std::move(mesh), device_,
-                  settings, std::move(rank_ended));
+  return Assemble(std::move(name), rank, size, std::move(store), std::move(mesh), device_, settings,
+                  std::move(rank_ended));
 }
 
-absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Shrink(
-    absl::Span<const int> excluded) {
+absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Shrink(absl::Span<const int> excluded) {
   ScopedLogRank log_rank(rank());
   std::vector<int> gone(excluded.begin(), excluded.end());
   std::sort(gone.begin(), gone.end());
@@ -310,16 +317,17 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Shrink(
   if ((!gone.empty() && (gone.front() < 0 || gone.back() >= size())) ||
       std::adjacent_find(gone.begin(), gone.end()) != gone.end() ||
       std::binary_search(gone.begin(), gone.end(), rank())) {
-    return InvalidArgumentError(absl::StrCat(
-        what, ": the excluded ranks must be distinct ranks in [0, ", size(), ") other than this "
-        "one"));
+    return InvalidArgumentError(
+        absl::StrCat(what, ": the excluded ranks must be distinct ranks in [0, ", size(),
+                     ") other than this "
+                     "one"));
   }
   std::vector<int> survivors;
   for (int r = 0; r < size(); ++r) {
     if (!std::binary_search(gone.begin(), gone.end(), r)) survivors.push_back(r);
   }
-  const int new_rank = static_cast<int>(
-      std::find(survivors.begin(), survivors.end(), rank()) - survivors.begin());
+  const int new_rank =
+      static_cast<int>(std::find(survivors.begin(), survivors.end(), rank()) - survivors.begin());
   const int new_size = static_cast<int>(survivors.size());
   const std::string suffix = absl::StrCat("shrink", next_shrink_.fetch_add(1));
   auto shrink_store = std::make_shared<PrefixStore>(suffix, state_->shared_store());
@@ -327,8 +335,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Shrink(
 
   // Every survivor must exclude the same ranks: each publishes its set and reads the others'.
   const std::string mine = absl::StrJoin(gone, ",");
-  CHORUS_RETURN_IF_ERROR(
-      Annotate(shrink_store->Set(ExcludedKey(rank()), mine), what));
+  CHORUS_RETURN_IF_ERROR(Annotate(shrink_store->Set(ExcludedKey(rank()), mine), what));
   std::vector<std::string> keys;
   for (int r : survivors) keys.push_back(ExcludedKey(r));
   // Read in slices: between them, a survivor that has not come yet is checked for having gone,
@@ -342,16 +349,15 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Shrink(
     }
     std::vector<int> missing;
     for (int r : survivors) {
-      absl::StatusOr<std::optional<std::string>> set =
-          shrink_store->TryGet(ExcludedKey(r));
+      absl::StatusOr<std::optional<std::string>> set = shrink_store->TryGet(ExcludedKey(r));
       if (set.ok() && !set->has_value()) missing.push_back(r);
     }
     for (int r : missing) {
       if (rank_ended_(r)) {
-        return PeerUnavailableError(
-            absl::StrCat(what, ": rank ", r, " has gone (it left, or its process ended) "
-                         "without calling Shrink; exclude it as well"),
-            r);
+        return PeerUnavailableError(absl::StrCat(what, ": rank ", r,
+                                                 " has gone (it left, or its process ended) "
+                                                 "without calling Shrink; exclude it as well"),
+                                    r);
       }
     }
     if (deadline.Expired()) {
@@ -364,8 +370,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Shrink(
   }
   for (size_t i = 0; i < survivors.size(); ++i) {
     if ((*sets)[i] != mine) {
-      return MismatchError(absl::StrCat(what, ": rank ", survivors[i], " excludes [",
-                                        (*sets)[i], "] instead; every survivor must exclude "
+      return MismatchError(absl::StrCat(what, ": rank ", survivors[i], " excludes [", (*sets)[i],
+                                        "] instead; every survivor must exclude "
                                         "the same ranks"),
                            survivors[i]);
     }
@@ -377,14 +383,14 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Shrink(
   absl::StatusOr<std::unique_ptr<Mesh>> mesh =
       device_.CreateMesh(mesh_store, new_rank, new_size, mesh_options, deadline);
   if (!mesh.ok()) {
-    return Annotate(mesh.status(), absl::StrCat(what, ": creating the survivors' ",
-                                                device_.kind(), " mesh"));
+    return Annotate(mesh.status(),
+                    absl::StrCat(what, ": creating the survivors' ", device_.kind(), " mesh"));
   }
   return AssembleFrom(absl::StrCat(name(), "/", suffix), new_rank, std::move(survivors),
                       std::move(shrink_store), *std::move(mesh));
 }
 
-PinnedPool &Communicator::Pinned(GpuRuntime &runtime) {
+PinnedPool& Communicator::Pinned(GpuRuntime& runtime) {
   std::call_once(pinned_once_, [&] {
     pinned_ = std::make_unique<PinnedPool>(runtime, settings_->options.pinned_cache_bytes);
   });

@@ -1,7 +1,9 @@
 #include "chorus/cuda/cuda_runtime.h"
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
+#include <cstring>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -117,6 +119,75 @@ absl::StatusOr<void*> CudaRuntime::AllocatePinned(size_t bytes) {
 void CudaRuntime::FreePinned(void* pointer) {
   // Nothing to do on failure: the memory is the process's until it ends.
   cudaFreeHost(pointer);
+}
+
+namespace {
+
+// The driver's cuMemGetAddressRange, found through the runtime: linking libcuda itself would make
+// every binary need the driver to start, also on machines without a GPU.
+using MemGetAddressRange = CUresult (*)(CUdeviceptr* base, size_t* size, CUdeviceptr pointer);
+
+absl::StatusOr<MemGetAddressRange> AddressRangeFunction() {
+  static void* function = nullptr;
+  static cudaError_t error = [] {
+    cudaDriverEntryPointQueryResult found;
+    const cudaError_t e = cudaGetDriverEntryPointByVersion("cuMemGetAddressRange", &function, 12000,
+                                                           cudaEnableDefault, &found);
+    return e == cudaSuccess && found != cudaDriverEntryPointSuccess ? cudaErrorSymbolNotFound : e;
+  }();
+  CHORUS_RETURN_IF_ERROR(
+      CudaStatus(error, "cudaGetDriverEntryPointByVersion(cuMemGetAddressRange)"));
+  return reinterpret_cast<MemGetAddressRange>(function);
+}
+
+}  // namespace
+
+absl::StatusOr<IpcMemory> CudaRuntime::ExportMemory(int device, const void* pointer) {
+  CHORUS_RETURN_IF_ERROR(Available());
+  ScopedDevice scoped(device);
+  CHORUS_RETURN_IF_ERROR(scoped.status());
+  CHORUS_ASSIGN_OR_RETURN(const MemGetAddressRange address_range, AddressRangeFunction());
+  CUdeviceptr base = 0;
+  size_t size = 0;
+  const CUresult result = address_range(&base, &size, reinterpret_cast<CUdeviceptr>(pointer));
+  if (result != CUDA_SUCCESS) {
+    return InvalidArgumentError(absl::StrCat("cuMemGetAddressRange failed (CUresult ", result,
+                                             "): the pointer is not in a device allocation"));
+  }
+  cudaIpcMemHandle_t handle;
+  CHORUS_CUDA_RETURN_IF_ERROR(cudaIpcGetMemHandle(&handle, reinterpret_cast<void*>(base)));
+  IpcMemory memory;
+  static_assert(sizeof(handle) == sizeof(memory.handle), "cudaIpcMemHandle_t is 64 bytes");
+  std::memcpy(memory.handle.data(), &handle, sizeof(handle));
+  memory.offset = reinterpret_cast<CUdeviceptr>(pointer) - base;
+  return memory;
+}
+
+absl::StatusOr<void*> CudaRuntime::OpenMemory(int device, const IpcMemory& memory) {
+  CHORUS_RETURN_IF_ERROR(Available());
+  std::lock_guard<std::mutex> lock(open_mu_);
+  auto it = open_.find(memory.handle);
+  if (it == open_.end()) {
+    if (open_.size() >= kMaxOpenAllocations) {
+      auto oldest = open_.begin();
+      for (auto i = open_.begin(); i != open_.end(); ++i) {
+        if (i->second.last_use < oldest->second.last_use) oldest = i;
+      }
+      ScopedDevice scoped(oldest->second.device);
+      cudaIpcCloseMemHandle(oldest->second.base);
+      open_.erase(oldest);
+    }
+    ScopedDevice scoped(device);
+    CHORUS_RETURN_IF_ERROR(scoped.status());
+    cudaIpcMemHandle_t handle;
+    std::memcpy(&handle, memory.handle.data(), sizeof(handle));
+    void* base = nullptr;
+    CHORUS_CUDA_RETURN_IF_ERROR(
+        cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess));
+    it = open_.emplace(memory.handle, OpenAllocation{base, device, 0}).first;
+  }
+  it->second.last_use = ++uses_;
+  return static_cast<char*>(it->second.base) + memory.offset;
 }
 
 absl::StatusOr<void*> CudaRuntime::AllocateDevice(int device, size_t bytes) {

@@ -6,6 +6,9 @@
 #ifndef CHORUS_CUDA_CUDA_RUNTIME_H_
 #define CHORUS_CUDA_CUDA_RUNTIME_H_
 
+#include <array>
+#include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 
@@ -24,6 +27,8 @@ class CudaRuntime : public GpuRuntime {
   void FreePinned(void* pointer) override;
   absl::StatusOr<void*> AllocateDevice(int device, size_t bytes) override;
   void FreeDevice(int device, void* pointer) override;
+  absl::StatusOr<IpcMemory> ExportMemory(int device, const void* pointer) override;
+  absl::StatusOr<void*> OpenMemory(int device, const IpcMemory& memory) override;
   absl::Status CopyAsync(void* dst, const void* src, size_t bytes, int device,
                          void* stream) override;
   absl::Status ReduceAsync(DataType type, ReduceOp op, const void* a, const void* b, void* dst,
@@ -33,9 +38,21 @@ class CudaRuntime : public GpuRuntime {
   absl::Status WaitStream(int device, void* stream, Deadline deadline) override;
 
  private:
+  // At most this many peer allocations stay open; the least recently used is closed first.
+  static constexpr size_t kMaxOpenAllocations = 256;
+
   std::once_flag probe_once_;
   absl::Status available_;
   int devices_ = 0;
+
+  std::mutex open_mu_;
+  struct OpenAllocation {
+    void* base = nullptr;
+    int device = -1;
+    uint64_t last_use = 0;
+  };
+  std::map<std::array<uint8_t, 64>, OpenAllocation> open_;  // by IPC handle
+  uint64_t uses_ = 0;
 };
 
 }  // namespace chorus

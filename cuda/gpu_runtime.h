@@ -9,7 +9,9 @@
 #ifndef CHORUS_CUDA_GPU_RUNTIME_H_
 #define CHORUS_CUDA_GPU_RUNTIME_H_
 
+#include <array>
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -23,6 +25,13 @@ namespace chorus {
 struct PointerLocation {
   bool on_device = false;  // memory of a GPU (device or managed memory), not host memory
   int device = -1;         // that GPU's ordinal when on_device
+};
+
+// Device memory as another process on the host can open it (cudaIpcMemHandle_t for CUDA): the
+// handle of the allocation that holds a pointer, and the pointer's offset in it.
+struct IpcMemory {
+  std::array<uint8_t, 64> handle{};
+  uint64_t offset = 0;
 };
 
 class GpuRuntime {
@@ -52,6 +61,15 @@ class GpuRuntime {
   // device memory).
   virtual absl::StatusOr<void*> AllocateDevice(int device, size_t bytes) = 0;
   virtual void FreeDevice(int device, void* pointer) = 0;
+
+  // The IPC handle of the device memory at `pointer` (memory of `device`).
+  virtual absl::StatusOr<IpcMemory> ExportMemory(int device, const void* pointer) = 0;
+
+  // The address in this process of memory that another process exported. Opened allocations
+  // are cached, so a buffer used call after call is opened once; they are closed when the cache
+  // evicts them or the runtime ends. Memory this process exported itself cannot be opened
+  // (CUDA refuses it): use its own address.
+  virtual absl::StatusOr<void*> OpenMemory(int device, const IpcMemory& memory) = 0;
 
   // Queues a copy of `bytes` between any two memories on `stream` of `device`: it starts after the
   // work queued there before it.

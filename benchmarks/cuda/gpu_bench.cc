@@ -48,9 +48,12 @@ double DeviceBandwidth(size_t bytes_moved, const Run& run) {
 }
 
 // Median seconds of a 2-rank allreduce of `bytes` over shared memory, ranks as processes, with
-// host or device buffers. -1 on failure (printed).
-double AllReduceSeconds(size_t bytes, bool device) {
+// host or device buffers; device buffers through CUDA IPC (the default on one host) or staged
+// through pinned memory. -1 on failure (printed).
+double AllReduceSeconds(size_t bytes, bool device, bool ipc) {
   const std::string file = std::string("/tmp/chorus_gpu_bench_") + (device ? "d" : "h");
+  CommunicatorOptions options;
+  options.cuda_ipc = ipc;
   const absl::Status status = testing::RunOnProcesses(
       testing::TransportKind::kShm, 2,
       [&](Communicator& comm) -> absl::Status {
@@ -69,8 +72,8 @@ double AllReduceSeconds(size_t bytes, bool device) {
         std::vector<double> seconds;
         for (int i = 0; i < kIterations + 1; ++i) {
           const absl::Time start = absl::Now();
-          absl::Status s = comm.AllReduce(data, data, bytes / sizeof(float), DataType::kFloat32,
-                                          ReduceOp::kSum);
+          absl::Status s =
+              comm.AllReduce(data, data, bytes / sizeof(float), DataType::kFloat32, ReduceOp::kSum);
           if (!s.ok()) return s;
           if (i > 0) seconds.push_back(absl::ToDoubleSeconds(absl::Now() - start));
         }
@@ -85,7 +88,7 @@ double AllReduceSeconds(size_t bytes, bool device) {
         }
         return absl::OkStatus();
       },
-      absl::Minutes(5));
+      absl::Minutes(5), options);
   if (!status.ok()) {
     std::printf("allreduce (%s buffers) failed: %s\n", device ? "device" : "host",
                 std::string(status.message()).c_str());
@@ -110,15 +113,23 @@ int Main(int argc, char** argv) {
     std::printf("SKIPPED: no NVIDIA driver on this machine (/dev/nvidiactl is absent)\n");
     return 0;
   }
-  const double host_s = AllReduceSeconds(bytes, false);
-  const double device_s = AllReduceSeconds(bytes, true);
+  const double host_s = AllReduceSeconds(bytes, false, false);
+  const double staged_s = AllReduceSeconds(bytes, true, false);
+  const double ipc_s = AllReduceSeconds(bytes, true, true);
   const double mib = bytes / 1048576.0;
   // busbw of a 2-rank allreduce: algbw x 2(n-1)/n = algbw.
-  std::printf("allreduce 2 ranks shm %.0f MiB float32, host buffers:   %.2f ms, busbw %.2f GB/s\n",
-              mib, host_s * 1e3, bytes / host_s / 1e9);
-  std::printf("allreduce 2 ranks shm %.0f MiB float32, device buffers: %.2f ms, busbw %.2f GB/s "
-              "(%.2fx the host-buffer time)\n",
-              mib, device_s * 1e3, bytes / device_s / 1e9, device_s / host_s);
+  std::printf(
+      "allreduce 2 ranks shm %.0f MiB float32, host buffers:            %.2f ms, busbw "
+      "%.2f GB/s\n",
+      mib, host_s * 1e3, bytes / host_s / 1e9);
+  std::printf(
+      "allreduce 2 ranks shm %.0f MiB float32, device buffers, staged:  %.2f ms, busbw "
+      "%.2f GB/s (%.2fx the host-buffer time)\n",
+      mib, staged_s * 1e3, bytes / staged_s / 1e9, staged_s / host_s);
+  std::printf(
+      "allreduce 2 ranks %.0f MiB float32, device buffers, cuda_ipc:    %.2f ms, busbw "
+      "%.2f GB/s\n",
+      mib, ipc_s * 1e3, bytes / ipc_s / 1e9);
 
   GpuRuntime* runtime = InstalledGpuRuntime();
   const absl::Status available = runtime->Available();
@@ -133,10 +144,14 @@ int Main(int argc, char** argv) {
   cudaMemset(a, 0, bytes);
   cudaMemset(b, 0, bytes);
   // A copy reads and writes every byte: 2 x bytes of memory traffic.
-  const double copy = DeviceBandwidth(2 * bytes, [&] {
-    cudaMemcpyAsync(dst, a, bytes, cudaMemcpyDeviceToDevice, nullptr);
-  });
-  std::printf("cudaMemcpy device to device %.0f MiB: %.1f GB/s of memory traffic\n", mib, copy);
+  const double copy = DeviceBandwidth(
+      2 * bytes, [&] { cudaMemcpyAsync(dst, a, bytes, cudaMemcpyDeviceToDevice, nullptr); });
+  std::printf(
+      "cudaMemcpy device to device %.0f MiB: %.1f GB/s of memory traffic, %.1f GB/s "
+      "copied\n",
+      mib, copy, copy / 2);
+  std::printf("cuda_ipc allreduce busbw / device-to-device copy rate: %.0f%%\n",
+              100 * (bytes / ipc_s / 1e9) / (copy / 2));
   for (DataType type : {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16,
                         DataType::kFloat64, DataType::kInt8}) {
     const size_t count = bytes / DataTypeSize(type);

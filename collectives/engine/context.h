@@ -99,6 +99,8 @@ class CollectiveContext {
   // Which ranks share a host, by communicator rank (never group-relative).
   const Topology& topology() const { return comm_.topology(); }
   const CollectiveHeader& header() const { return header_; }
+  // When the whole collective must end on this rank.
+  Deadline deadline() const { return deadline_; }
 
   // Expects a header from the left-hand neighbour and owes one to the right: it rides on the
   // first small message to that neighbour, or goes out alone before this rank first waits.

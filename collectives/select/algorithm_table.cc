@@ -139,6 +139,10 @@ const AlgorithmEntry kTable[] = {
      }},
     {K::kBarrier, A::kDissemination, DisseminationBarrier,
      [](const CostInputs& in) { return Log2(in) * in.alpha; }},
+    // CUDA device buffers on one host only, named by the communicator, never chosen by cost
+    // (CheapestFlat skips it): three rounds of messages; the data never crosses a link.
+    {K::kAllReduce, A::kCudaIpc, CudaIpcAllReduce,
+     [](const CostInputs& in) { return 3 * (in.ranks - 1) * in.alpha; }},
     // hierarchical: the sum of its phases' cheapest flat costs (hierarchical.cc)
     {K::kAllReduce, A::kHierarchical, HierarchicalAllReduce,
      [](const CostInputs& in) { return HierarchicalCost(K::kAllReduce, in); }},
@@ -185,7 +189,7 @@ const AlgorithmEntry* CheapestFlat(CollectiveKind kind, const CostInputs& in) {
   const AlgorithmEntry* best = nullptr;
   double best_cost = 0;
   for (const AlgorithmEntry& entry : kTable) {
-    if (entry.kind != kind || entry.id == A::kHierarchical) continue;
+    if (entry.kind != kind || entry.id == A::kHierarchical || entry.id == A::kCudaIpc) continue;
     const double cost = entry.cost(in);
     if (best == nullptr || cost < best_cost) {
       best = &entry;

@@ -55,9 +55,9 @@ const AlgorithmEntry* FindAlgorithm(CollectiveKind kind, AlgorithmId id);
 // The algorithms that implement `kind`.
 std::vector<AlgorithmId> AlgorithmsFor(CollectiveKind kind);
 
-// The cheapest algorithm for `kind` under `in` other than the hierarchical one (the first in
-// table order on a tie); nullptr if none implements `kind`. The selector's model, and how the
-// hierarchical algorithm picks each phase's algorithm.
+// The cheapest algorithm for `kind` under `in` other than the hierarchical one and cuda_ipc
+// (the first in table order on a tie); nullptr if none implements `kind`. The selector's model,
+// and how the hierarchical algorithm picks each phase's algorithm.
 const AlgorithmEntry* CheapestFlat(CollectiveKind kind, const CostInputs& in);
 
 }  // namespace chorus

@@ -1,11 +1,11 @@
 // On a real GPU (--config=cuda builds; "SKIPPED: <why>" without a GPU): the device reduction
 // kernels against the host kernels for every type and op, and the collectives matrix on device
-// buffers with ranks as processes sharing the GPU, over shared memory and TCP. The processes
+// buffers with ranks as processes sharing the GPU, over shared memory and TCP (the allreduce also
+// through CUDA IPC). The processes
 // case runs first: the parent must not touch CUDA before it forks.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
-
 #include <cstring>
 #include <random>
 #include <vector>
@@ -33,7 +33,12 @@ TEST_CASE("every collective on device buffers, ranks as processes", "[gpu][proce
       matrix.types = {DataType::kFloat32, DataType::kBFloat16, DataType::kInt64};
       matrix.counts = {0, 7, 1000, 300000};
       matrix.every_algorithm = ranks == 3;
-      const std::vector<Case> cases = BuildCases(matrix, ranks);
+      std::vector<Case> cases = BuildCases(matrix, ranks);
+      // And allreduce through CUDA IPC, named (over any transport of one host).
+      Matrix ipc = matrix;
+      ipc.kinds = {CollectiveKind::kAllReduce};
+      ipc.algorithms = {"cuda_ipc"};
+      for (const Case& c : BuildCases(ipc, ranks)) cases.push_back(c);
       const absl::Status status = RunOnProcesses(
           transport, ranks,
           [&](Communicator& comm) {

@@ -1,5 +1,7 @@
 #include "tests/cuda/host_gpu_runtime.h"
 
+#include <unistd.h>
+
 #include <cstdlib>
 #include <cstring>
 
@@ -81,6 +83,29 @@ absl::StatusOr<void*> HostGpuRuntime::AllocateDevice(int device, size_t bytes) {
 }
 
 void HostGpuRuntime::FreeDevice(int device, void* pointer) { FreePinned(pointer); }
+
+absl::StatusOr<IpcMemory> HostGpuRuntime::ExportMemory(int device, const void* pointer) {
+  CHORUS_ASSIGN_OR_RETURN(const PointerLocation location, Locate(pointer));
+  if (!location.on_device || location.device != device) {
+    return InvalidArgumentError("not device memory of the host stand-in");
+  }
+  IpcMemory memory;
+  const int64_t pid = getpid();
+  std::memcpy(memory.handle.data(), &pointer, sizeof(pointer));
+  std::memcpy(memory.handle.data() + sizeof(pointer), &pid, sizeof(pid));
+  return memory;
+}
+
+absl::StatusOr<void*> HostGpuRuntime::OpenMemory(int device, const IpcMemory& memory) {
+  void* pointer = nullptr;
+  int64_t pid = 0;
+  std::memcpy(&pointer, memory.handle.data(), sizeof(pointer));
+  std::memcpy(&pid, memory.handle.data() + sizeof(pointer), sizeof(pid));
+  if (pid != getpid()) {
+    return InvalidArgumentError("the host stand-in cannot share memory between processes");
+  }
+  return static_cast<char*>(pointer) + memory.offset;
+}
 
 void HostGpuRuntime::Enqueue(int device, void* stream, std::function<void()> work) {
   std::lock_guard<std::mutex> lock(mu_);

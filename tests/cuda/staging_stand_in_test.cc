@@ -27,6 +27,13 @@ class InstalledStandIn {
   HostGpuRuntime runtime_;
 };
 
+// Staging only: ranks in separate processes cannot share the stand-in's memory.
+CommunicatorOptions StagedOnly() {
+  CommunicatorOptions options;
+  options.cuda_ipc = false;
+  return options;
+}
+
 Matrix SmallMatrix() {
   Matrix matrix;
   matrix.types = {DataType::kInt32, DataType::kFloat16, DataType::kUint8};
@@ -68,7 +75,7 @@ TEST_CASE("host stand-in: device buffers over shared memory, 4 ranks as processe
       [&](Communicator& comm) {
         return RunCases(comm, cases, CaseMemory{&stand_in.runtime(), 1, nullptr});
       },
-      absl::Minutes(3));
+      absl::Minutes(3), StagedOnly());
   CHECK(status.ok());
   if (!status.ok()) FAIL(status.ToString());
 }
@@ -82,6 +89,82 @@ struct DeviceBuffer {
   int device;
   void* data;
 };
+
+TEST_CASE("host stand-in: cuda_ipc allreduce reads the peers' device buffers in place",
+          "[stand-in][ipc]") {
+  InstalledStandIn stand_in;
+  void* stream = stand_in.runtime().MakeStream(0);
+  CommunicatorOptions ipc_always;
+  ipc_always.cuda_ipc_min_bytes = 0;
+  for (int ranks : {2, 3, 5}) {
+    Matrix named;
+    named.kinds = {CollectiveKind::kAllReduce};
+    named.algorithms = {"cuda_ipc"};
+    named.counts = {0, 1, 7, 1000, 100003};
+    // And the automatic choice, which is cuda_ipc for device buffers of ranks on one host (from
+    // CommunicatorOptions::cuda_ipc_min_bytes, here 0).
+    Matrix automatic = named;
+    automatic.algorithms.clear();
+    automatic.every_algorithm = false;
+    std::vector<Case> cases = BuildCases(named, ranks);
+    for (const Case& c : BuildCases(automatic, ranks)) cases.push_back(c);
+    const int pinned_before = stand_in.runtime().pinned_allocations();
+    INFO(cases.size() << " cases on " << ranks << " ranks");
+    CheckAll(RunOnThreadsAll(
+        TransportKind::kInproc, ranks,
+        [&](Communicator& comm) {
+          return RunCases(comm, cases, CaseMemory{&stand_in.runtime(), 0, stream});
+        },
+        absl::Minutes(2), ipc_always));
+    // Nothing was staged through pinned memory.
+    CHECK(stand_in.runtime().pinned_allocations() == pinned_before);
+  }
+}
+
+TEST_CASE("host stand-in: allreduces below cuda_ipc_min_bytes are staged, larger ones are not",
+          "[stand-in][ipc]") {
+  InstalledStandIn stand_in;
+  HostGpuRuntime& runtime = stand_in.runtime();
+  constexpr size_t kLarge = size_t{1} << 20;  // CommunicatorOptions::cuda_ipc_min_bytes
+  int pinned_after_small = -1;
+  CheckAll(RunOnThreadsAll(
+      TransportKind::kInproc, 2,
+      [&](Communicator& comm) -> absl::Status {
+        DeviceBuffer buffer(runtime, 0, kLarge);
+        CHORUS_RETURN_IF_ERROR(
+            comm.AllReduce(buffer.data, buffer.data, 1024, DataType::kUint8, ReduceOp::kSum));
+        CHORUS_RETURN_IF_ERROR(comm.Barrier());
+        if (comm.rank() == 0) pinned_after_small = runtime.pinned_allocations();
+        CHORUS_RETURN_IF_ERROR(comm.Barrier());
+        return comm.AllReduce(buffer.data, buffer.data, kLarge, DataType::kUint8, ReduceOp::kSum);
+      },
+      absl::Minutes(1)));
+  CHECK(pinned_after_small > 0);
+  CHECK(runtime.pinned_allocations() == pinned_after_small);
+}
+
+TEST_CASE("host stand-in: cuda_ipc with host buffers on one rank fails on every rank, naming it",
+          "[stand-in][ipc]") {
+  InstalledStandIn stand_in;
+  HostGpuRuntime& runtime = stand_in.runtime();
+  const std::vector<absl::Status> statuses = RunOnThreadsAll(
+      TransportKind::kInproc, 3,
+      [&](Communicator& comm) -> absl::Status {
+        DeviceBuffer buffer(runtime, 0, 4096);
+        std::vector<float> host(1024, 1.0f);
+        void* data = comm.rank() == 2 ? static_cast<void*>(host.data()) : buffer.data;
+        CollectiveOptions ipc;
+        ipc.algorithm = "cuda_ipc";
+        return comm.AllReduce(data, data, 1024, DataType::kFloat32, ReduceOp::kSum, ipc);
+      },
+      absl::Minutes(1));
+  for (size_t r = 0; r < statuses.size(); ++r) {
+    INFO("rank " << r << ": " << statuses[r].ToString());
+    CHECK(GetErrorKind(statuses[r]) == ErrorKind::kInvalidArgument);
+    CHECK(std::string(statuses[r].message()).find("rank 2 passed host memory") !=
+          std::string::npos);
+  }
+}
 
 TEST_CASE("host stand-in: point-to-point and asynchronous collectives on device buffers",
           "[stand-in]") {
@@ -199,7 +282,8 @@ TEST_CASE("host stand-in: a failed copy fails the collective on every rank promp
           "[stand-in]") {
   InstalledStandIn stand_in;
   HostGpuRuntime& runtime = stand_in.runtime();
-  CommunicatorOptions options;
+  // Staged (ranks 0 and 2 pass host memory, so cuda_ipc could not run).
+  CommunicatorOptions options = StagedOnly();
   options.timeout = absl::Seconds(20);
   const absl::Time start = absl::Now();
   const std::vector<absl::Status> statuses = RunOnThreadsAll(
@@ -212,7 +296,7 @@ TEST_CASE("host stand-in: a failed copy fails the collective on every rank promp
         void* data = comm.rank() == 1 ? buffer.data : static_cast<void*>(host.data());
         return comm.AllReduce(data, data, 1024, DataType::kFloat32, ReduceOp::kSum);
       },
-      absl::Minutes(1));
+      absl::Minutes(1), options);
   const absl::Duration took = absl::Now() - start;
   INFO("took " << absl::FormatDuration(took));
   for (size_t r = 0; r < statuses.size(); ++r) {

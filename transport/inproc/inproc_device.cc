@@ -325,6 +325,8 @@ class InprocMesh : public Mesh {
   }
 
   void Abort(absl::string_view reason) override { fabric_->Close(rank_, reason); }
+  // Threads of one process.
+  std::vector<int> HostOfRanks() const override { return std::vector<int>(size(), 0); }
 
   RequestPtr PostSend(int peer, Tag tag, ConstMemoryRef buffer) {
     auto request = std::make_shared<InprocRequest>(RequestKind::kSend, peer, tag, fabric_, peer);

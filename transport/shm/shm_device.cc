@@ -52,6 +52,8 @@ class ShmMesh final : public Mesh {
   }
 
   void Abort(absl::string_view reason) override { engine_->Abort(reason); }
+  // Shared memory connects ranks of one host only.
+  std::vector<int> HostOfRanks() const override { return std::vector<int>(size(), 0); }
 
  private:
   const std::shared_ptr<shm::Engine> engine_;
