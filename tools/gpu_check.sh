@@ -56,12 +56,17 @@ run_bundle() {
     # The same allreduce sweep with device and host buffers, 2 ranks over shared memory, and
     # host buffers with a library that has no CUDA support (nothing asks where they live).
     local sweep=(--transport shm -b 8 -e 256M -f 8 -n 20 -w 3)
-    for buffers in cuda heap; do
-      echo "=== chorus_bench --buffers $buffers" | tee -a "$log"
-      python3 "$dir/chorusrun" -n 2 "$dir/chorus_bench" "${sweep[@]}" --buffers "$buffers" 2>&1 |
-        grep -v "^\[rank 1\]" | tee -a "$log"
+    # Device buffers: cuda_ipc from CHORUS_CUDA_IPC_MIN_BYTES up (the default), and all staged.
+    for ipc in 1 0; do
+      echo "=== chorus_bench --buffers cuda, CHORUS_CUDA_IPC=$ipc" | tee -a "$log"
+      CHORUS_CUDA_IPC=$ipc python3 "$dir/chorusrun" -n 2 "$dir/chorus_bench" "${sweep[@]}" \
+        --buffers cuda 2>&1 | grep -v "^\[rank 1\]" | tee -a "$log"
       [ "${PIPESTATUS[0]}" -eq 0 ] || status_c=1
     done
+    echo "=== chorus_bench --buffers heap" | tee -a "$log"
+    python3 "$dir/chorusrun" -n 2 "$dir/chorus_bench" "${sweep[@]}" --buffers heap 2>&1 |
+      grep -v "^\[rank 1\]" | tee -a "$log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || status_c=1
     echo "=== chorus_bench (no CUDA support) --buffers heap" | tee -a "$log"
     python3 "$dir/chorusrun" -n 2 "$dir/chorus_bench_host_only" "${sweep[@]}" 2>&1 |
       grep -v "^\[rank 1\]" | tee -a "$log"
