@@ -29,6 +29,8 @@ RESULT = re.compile(r"^(//\S+)\s+(?:\(cached\)\s+)?(PASSED|FAILED|TIMEOUT|NO STA
                     r"FLAKY|SKIPPED|FAILED TO BUILD)\b")
 ALL_PASSED = re.compile(r"All tests passed \(\d+ assertions? in (\d+) test cases?\)")
 SOME_FAILED = re.compile(r"test cases:\s+(\d+)\s+\|\s+(\d+) passed\s+\|\s+(\d+) failed")
+# Catch2's totals when every case passed but none made an assertion (each skipped, say).
+ALL_PASSED_NO_ASSERTIONS = re.compile(r"^test cases:\s+(\d+)\s+\|\s+(\d+) passed\s*$", re.M)
 FUZZ_RESULT = re.compile(r"^fuzz \S+: (PASSED|FAILED)\b")
 UNITTEST_RAN = re.compile(r"^Ran (\d+) tests? in ", re.MULTILINE)
 UNITTEST_SKIPPED = re.compile(r"^(?:OK|FAILED) \(.*?skipped=(\d+)", re.MULTILINE)
@@ -61,6 +63,9 @@ def case_totals(texts):
         for match in SOME_FAILED.finditer(text):
             passed += int(match.group(2))
             failed += int(match.group(3))
+            found = True
+        for match in ALL_PASSED_NO_ASSERTIONS.finditer(text):
+            passed += int(match.group(2))
             found = True
         for match in UNITTEST_RAN.finditer(text):
             passed += int(match.group(1))

@@ -14,6 +14,9 @@ CATCH2_PASSED = "All tests passed (12 assertions in 4 test cases)\n"
 CATCH2_WITH_SKIP = ("warning:\n  SKIPPED: cannot create network namespaces (needs root)\n"
                     "All tests passed (3 assertions in 2 test cases)\n")
 CATCH2_FAILED = "test cases: 5 | 3 passed | 2 failed\n"
+# Every case skipped: Catch2 then counts no assertions and prints its other totals line.
+CATCH2_ALL_SKIPPED = ("  SKIPPED: no GPU\n  SKIPPED: no GPU\n  SKIPPED: no GPU\n"
+                      "test cases: 3 | 3 passed\nassertions: - none -\n")
 UNITTEST_SKIPPED = ("SKIPPED: __main__.A.test_x: no GPU\nSKIPPED: __main__.A.test_y: no GPU\n"
                     "Ran 3 tests in 0.1s\n\nOK (skipped=2)\n")
 UNITTEST_FAILED = "Ran 4 tests in 0.1s\n\nFAILED (failures=1, errors=1)\n"
@@ -39,12 +42,14 @@ class Counts(unittest.TestCase):
         counts, stderr = self.run_counts(
             {"//a:passes": CATCH2_PASSED, "//a:skips": CATCH2_WITH_SKIP,
              "//a:fails": CATCH2_FAILED, "//b:py_skips": UNITTEST_SKIPPED,
-             "//b:py_fails": UNITTEST_FAILED},
+             "//b:py_fails": UNITTEST_FAILED, "//d:gpu": CATCH2_ALL_SKIPPED},
             ["//a:passes PASSED in 1.0s", "//a:skips PASSED in 1.0s",
              "//a:fails FAILED in 1.0s", "//b:py_skips PASSED in 1.0s",
-             "//b:py_fails FAILED in 1.0s", "//c:other PASSED in 1.0s"])
+             "//b:py_fails FAILED in 1.0s", "//c:other PASSED in 1.0s",
+             "//d:gpu PASSED in 1.0s"])
         # passed: 4 + (2 - 1 skipped) + 3 + (3 - 2 skipped) + (4 - 2 broken) + 1 (no totals)
-        self.assertEqual(counts, ["run", "12", "4", "3"])
+        # + (3 - 3 skipped)
+        self.assertEqual(counts, ["run", "12", "4", "6"])
         self.assertIn("skipped: //a:skips: cannot create network namespaces (needs root)", stderr)
         self.assertIn("skipped: //b:py_skips: __main__.A.test_x: no GPU", stderr)
 
