@@ -220,8 +220,8 @@ absl::string_view Communicator::NamedAlgorithm(const CollectiveArgs& args,
                                                const BufferPlacement& placement,
                                                const CollectiveOptions& options) const {
   if (!options.algorithm.empty()) return options.algorithm;
-  const bool ipc = placement.on_device && args.kind == CollectiveKind::kAllReduce && size() > 1 &&
-                   state_->tuning().cuda_ipc &&
+  const bool ipc = placement.on_device && FindAlgorithm(args.kind, AlgorithmId::kCudaIpc) &&
+                   size() > 1 && state_->tuning().cuda_ipc &&
                    PayloadBytes(args, size()) >= state_->tuning().cuda_ipc_min_bytes;
   return ipc ? AlgorithmName(AlgorithmId::kCudaIpc) : absl::string_view();
 }

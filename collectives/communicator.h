@@ -297,8 +297,8 @@ class Communicator {
   void Conclude(const CollectiveHeader& header, absl::Time started, const absl::Status& status,
                 FlightRecord* record);
   absl::Status Validate(const CollectiveArgs& args) const;
-  // The algorithm the call names, else cuda_ipc for a large enough allreduce of device buffers
-  // on one host (CommTuning::cuda_ipc), else none (the selector chooses).
+  // The algorithm the call names, else cuda_ipc for a large enough call on device buffers on
+  // one host that cuda_ipc implements (CommTuning::cuda_ipc), else none (the selector chooses).
   absl::string_view NamedAlgorithm(const CollectiveArgs& args, const BufferPlacement& placement,
                                    const CollectiveOptions& options) const;
   // Where the buffers of a validated call live.

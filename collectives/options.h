@@ -82,12 +82,13 @@ struct CommunicatorOptions {
   // through it (docs/cuda.md). CHORUS_CUDA_PINNED_CACHE_BYTES overrides it.
   size_t pinned_cache_bytes = size_t{1} << 30;
 
-  // Allreduces of CUDA device buffers between ranks that the transport (or host_of_rank) places
-  // on one host read each other's buffers through CUDA IPC (the cuda_ipc algorithm) unless the
-  // call names another algorithm. CHORUS_CUDA_IPC=0 turns it off.
+  // Allreduce, reduce-scatter, allgather and broadcast of CUDA device buffers between ranks that
+  // the transport (or host_of_rank) places on one host read each other's buffers through CUDA
+  // IPC (the cuda_ipc algorithm) unless the call names another algorithm. CHORUS_CUDA_IPC=0
+  // turns it off.
   bool cuda_ipc = true;
-  // ... for allreduces of at least this many bytes; smaller ones are staged, which costs less
-  // than cuda_ipc's three rounds of stream waits and messages (docs/cuda.md).
+  // ... for calls of at least this many bytes; smaller ones are staged, which costs less than
+  // cuda_ipc's rounds of stream waits and messages (docs/cuda.md).
   // CHORUS_CUDA_IPC_MIN_BYTES overrides it.
   size_t cuda_ipc_min_bytes = size_t{1} << 20;
 

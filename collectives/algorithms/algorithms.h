@@ -40,9 +40,12 @@ absl::Status LinearGather(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status LinearScatter(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status DisseminationBarrier(CollectiveContext& ctx, const CollectiveArgs& args);
 
-// cuda_ipc.cc: CUDA device buffers of ranks on one host, reduced and gathered in place through
-// CUDA IPC (the communicator does not stage them for this algorithm).
+// cuda_ipc.cc: CUDA device buffers of ranks on one host, read in place through CUDA IPC (the
+// communicator does not stage them for these algorithms).
 absl::Status CudaIpcAllReduce(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status CudaIpcReduceScatter(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status CudaIpcAllGather(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status CudaIpcBroadcast(CollectiveContext& ctx, const CollectiveArgs& args);
 
 // hierarchical.cc: phases within hosts and between hosts (ctx.topology()), each run by a flat
 // algorithm above on a group of ranks (GroupView). Any layout, also one host.

@@ -35,11 +35,11 @@ struct CommTuning {
   // algorithm picks each phase's algorithm.
   CostParams local_cost;
   CostParams network_cost;
-  // Allreduces of CUDA device buffers use the cuda_ipc algorithm unless the call names another:
-  // the ranks certainly share one host (the transport or the options say so) and
+  // Collectives on CUDA device buffers that cuda_ipc implements use it unless the call names
+  // another: the ranks certainly share one host (the transport or the options say so) and
   // CommunicatorOptions::cuda_ipc allows it.
   bool cuda_ipc = false;
-  size_t cuda_ipc_min_bytes = 0;  // ... for allreduces of at least this many bytes
+  size_t cuda_ipc_min_bytes = 0;  // ... for calls of at least this many bytes
 };
 
 // Thread-safe.

@@ -143,6 +143,12 @@ const AlgorithmEntry kTable[] = {
     // (CheapestFlat skips it): three rounds of messages; the data never crosses a link.
     {K::kAllReduce, A::kCudaIpc, CudaIpcAllReduce,
      [](const CostInputs& in) { return 3 * (in.ranks - 1) * in.alpha; }},
+    {K::kReduceScatter, A::kCudaIpc, CudaIpcReduceScatter,
+     [](const CostInputs& in) { return 2 * (in.ranks - 1) * in.alpha; }},
+    {K::kAllGather, A::kCudaIpc, CudaIpcAllGather,
+     [](const CostInputs& in) { return 2 * (in.ranks - 1) * in.alpha; }},
+    {K::kBroadcast, A::kCudaIpc, CudaIpcBroadcast,
+     [](const CostInputs& in) { return 2 * (in.ranks - 1) * in.alpha; }},
     // hierarchical: the sum of its phases' cheapest flat costs (hierarchical.cc)
     {K::kAllReduce, A::kHierarchical, HierarchicalAllReduce,
      [](const CostInputs& in) { return HierarchicalCost(K::kAllReduce, in); }},

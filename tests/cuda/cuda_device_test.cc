@@ -34,9 +34,10 @@ TEST_CASE("every collective on device buffers, ranks as processes", "[gpu][proce
       matrix.counts = {0, 7, 1000, 300000};
       matrix.every_algorithm = ranks == 3;
       std::vector<Case> cases = BuildCases(matrix, ranks);
-      // And allreduce through CUDA IPC, named (over any transport of one host).
+      // And the collectives that CUDA IPC serves, named (over any transport of one host).
       Matrix ipc = matrix;
-      ipc.kinds = {CollectiveKind::kAllReduce};
+      ipc.kinds = {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
+                   CollectiveKind::kAllGather, CollectiveKind::kBroadcast};
       ipc.algorithms = {"cuda_ipc"};
       for (const Case& c : BuildCases(ipc, ranks)) cases.push_back(c);
       const absl::Status status = RunOnProcesses(

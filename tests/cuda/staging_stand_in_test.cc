@@ -90,7 +90,7 @@ struct DeviceBuffer {
   void* data;
 };
 
-TEST_CASE("host stand-in: cuda_ipc allreduce reads the peers' device buffers in place",
+TEST_CASE("host stand-in: cuda_ipc collectives read the peers' device buffers in place",
           "[stand-in][ipc]") {
   InstalledStandIn stand_in;
   void* stream = stand_in.runtime().MakeStream(0);
@@ -98,7 +98,8 @@ TEST_CASE("host stand-in: cuda_ipc allreduce reads the peers' device buffers in 
   ipc_always.cuda_ipc_min_bytes = 0;
   for (int ranks : {2, 3, 5}) {
     Matrix named;
-    named.kinds = {CollectiveKind::kAllReduce};
+    named.kinds = {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
+                   CollectiveKind::kAllGather, CollectiveKind::kBroadcast};
     named.algorithms = {"cuda_ipc"};
     named.counts = {0, 1, 7, 1000, 100003};
     // And the automatic choice, which is cuda_ipc for device buffers of ranks on one host (from
