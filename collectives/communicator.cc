@@ -142,9 +142,9 @@ absl::Status Communicator::Validate(const CollectiveArgs& args) const {
                       IsInPlace(args, r));
 }
 
-absl::Status Communicator::Execute(const CollectiveArgs& args, const BufferPlacement& placement,
-                                   const AlgorithmEntry& algorithm, const CollectiveHeader& header,
-                                   absl::Duration timeout, Work* work, FlightRecord* record,
+absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEntry& algorithm,
+                                   const CollectiveHeader& header, absl::Duration timeout,
+                                   Work* work, FlightRecord* record,
                                    Deadline::Clock::time_point start) {
   const absl::Time started = WallTimeOf(start);
   // A blocking collective runs on the caller's thread, which has no log rank of its own.
@@ -173,10 +173,10 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const BufferPlace
   // runs on pinned host copies.
   const bool read_in_place = algorithm.id == AlgorithmId::kCudaIpc && size() > 1;
   std::optional<StagedCall> staged;
-  if (placement.on_device && !read_in_place) {
+  if (args.cuda_device >= 0 && !read_in_place) {
     GpuRuntime& runtime = *InstalledGpuRuntime();
     absl::StatusOr<StagedCall> in =
-        StagedCall::StageIn(runtime, Pinned(runtime), args, rank(), size(), placement, deadline);
+        StagedCall::StageIn(runtime, Pinned(runtime), args, rank(), size(), deadline);
     if (!in.ok()) {
       const absl::Status status = staging_error(in.status(), "copying in");
       Conclude(header, started, status, record);
@@ -184,14 +184,7 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const BufferPlace
     }
     staged.emplace(std::move(*in));
   }
-  CollectiveArgs device_args;
-  if (read_in_place && placement.on_device) {
-    device_args = args;
-    device_args.cuda_device = placement.device;
-    device_args.cuda_stream = placement.stream;
-  }
-  const CollectiveArgs& run_args =
-      staged ? staged->host_args() : (read_in_place && placement.on_device ? device_args : args);
+  const CollectiveArgs& run_args = staged ? staged->host_args() : args;
   CollectiveContext ctx(*state_, run_args, header, deadline, start);
   absl::Status status;
   if (work != nullptr && !work->Attach([&ctx] { ctx.Cancel(); })) {
@@ -217,23 +210,28 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const BufferPlace
 }
 
 absl::string_view Communicator::NamedAlgorithm(const CollectiveArgs& args,
-                                               const BufferPlacement& placement,
                                                const CollectiveOptions& options) const {
   if (!options.algorithm.empty()) return options.algorithm;
-  const bool ipc = placement.on_device && FindAlgorithm(args.kind, AlgorithmId::kCudaIpc) &&
+  const bool ipc = args.cuda_device >= 0 && FindAlgorithm(args.kind, AlgorithmId::kCudaIpc) &&
                    size() > 1 && state_->tuning().cuda_ipc &&
                    PayloadBytes(args, size()) >= state_->tuning().cuda_ipc_min_bytes;
   return ipc ? AlgorithmName(AlgorithmId::kCudaIpc) : absl::string_view();
 }
 
-absl::StatusOr<BufferPlacement> Communicator::Place(const CollectiveArgs& args,
-                                                    const CollectiveOptions& options) const {
-  if (options.memory == MemoryPlacement::kHost) return BufferPlacement();
+absl::Status Communicator::Place(CollectiveArgs& args, const CollectiveOptions& options) const {
+  if (options.memory == MemoryPlacement::kHost) return absl::OkStatus();
   const BufferElements elements = ElementsOf(args, rank(), size());
-  return PlaceBuffers(CollectiveKindName(args.kind),
-                      {{args.send, elements.send * args.elem(), "the send buffer"},
-                       {args.recv, elements.recv * args.elem(), "the receive buffer"}},
-                      options, InstalledGpuRuntime());
+  CHORUS_ASSIGN_OR_RETURN(
+      const BufferPlacement placement,
+      PlaceBuffers(CollectiveKindName(args.kind),
+                   {{args.send, elements.send * args.elem(), "the send buffer"},
+                    {args.recv, elements.recv * args.elem(), "the receive buffer"}},
+                   options, InstalledGpuRuntime()));
+  if (placement.on_device) {
+    args.cuda_device = placement.device;
+    args.cuda_stream = placement.stream;
+  }
+  return absl::OkStatus();
 }
 
 void Communicator::Conclude(const CollectiveHeader& header, absl::Time started,
@@ -262,25 +260,23 @@ CollectiveHeader Communicator::MakeHeader(const CollectiveArgs& args, AlgorithmI
 
 absl::Status Communicator::Run(CollectiveArgs args, const CollectiveOptions& options) {
   CHORUS_RETURN_IF_ERROR(Validate(args));
-  CHORUS_ASSIGN_OR_RETURN(const BufferPlacement placement, Place(args, options));
-  CHORUS_ASSIGN_OR_RETURN(
-      const AlgorithmEntry* algorithm,
-      selector_->Choose(args, size(), NamedAlgorithm(args, placement, options)));
+  CHORUS_RETURN_IF_ERROR(Place(args, options));
+  CHORUS_ASSIGN_OR_RETURN(const AlgorithmEntry* algorithm,
+                          selector_->Choose(args, size(), NamedAlgorithm(args, options)));
   const CollectiveHeader header = MakeHeader(args, algorithm->id, next_sequence_.fetch_add(1));
   // One clock read for the deadline and the record (WallTimeOf).
   const Deadline::Clock::time_point start = Deadline::Clock::now();
   FlightRecordPtr record = recorder_->Add(header, FlightState::kRunning, WallTimeOf(start));
-  return Execute(args, placement, *algorithm, header, options.timeout.value_or(timeout_), nullptr,
+  return Execute(args, *algorithm, header, options.timeout.value_or(timeout_), nullptr,
                  record.get(), start);
 }
 
 WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& options) {
   absl::Status invalid = Validate(args);
-  absl::StatusOr<BufferPlacement> placement =
-      invalid.ok() ? Place(args, options) : absl::StatusOr<BufferPlacement>(invalid);
+  if (invalid.ok()) invalid = Place(args, options);
   absl::StatusOr<const AlgorithmEntry*> algorithm =
-      placement.ok() ? selector_->Choose(args, size(), NamedAlgorithm(args, *placement, options))
-                     : absl::StatusOr<const AlgorithmEntry*>(placement.status());
+      invalid.ok() ? selector_->Choose(args, size(), NamedAlgorithm(args, options))
+                   : absl::StatusOr<const AlgorithmEntry*>(invalid);
   if (!algorithm.ok()) {
     auto work =
         std::make_shared<Work>(args.kind, 0, "none", std::string(CollectiveKindName(args.kind)));
@@ -294,10 +290,9 @@ WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& optio
   const absl::Duration timeout = options.timeout.value_or(timeout_);
   FlightRecordPtr record = recorder_->Add(header, FlightState::kQueued, WallNow());
   unfinished_async_.fetch_add(1);
-  pool_->Submit([this, args = std::move(args), placement = *placement, entry = *algorithm, header,
-                 timeout, work, record] {
-    const absl::Status status = Execute(args, placement, *entry, header, timeout, work.get(),
-                                        record.get(), Deadline::Clock::now());
+  pool_->Submit([this, args = std::move(args), entry = *algorithm, header, timeout, work, record] {
+    const absl::Status status =
+        Execute(args, *entry, header, timeout, work.get(), record.get(), Deadline::Clock::now());
     unfinished_async_.fetch_sub(1);
     work->Complete(status);
   });

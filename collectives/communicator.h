@@ -65,7 +65,6 @@
 #include "chorus/collectives/collective_args.h"
 #include "chorus/collectives/collective_kind.h"
 #include "chorus/collectives/options.h"
-#include "chorus/collectives/staging/placement.h"
 #include "chorus/collectives/work.h"
 #include "chorus/core/types.h"
 #include "chorus/cuda/gpu_runtime.h"
@@ -288,22 +287,22 @@ class Communicator {
   // `record` is the collective's flight record (null when the recorder is off); `start` is
   // when it starts (read by the caller, which also stamps the record with it): the deadline
   // counts from it.
-  // Device buffers (`placement`) run through pinned host copies (staging/staged_call.h).
-  absl::Status Execute(const CollectiveArgs& args, const BufferPlacement& placement,
-                       const AlgorithmEntry& algorithm, const CollectiveHeader& header,
-                       absl::Duration timeout, Work* work, FlightRecord* record,
-                       Deadline::Clock::time_point start);
+  // Device buffers (args.cuda_device) run through pinned host copies (staging/staged_call.h)
+  // unless the algorithm is cuda_ipc.
+  absl::Status Execute(const CollectiveArgs& args, const AlgorithmEntry& algorithm,
+                       const CollectiveHeader& header, absl::Duration timeout, Work* work,
+                       FlightRecord* record, Deadline::Clock::time_point start);
   // Records the outcome (flight record, timeout dump, trace event); while `ctx` is alive.
   void Conclude(const CollectiveHeader& header, absl::Time started, const absl::Status& status,
                 FlightRecord* record);
   absl::Status Validate(const CollectiveArgs& args) const;
   // The algorithm the call names, else cuda_ipc for a large enough call on device buffers on
   // one host that cuda_ipc implements (CommTuning::cuda_ipc), else none (the selector chooses).
-  absl::string_view NamedAlgorithm(const CollectiveArgs& args, const BufferPlacement& placement,
+  absl::string_view NamedAlgorithm(const CollectiveArgs& args,
                                    const CollectiveOptions& options) const;
-  // Where the buffers of a validated call live.
-  absl::StatusOr<BufferPlacement> Place(const CollectiveArgs& args,
-                                        const CollectiveOptions& options) const;
+  // Where the buffers of a validated call live: device buffers set args.cuda_device and
+  // args.cuda_stream.
+  absl::Status Place(CollectiveArgs& args, const CollectiveOptions& options) const;
   // The pinned blocks that stage this communicator's device buffers, made on first use.
   PinnedPool& Pinned(GpuRuntime& runtime);
   // The header of a collective (with the host layout's digest for hierarchical).

@@ -37,20 +37,18 @@ absl::Status CudaStatus(cudaError_t error, const char* call) {
 class ScopedDevice {
  public:
   explicit ScopedDevice(int device) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    status_ =
-        previous_ == device ? absl::OkStatus() : CudaStatus(cudaSetDevice(device), "cudaSetDevice");
+    if (cudaGetDevice(&previous_) == cudaSuccess && previous_ == device) return;
+    status_ = CudaStatus(cudaSetDevice(device), "cudaSetDevice");
+    switched_ = status_.ok() && previous_ >= 0;
   }
   ~ScopedDevice() {
-    int now = -1;
-    if (previous_ >= 0 && cudaGetDevice(&now) == cudaSuccess && now != previous_) {
-      cudaSetDevice(previous_);
-    }
+    if (switched_) cudaSetDevice(previous_);
   }
   const absl::Status& status() const { return status_; }
 
  private:
   int previous_ = -1;
+  bool switched_ = false;  // this scope changed the device, and knows the caller's
   absl::Status status_;
 };
 

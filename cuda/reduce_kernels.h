@@ -1,8 +1,7 @@
 // The device reduction kernels: dst = a op b and data /= divisor over every Chorus type,
 // grid-stride loops with 16-byte loads and stores when all pointers are 16-byte aligned. Each
-// element goes through
-// core/reduce_element.h, the same definition the host kernels use. Compiled by nvcc
-// (reduce_kernels.cu); callers need no CUDA headers.
+// element goes through core/reduce_element.h, the same definition the host kernels use.
+// Compiled by nvcc (reduce_kernels.cu); callers need no CUDA headers.
 #ifndef CHORUS_CUDA_REDUCE_KERNELS_H_
 #define CHORUS_CUDA_REDUCE_KERNELS_H_
 

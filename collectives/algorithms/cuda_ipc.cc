@@ -50,14 +50,28 @@ struct PeerBuffers {
   std::vector<char*> recv;
 };
 
-// The address of a peer's buffer in this process: its own address when the peer is this process
-// (CUDA refuses to open a process's own handles), else its IPC handle opened.
-absl::StatusOr<char*> PeerBuffer(GpuRuntime& runtime, int device, const Descriptor& peer,
-                                 uint64_t address, const IpcMemory& memory) {
+// A GPU runtime's error as the collective's: its description first. (Errors of the messages come
+// from the context, which describes them itself.)
+absl::Status OnDevice(const CollectiveContext& ctx, const absl::Status& status) {
+  if (status.ok()) return status;
+  return MakeError(GetErrorKind(status), absl::StrCat(ctx.Describe(), ": ", status.message()));
+}
+
+// The address of rank `rank`'s buffer in this process: its own address when that rank is this
+// process (CUDA refuses to open a process's own handles), else its IPC handle opened.
+absl::StatusOr<char*> PeerBuffer(const CollectiveContext& ctx, GpuRuntime& runtime, int device,
+                                 int rank, const Descriptor& peer, uint64_t address,
+                                 const IpcMemory& memory) {
   if (address == 0) return nullptr;
   if (peer.pid == getpid()) return reinterpret_cast<char*>(address);
-  CHORUS_ASSIGN_OR_RETURN(void* opened, runtime.OpenMemory(device, memory));
-  return static_cast<char*>(opened);
+  absl::StatusOr<void*> opened = runtime.OpenMemory(device, memory);
+  if (!opened.ok()) {
+    return MakeError(GetErrorKind(opened.status()),
+                     absl::StrCat(ctx.Describe(), ": opening rank ", rank,
+                                  "'s buffer through CUDA IPC: ", opened.status().message()),
+                     rank);
+  }
+  return static_cast<char*>(*opened);
 }
 
 // One byte to each peer for `step`, and one from each.
@@ -89,14 +103,19 @@ absl::StatusOr<PeerBuffers> ExchangeBuffers(CollectiveContext& ctx, const Collec
     mine.on_device = 1;
     mine.device = args.cuda_device;
     // The input must be complete before a peer reads it.
-    CHORUS_RETURN_IF_ERROR(runtime.WaitStream(buffers.device, buffers.stream, ctx.deadline()));
+    CHORUS_RETURN_IF_ERROR(
+        OnDevice(ctx, runtime.WaitStream(buffers.device, buffers.stream, ctx.deadline())));
     if (elements.send > 0) {
       mine.send_address = reinterpret_cast<uint64_t>(args.send);
-      CHORUS_ASSIGN_OR_RETURN(mine.send, runtime.ExportMemory(buffers.device, args.send));
+      absl::StatusOr<IpcMemory> send = runtime.ExportMemory(buffers.device, args.send);
+      CHORUS_RETURN_IF_ERROR(OnDevice(ctx, send.status()));
+      mine.send = *send;
     }
     if (elements.recv > 0) {
       mine.recv_address = reinterpret_cast<uint64_t>(args.recv);
-      CHORUS_ASSIGN_OR_RETURN(mine.recv, runtime.ExportMemory(buffers.device, args.recv));
+      absl::StatusOr<IpcMemory> recv = runtime.ExportMemory(buffers.device, args.recv);
+      CHORUS_RETURN_IF_ERROR(OnDevice(ctx, recv.status()));
+      mine.recv = *recv;
     }
   }
   std::vector<Descriptor> peers(p);
@@ -110,20 +129,23 @@ absl::StatusOr<PeerBuffers> ExchangeBuffers(CollectiveContext& ctx, const Collec
   peers[r] = mine;
   for (int peer = 0; peer < p; ++peer) {
     if (!peers[peer].on_device) {
-      return InvalidArgumentError(
-          absl::StrCat("the cuda_ipc algorithm needs CUDA device buffers on every rank, but rank ",
-                       peer, " passed host memory"));
+      return MakeError(ErrorKind::kInvalidArgument,
+                       absl::StrCat(ctx.Describe(),
+                                    ": the cuda_ipc algorithm needs CUDA device buffers on every "
+                                    "rank, but rank ",
+                                    peer, " passed host memory"),
+                       peer);
     }
   }
   buffers.send.resize(p);
   buffers.recv.resize(p);
   for (int peer = 0; peer < p; ++peer) {
     const Descriptor& d = peers[peer];
-    CHORUS_ASSIGN_OR_RETURN(
-        char* send, PeerBuffer(*buffers.runtime, buffers.device, d, d.send_address, d.send));
+    CHORUS_ASSIGN_OR_RETURN(char* send, PeerBuffer(ctx, *buffers.runtime, buffers.device, peer, d,
+                                                   d.send_address, d.send));
     buffers.send[peer] = send;
-    CHORUS_ASSIGN_OR_RETURN(buffers.recv[peer], PeerBuffer(*buffers.runtime, buffers.device, d,
-                                                           d.recv_address, d.recv));
+    CHORUS_ASSIGN_OR_RETURN(buffers.recv[peer], PeerBuffer(ctx, *buffers.runtime, buffers.device,
+                                                           peer, d, d.recv_address, d.recv));
   }
   return buffers;
 }
@@ -154,7 +176,7 @@ absl::Status Copy(const PeerBuffers& b, char* dst, const char* src, size_t bytes
 
 // Step 3: the queued work done, every rank done reading.
 absl::Status Finish(CollectiveContext& ctx, const PeerBuffers& b) {
-  CHORUS_RETURN_IF_ERROR(b.runtime->WaitStream(b.device, b.stream, ctx.deadline()));
+  CHORUS_RETURN_IF_ERROR(OnDevice(ctx, b.runtime->WaitStream(b.device, b.stream, ctx.deadline())));
   return Notify(ctx, kDoneReading);
 }
 
@@ -169,14 +191,15 @@ absl::Status CudaIpcAllReduce(CollectiveContext& ctx, const CollectiveArgs& args
   const size_t elem = args.elem();
   const std::vector<size_t> counts = EvenCounts(args.count, p);
   const std::vector<size_t> offsets = PackedOffsets(counts);
-  CHORUS_RETURN_IF_ERROR(
-      ReduceBlock(args, b, r, offsets[r] * elem, counts[r], b.recv[r] + offsets[r] * elem));
-  CHORUS_RETURN_IF_ERROR(b.runtime->WaitStream(b.device, b.stream, ctx.deadline()));
+  CHORUS_RETURN_IF_ERROR(OnDevice(
+      ctx, ReduceBlock(args, b, r, offsets[r] * elem, counts[r], b.recv[r] + offsets[r] * elem)));
+  CHORUS_RETURN_IF_ERROR(OnDevice(ctx, b.runtime->WaitStream(b.device, b.stream, ctx.deadline())));
   CHORUS_RETURN_IF_ERROR(Notify(ctx, kReduced));
   for (int peer = 0; peer < p; ++peer) {
     if (peer == r) continue;
     const size_t at = offsets[peer] * elem;
-    CHORUS_RETURN_IF_ERROR(Copy(b, b.recv[r] + at, b.recv[peer] + at, counts[peer] * elem));
+    CHORUS_RETURN_IF_ERROR(
+        OnDevice(ctx, Copy(b, b.recv[r] + at, b.recv[peer] + at, counts[peer] * elem)));
   }
   return Finish(ctx, b);
 }
@@ -186,7 +209,7 @@ absl::Status CudaIpcReduceScatter(CollectiveContext& ctx, const CollectiveArgs& 
   CHORUS_ASSIGN_OR_RETURN(const PeerBuffers b, ExchangeBuffers(ctx, args));
   const int r = ctx.rank();
   CHORUS_RETURN_IF_ERROR(
-      ReduceBlock(args, b, r, r * args.count * args.elem(), args.count, b.recv[r]));
+      OnDevice(ctx, ReduceBlock(args, b, r, r * args.count * args.elem(), args.count, b.recv[r])));
   return Finish(ctx, b);
 }
 
@@ -197,7 +220,7 @@ absl::Status CudaIpcAllGather(CollectiveContext& ctx, const CollectiveArgs& args
   const size_t bytes = args.count * args.elem();
   for (int peer = 0; peer < ctx.size(); ++peer) {
     // In place, a rank's own block is already where it goes (Copy skips it).
-    CHORUS_RETURN_IF_ERROR(Copy(b, b.recv[r] + peer * bytes, b.send[peer], bytes));
+    CHORUS_RETURN_IF_ERROR(OnDevice(ctx, Copy(b, b.recv[r] + peer * bytes, b.send[peer], bytes)));
   }
   return Finish(ctx, b);
 }
@@ -206,7 +229,8 @@ absl::Status CudaIpcBroadcast(CollectiveContext& ctx, const CollectiveArgs& args
   if (args.count == 0) return absl::OkStatus();
   CHORUS_ASSIGN_OR_RETURN(const PeerBuffers b, ExchangeBuffers(ctx, args));
   const int r = ctx.rank();
-  CHORUS_RETURN_IF_ERROR(Copy(b, b.recv[r], b.send[args.root], args.count * args.elem()));
+  CHORUS_RETURN_IF_ERROR(
+      OnDevice(ctx, Copy(b, b.recv[r], b.send[args.root], args.count * args.elem())));
   return Finish(ctx, b);
 }
 

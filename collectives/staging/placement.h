@@ -1,9 +1,8 @@
-// Where one call's buffers live: host memory, or one CUDA device (then with the stream that orders
-// them). Answers CollectiveOptions::memory, asking the installed GPU runtime when the caller did
-// not say, and turns every
-// inconsistency into an InvalidArgument that names what was found: device memory in a build without
-// CUDA support, host and device buffers mixed in one call, buffers on two devices, a stream of
-// another device.
+// Where one call's buffers live: host memory, or one CUDA device (then with the stream that
+// orders them). Answers CollectiveOptions::memory, asking the installed GPU runtime when the
+// caller did not say, and turns every inconsistency into an InvalidArgument that names what was
+// found: device memory in a build without CUDA support, host and device buffers mixed in one
+// call, buffers on two devices, a stream of another device.
 #ifndef CHORUS_COLLECTIVES_STAGING_PLACEMENT_H_
 #define CHORUS_COLLECTIVES_STAGING_PLACEMENT_H_
 

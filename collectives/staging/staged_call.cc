@@ -42,10 +42,12 @@ absl::Status UnstageRegion(GpuRuntime& runtime, const BufferPlacement& placement
 
 absl::StatusOr<StagedCall> StagedCall::StageIn(GpuRuntime& runtime, PinnedPool& pool,
                                                const CollectiveArgs& args, int rank, int ranks,
-                                               const BufferPlacement& placement,
                                                Deadline deadline) {
+  const BufferPlacement placement{true, args.cuda_device, args.cuda_stream};
   StagedCall call(runtime, placement);
   call.host_args_ = args;
+  call.host_args_.cuda_device = -1;
+  call.host_args_.cuda_stream = nullptr;
   const size_t elem = args.elem();
   const BufferElements elements = ElementsOf(args, rank, ranks);
   const size_t send_bytes = elements.send * elem;

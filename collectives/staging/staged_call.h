@@ -46,11 +46,12 @@ absl::Status UnstageRegion(GpuRuntime& runtime, const BufferPlacement& placement
 
 class StagedCall {
  public:
+  // `args` are of device buffers (args.cuda_device, args.cuda_stream).
   static absl::StatusOr<StagedCall> StageIn(GpuRuntime& runtime, PinnedPool& pool,
                                             const CollectiveArgs& args, int rank, int ranks,
-                                            const BufferPlacement& placement, Deadline deadline);
+                                            Deadline deadline);
 
-  // The call's arguments with its buffers replaced by their pinned copies.
+  // The call's arguments with its buffers replaced by their pinned copies (host memory).
   const CollectiveArgs& host_args() const { return host_args_; }
 
   absl::Status StageOut(Deadline deadline);

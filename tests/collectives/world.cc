@@ -42,6 +42,12 @@ absl::Status Expect(bool condition, const std::string& what) {
   return condition ? absl::OkStatus() : InternalError(what);
 }
 
+absl::Status ExpectInvalidArgument(const absl::Status& status, const std::string& words) {
+  return Expect(GetErrorKind(status) == ErrorKind::kInvalidArgument &&
+                    std::string(status.message()).find(words) != std::string::npos,
+                "expected InvalidArgument with '" + words + "', got " + status.ToString());
+}
+
 std::string TransportName(TransportKind kind) {
   switch (kind) {
     case TransportKind::kInproc:

@@ -32,6 +32,10 @@ using CommBody = std::function<absl::Status(Communicator& comm)>;
 // `what`, which the runners below return as that rank's failure.
 absl::Status Expect(bool condition, const std::string& what);
 
+// OK when `status` is an InvalidArgument whose message contains `words`, else an Internal error
+// saying what came instead.
+absl::Status ExpectInvalidArgument(const absl::Status& status, const std::string& words);
+
 // Runs `body` on `ranks` threads, each with its own device and communicator. A rank still
 // running at `timeout` aborts the test process (a hang is a failure).
 absl::Status RunOnThreads(TransportKind kind, int ranks, const CommBody& body,

@@ -164,6 +164,9 @@ TEST_CASE("host stand-in: cuda_ipc with host buffers on one rank fails on every 
     CHECK(GetErrorKind(statuses[r]) == ErrorKind::kInvalidArgument);
     CHECK(std::string(statuses[r].message()).find("rank 2 passed host memory") !=
           std::string::npos);
+    // The collective and its sequence number, and the rank to look at.
+    CHECK(std::string(statuses[r].message()).find("allreduce #0 (cuda_ipc") != std::string::npos);
+    CHECK(ErrorPeerRank(statuses[r]) == 2);
   }
 }
 
@@ -221,29 +224,24 @@ TEST_CASE("host stand-in: placement errors name what was found", "[stand-in]") {
         DeviceBuffer device0(runtime, 0, 64);
         DeviceBuffer device1(runtime, 1, 64);
         std::vector<float> host(16);
-        auto expect_invalid = [](const absl::Status& s, const std::string& words) {
-          return Expect(GetErrorKind(s) == ErrorKind::kInvalidArgument &&
-                            std::string(s.message()).find(words) != std::string::npos,
-                        "expected InvalidArgument with '" + words + "', got " + s.ToString());
-        };
-        CHORUS_RETURN_IF_ERROR(expect_invalid(
+        CHORUS_RETURN_IF_ERROR(ExpectInvalidArgument(
             comm.AllReduce(device0.data, host.data(), 16, DataType::kFloat32, ReduceOp::kSum),
             "the send buffer is CUDA device memory but the receive buffer is host memory"));
         CollectiveOptions cuda;
         cuda.memory = MemoryPlacement::kCuda;
-        CHORUS_RETURN_IF_ERROR(expect_invalid(
+        CHORUS_RETURN_IF_ERROR(ExpectInvalidArgument(
             comm.AllReduce(host.data(), host.data(), 16, DataType::kFloat32, ReduceOp::kSum, cuda),
             "the send buffer is host memory"));
-        CHORUS_RETURN_IF_ERROR(expect_invalid(
+        CHORUS_RETURN_IF_ERROR(ExpectInvalidArgument(
             comm.AllReduce(device0.data, device1.data, 16, DataType::kFloat32, ReduceOp::kSum),
             "is on CUDA device 0 but the receive buffer on device 1"));
         CollectiveOptions wrong_stream;
         wrong_stream.cuda_stream = other_device_stream;
         CHORUS_RETURN_IF_ERROR(
-            expect_invalid(comm.AllReduce(device0.data, device0.data, 16, DataType::kFloat32,
-                                          ReduceOp::kSum, wrong_stream),
-                           "the stream belongs to device 1"));
-        CHORUS_RETURN_IF_ERROR(expect_invalid(
+            ExpectInvalidArgument(comm.AllReduce(device0.data, device0.data, 16, DataType::kFloat32,
+                                                 ReduceOp::kSum, wrong_stream),
+                                  "the stream belongs to device 1"));
+        CHORUS_RETURN_IF_ERROR(ExpectInvalidArgument(
             comm.Send(device0.data, 16, DataType::kFloat32, 0, 1, cuda), "not another rank"));
         // kHost is trusted: no question asked of the runtime, host buffers run as before.
         CollectiveOptions host_only;
@@ -265,12 +263,9 @@ TEST_CASE("without a GPU runtime, device placement is an InvalidArgument naming 
         std::vector<float> host(16, 1.0f);
         CollectiveOptions cuda;
         cuda.memory = MemoryPlacement::kCuda;
-        const absl::Status s =
-            comm.AllReduce(host.data(), host.data(), 16, DataType::kFloat32, ReduceOp::kSum, cuda);
-        CHORUS_RETURN_IF_ERROR(
-            Expect(GetErrorKind(s) == ErrorKind::kInvalidArgument &&
-                       std::string(s.message()).find("no CUDA support") != std::string::npos,
-                   "got " + s.ToString()));
+        CHORUS_RETURN_IF_ERROR(ExpectInvalidArgument(
+            comm.AllReduce(host.data(), host.data(), 16, DataType::kFloat32, ReduceOp::kSum, cuda),
+            "no CUDA support"));
         // The default (kAuto) is host memory when no runtime is installed.
         return comm.AllReduce(host.data(), host.data(), 16, DataType::kFloat32, ReduceOp::kSum);
       },
@@ -304,6 +299,7 @@ TEST_CASE("host stand-in: a failed copy fails the collective on every rank promp
     INFO("rank " << r << ": " << statuses[r].ToString());
     CHECK_FALSE(statuses[r].ok());
   }
+  CHECK(std::string(statuses[1].message()).find("allreduce #0") != std::string::npos);
   CHECK(std::string(statuses[1].message()).find("copying in the CUDA device buffers") !=
         std::string::npos);
   CHECK(std::string(statuses[1].message()).find("cudaMemcpyAsync failed") != std::string::npos);
