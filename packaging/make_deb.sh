@@ -23,7 +23,7 @@ Architecture: amd64
 Section: libdevel
 Priority: optional
 Maintainer: Chorus developers <chorus@localhost>
-Depends: libc6, libgcc-s1
+Depends: libc6, libgcc-s1, libibverbs1
 Installed-Size: $(du -sk "$staging/usr" | cut -f1)
 Description: Chorus collective communication library (C and C++ API)
  Allreduce, allgather, broadcast, reduce-scatter, alltoall and point-to-point

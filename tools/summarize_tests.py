@@ -4,6 +4,7 @@
 Usage:
   summarize_tests.py counts LABEL BAZEL_LOG BAZEL_STATUS   -> "LABEL passed failed skipped"
   summarize_tests.py fuzz LABEL FUZZ_LOG FUZZ_STATUS       -> "LABEL passed failed 0"
+  summarize_tests.py log LABEL LOG STATUS                  -> "LABEL passed failed skipped"
   summarize_tests.py total COUNTS_FILE...                  -> "N passed, N failed[, N skipped]"
 
 Reads the `bazel test --test_summary=short` output (BAZEL_LOG) for each target's result, then
@@ -17,7 +18,8 @@ moves one of its target's passed cases to skipped, and `counts` prints the lines
 a skip is reported with its reason and never counted as a pass. unittest's own skips
 ("OK (skipped=N)") count as skipped too. A non-zero status with no failure counted
 (the build failed) counts as one failure. FUZZ_LOG is tools/fuzz.sh's output: each fuzz target
-counts once, with its "fuzz <target>: PASSED|FAILED" line. `counts` must run right after its
+counts once, with its "fuzz <target>: PASSED|FAILED" line. `log` counts the Catch2 totals
+and skip lines of test binaries run directly into one LOG (tools/verbs_check.sh in its guest). `counts` must run right after its
 `bazel test`: bazel-testlogs points at the configuration (asan, tsan, ...) run last.
 """
 import glob
@@ -148,6 +150,18 @@ def main():
         label, log, status = sys.argv[2:5]
         passed, failed = fuzz_counts(log)
         write_counts(label, passed, failures_given_status(status, failed), 0)
+        return 0
+    if mode == "log":
+        label, log, status = sys.argv[2:5]
+        with open(log, errors="replace") as handle:
+            text = handle.read()
+        passed, failed, skipped = case_totals([text]) or (0, 0, 0)
+        reasons = skip_reasons(label, [text])
+        moved = min(len(reasons), passed)
+        for reason in reasons:
+            print("skipped: " + reason, file=sys.stderr)
+        write_counts(label, passed - moved, failures_given_status(status, failed),
+                     skipped + moved)
         return 0
     if mode == "total":
         passed = failed = skipped = 0

@@ -1,10 +1,11 @@
-// Creating the device a user asks for by name: CHORUS_TRANSPORT=auto|tcp|shm, or a tool's
-// --transport flag.
+// Creating the device a user asks for by name: CHORUS_TRANSPORT=auto|tcp|shm|ibverbs, or a
+// tool's --transport flag.
 //
-//   auto  the hybrid device (transport/hybrid/): shared memory to ranks on this host, TCP to
-//         ranks on other hosts
-//   tcp   TCP to every peer, also on this host
-//   shm   shared memory to every peer (all ranks on one host)
+//   auto     the hybrid device (transport/hybrid/): shared memory to ranks on this host, and to
+//            ranks on other hosts verbs when an RDMA port is active, else TCP (logged)
+//   tcp      TCP to every peer, also on this host
+//   shm      shared memory to every peer (all ranks on one host)
+//   ibverbs  InfiniBand verbs (InfiniBand or RoCE) to every peer, also on this host
 //
 // Every rank of a job must make the same choice: a mesh's ranks exchange addresses of one kind.
 #ifndef CHORUS_TRANSPORT_DEVICE_FROM_ENV_H_
@@ -21,12 +22,13 @@
 
 namespace chorus {
 
-// OK for "tcp", "shm" and "auto"; kInvalidArgument listing them otherwise.
+// OK for "tcp", "shm", "ibverbs" and "auto"; kInvalidArgument listing them otherwise.
 absl::Status CheckTransportName(absl::string_view transport);
 
 // The device `transport` names. TCP devices (also the network side of "auto") use
-// `tcp_options`; shared-memory devices take their options from the CHORUS_SHM_* variables and
-// the hybrid device its host from CHORUS_HOSTID. kInvalidArgument for an unknown name or
+// `tcp_options`; shared-memory devices take their options from the CHORUS_SHM_* variables,
+// verbs devices from the CHORUS_IB_* variables, and the hybrid device its host from
+// CHORUS_HOSTID. kInvalidArgument for an unknown name or
 // malformed options.
 absl::StatusOr<std::unique_ptr<Device>> CreateDeviceByName(
     absl::string_view transport, const tcp::TcpDeviceOptions& tcp_options);

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # ABI hygiene of the installed library. Fails if libchorus.so exports anything but the C API
 # (chorus_*, and its version node), lacks its SONAME, needs a library other than the C runtime
-# (Abseil, hiredis and libstdc++ are inside it), or if libchorus.a defines a global Abseil,
+# and libibverbs (rdma-core's, for the verbs transport; Abseil, hiredis and libstdc++ are
+# inside it), or if libchorus.a defines a global Abseil,
 # hiredis or Chorus-internal symbol, or if an installed header includes anything but the
 # standard library and chorus/ headers, or does not compile on its own.
 source tests/api/lib.sh
@@ -31,7 +32,7 @@ soname=$(readelf -d "$so" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
 needed=$(readelf -d "$so" | sed -n 's/.*Shared library: \[\(.*\)\]/\1/p')
 for library in $needed; do
   case "$library" in
-    libc.so.6 | libm.so.6 | libgcc_s.so.1 | ld-linux-x86-64.so.2) ;;
+    libc.so.6 | libm.so.6 | libgcc_s.so.1 | ld-linux-x86-64.so.2 | libibverbs.so.1) ;;
     *) fail "libchorus.so needs $library" ;;
   esac
 done

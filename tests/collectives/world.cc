@@ -58,6 +58,8 @@ std::string TransportName(TransportKind kind) {
       return "shm";
     case TransportKind::kHybrid:
       return "hybrid";
+    case TransportKind::kIbverbs:
+      return "ibverbs";
   }
   return "?";
 }
@@ -65,6 +67,7 @@ std::string TransportName(TransportKind kind) {
 absl::StatusOr<std::unique_ptr<Device>> MakeDevice(TransportKind kind, int rank) {
   if (kind == TransportKind::kInproc) return std::unique_ptr<Device>(new InprocDevice());
   if (kind == TransportKind::kShm) return shm::CreateShmDevice();
+  if (kind == TransportKind::kIbverbs) return VerbsTransport().create_device(rank);
   if (kind == TransportKind::kHybrid) {
     return HybridTransport("hybrid", [](int r) { return r / 2; }).create_device(rank);
   }

@@ -19,7 +19,8 @@ namespace chorus::testing {
 
 // kHybrid: shared memory within a host and loopback TCP between hosts, with ranks 2h and 2h+1
 // told they share host h (HybridOptions::host_id), so every collective crosses both.
-enum class TransportKind { kInproc, kTcp, kShm, kHybrid };
+// kIbverbs runs on the devices CHORUS_TEST_IB_DEVICES names (tests/transport/transport_factory.h).
+enum class TransportKind { kInproc, kTcp, kShm, kHybrid, kIbverbs };
 
 std::string TransportName(TransportKind kind);
 

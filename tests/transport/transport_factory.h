@@ -19,7 +19,18 @@ struct TransportFactory {
   std::function<absl::StatusOr<std::unique_ptr<Device>>(int rank)> create_device;
 };
 
+// Every transport of the suite: TCP (plain, striped, secured), shm and hybrid, plus verbs when
+// TestVerbsDevices() names devices. CHORUS_TEST_TRANSPORTS ("ibverbs", "tcp,shm") keeps only
+// the transports it names (the Soft-RoCE guest runs verbs alone).
 const std::vector<TransportFactory>& ConformanceTransports();
+
+// The RDMA devices the verbs tests use, from CHORUS_TEST_IB_DEVICES ("rxe0,rxe1": rank r opens
+// device r mod 2, so two ranks talk across the link); empty when unset, and the verbs tests
+// then report themselves skipped.
+std::vector<std::string> TestVerbsDevices();
+
+// The verbs transport on TestVerbsDevices(), other options from the CHORUS_IB_* variables.
+TransportFactory VerbsTransport();
 
 // The hybrid transport (shared memory within a host, loopback TCP between hosts) with rank r
 // told it is on host `host_of(r)` (HybridOptions::host_id), so one machine plays several.

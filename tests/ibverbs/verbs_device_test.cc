@@ -1,0 +1,276 @@
+// The verbs transport on real RDMA devices: in CI, the two Soft-RoCE devices of the QEMU guest
+// that tools/verbs_check.sh boots (CHORUS_TEST_IB_DEVICES=rxe0,rxe1; rank r opens device r mod
+// 2, so pairs of ranks talk across the guest's veth link). Without devices every case reports
+// itself skipped. The transport conformance suite runs over verbs in the same guest
+// (tests/transport:conformance_test with CHORUS_TEST_TRANSPORTS=ibverbs).
+#include "chorus/transport/ibverbs/verbs_device.h"
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "chorus/core/status.h"
+#include "chorus/rendezvous/file_store.h"
+#include "tests/collectives/cases.h"
+#include "tests/collectives/world.h"
+#include "tests/harness/multirank.h"
+#include "tests/transport/scenario.h"
+#include "tests/transport/scoped_env.h"
+#include "tests/transport/transport_factory.h"
+
+namespace chorus::testing {
+namespace {
+
+constexpr absl::Duration kWait = absl::Seconds(60);
+
+bool SkipWithoutDevices() {
+  if (!TestVerbsDevices().empty()) return false;
+  WARN(
+      "SKIPPED: no RDMA device to test on (CHORUS_TEST_IB_DEVICES is unset; "
+      "tools/verbs_check.sh runs these tests on Soft-RoCE in a QEMU guest)");
+  return true;
+}
+
+void RunVerbsMatrix(int ranks) {
+  if (SkipWithoutDevices()) return;
+  Matrix matrix;
+  // Every collective and algorithm; a few types (the reduction kernels are the host's, tested
+  // elsewhere) and counts from empty through eager slots to RDMA-read messages.
+  matrix.types = {DataType::kFloat32, DataType::kInt64, DataType::kBFloat16};
+  matrix.counts = {0, 1, 7, 1000, 300000};
+  const std::vector<Case> cases = BuildCases(matrix, ranks);
+  const absl::Status status = RunOnProcesses(
+      TransportKind::kIbverbs, ranks, [&](Communicator& comm) { return RunCases(comm, cases); },
+      absl::Minutes(15));
+  INFO(cases.size() << " cases on " << ranks << " processes: " << status.ToString());
+  CHECK(status.ok());
+}
+
+TEST_CASE("collectives matrix over verbs, 2 processes", "[matrix]") { RunVerbsMatrix(2); }
+TEST_CASE("collectives matrix over verbs, 3 processes", "[matrix]") { RunVerbsMatrix(3); }
+TEST_CASE("collectives matrix over verbs, 4 processes", "[matrix]") { RunVerbsMatrix(4); }
+
+// Runs `body` on two verbs ranks as processes.
+void RunPair(const ScenarioBody& body) {
+  const std::vector<absl::Status> statuses =
+      RunScenarioOnce(VerbsTransport(), RankMode::kProcesses, 2, body);
+  for (size_t rank = 0; rank < statuses.size(); ++rank) {
+    INFO("rank " << rank << ": " << statuses[rank].ToString());
+    CHECK(statuses[rank].ok());
+  }
+}
+
+TEST_CASE("a buffer freed and mapped again at the same address is sent from its new pages",
+          "[registration]") {
+  if (SkipWithoutDevices()) return;
+  RunPair([](RankEnv& env) -> absl::Status {
+    constexpr size_t kBytes = 4 << 20;  // read by RDMA from a cached registration
+    constexpr int kRounds = 4;
+    CHORUS_ASSIGN_OR_RETURN(Connection * connection, env.To(1 - env.rank));
+    int same_address = 0;
+    void* previous = nullptr;
+    for (int round = 0; round < kRounds; ++round) {
+      if (env.rank == 0) {
+        // A fresh mapping each round, at the address the last one had when the kernel allows:
+        // a registration cached from the old pages must not be used for the new ones.
+        void* hint = previous;
+        void* data = mmap(hint, kBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        SCENARIO_EXPECT(data != MAP_FAILED, "mmap");
+        if (data == previous) ++same_address;
+        const std::vector<uint8_t> pattern = Pattern(100 + round, kBytes);
+        std::memcpy(data, pattern.data(), kBytes);
+        RequestPtr send = connection->Send(1, data, kBytes);
+        CHORUS_RETURN_IF_ERROR(send->Wait(Deadline::After(kWait)));
+        munmap(data, kBytes);
+        previous = data;
+      } else {
+        std::vector<uint8_t> buffer(kBytes);
+        RequestPtr recv = connection->Recv(1, buffer.data(), buffer.size());
+        CHORUS_RETURN_IF_ERROR(recv->Wait(Deadline::After(kWait)));
+        const std::string wrong = CheckPattern(buffer.data(), kBytes, 100 + round);
+        SCENARIO_EXPECT(wrong.empty(), "round ", round, ": ", wrong);
+      }
+    }
+    if (env.rank == 0) {
+      SCENARIO_EXPECT(same_address > 0,
+                      "the kernel never mapped the same address again, so "
+                      "the case proved nothing");
+    }
+    return absl::OkStatus();
+  });
+}
+
+TEST_CASE("a slow receiver holds the sender back without losing or reordering messages", "[flow]") {
+  if (SkipWithoutDevices()) return;
+  RunPair([](RankEnv& env) -> absl::Status {
+    // Far more messages than the peer has slots, some large enough to be read by RDMA, all
+    // posted before the receiver posts anything.
+    constexpr int kMessages = 600;
+    auto size_of = [](int i) -> size_t { return i % 50 == 0 ? (256 << 10) + i : 16 + i % 900; };
+    CHORUS_ASSIGN_OR_RETURN(Connection * connection, env.To(1 - env.rank));
+    if (env.rank == 0) {
+      std::vector<std::vector<uint8_t>> messages;
+      std::vector<RequestPtr> sends;
+      for (int i = 0; i < kMessages; ++i) messages.push_back(Pattern(i, size_of(i)));
+      for (int i = 0; i < kMessages; ++i) {
+        sends.push_back(connection->Send(5, messages[i].data(), messages[i].size()));
+      }
+      return WaitAll(sends, Deadline::After(kWait));
+    }
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    for (int i = 0; i < kMessages; ++i) {
+      std::vector<uint8_t> buffer(size_of(i));
+      RequestPtr recv = connection->Recv(5, buffer.data(), buffer.size());
+      CHORUS_RETURN_IF_ERROR(recv->Wait(Deadline::After(kWait)));
+      SCENARIO_EXPECT(recv->bytes() == buffer.size(), "message ", i, " has ", recv->bytes());
+      const std::string wrong = CheckPattern(buffer.data(), buffer.size(), i);
+      SCENARIO_EXPECT(wrong.empty(), "message ", i, ": ", wrong);
+      // A receiver slower than the sender the whole way, not only at the start.
+      if (i % 100 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return absl::OkStatus();
+  });
+}
+
+// Rank `victim` of two is SIGKILLed while the other moves 64 MiB messages to or from it; the
+// survivor must fail within a second of the kill, naming the victim.
+void ExpectPromptFailure(bool survivor_sends) {
+  TempDir dir;
+  constexpr int kVictim = 1;
+  RankProcesses processes(2, [&](int rank) -> absl::Status {
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(dir.path()));
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, VerbsTransport().create_device(rank));
+    CHORUS_ASSIGN_OR_RETURN(
+        std::unique_ptr<Mesh> mesh,
+        device->CreateMesh(*store, rank, 2, MeshOptions{}, Deadline::After(kWait)));
+    CHORUS_ASSIGN_OR_RETURN(Connection * connection, mesh->GetConnection(1 - rank));
+    std::vector<uint8_t> buffer(64 << 20, 7);
+    const bool sending = (rank == kVictim) != survivor_sends;
+    absl::Status status;
+    auto last_ok = std::chrono::steady_clock::now();
+    for (int i = 0; i < 100000 && status.ok(); ++i) {
+      RequestPtr request = sending ? connection->Send(3, buffer.data(), buffer.size())
+                                   : connection->Recv(3, buffer.data(), buffer.size());
+      status = request->Wait(Deadline::After(absl::Seconds(30)));
+      if (status.ok()) last_ok = std::chrono::steady_clock::now();
+    }
+    if (rank == kVictim) return status;  // killed before it gets here
+    const double noticed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - last_ok).count();
+    if (status.ok()) return InternalError("the loop ended without an error");
+    if (GetErrorKind(status) != ErrorKind::kPeerUnavailable) {
+      return InternalError("expected kPeerUnavailable, got " + status.ToString());
+    }
+    if (!absl::StrContains(status.message(), absl::StrCat("rank ", kVictim))) {
+      return InternalError("the error does not name the dead rank: " + status.ToString());
+    }
+    // A transfer takes tens of milliseconds under emulation; the death must be seen within a
+    // second of the last transfer that completed.
+    if (noticed > 1.5) {
+      return InternalError(absl::StrCat("noticed the death ", noticed,
+                                        " s after the last "
+                                        "transfer: ",
+                                        status.ToString()));
+    }
+    return absl::OkStatus();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  processes.Signal(kVictim, SIGKILL);
+  for (const ProcessOutcome& outcome : processes.Wait(absl::Minutes(1))) {
+    INFO(outcome.Describe());
+    if (outcome.rank == kVictim) {
+      CHECK(outcome.term_signal == SIGKILL);
+    } else {
+      CHECK(outcome.ok());
+    }
+  }
+}
+
+TEST_CASE("a peer killed mid-transfer fails the sender promptly, naming it", "[failures]") {
+  if (SkipWithoutDevices()) return;
+  ExpectPromptFailure(/*survivor_sends=*/true);
+}
+
+TEST_CASE("a peer killed mid-transfer fails the receiver promptly, naming it", "[failures]") {
+  if (SkipWithoutDevices()) return;
+  ExpectPromptFailure(/*survivor_sends=*/false);
+}
+
+absl::Status OpenWith(const std::string& variable, const std::string& value) {
+  ScopedEnv env(variable.c_str(), value.c_str());
+  CHORUS_ASSIGN_OR_RETURN(ibverbs::VerbsDeviceOptions options,
+                          ibverbs::VerbsDeviceOptions::FromEnv());
+  if (variable != "CHORUS_IB_DEVICE") options.device = TestVerbsDevices().front();
+  return ibverbs::CreateVerbsDevice(options).status();
+}
+
+TEST_CASE("a device, GID index or MTU that does not exist is refused, naming what does",
+          "[errors]") {
+  if (SkipWithoutDevices()) return;
+  const std::string present = TestVerbsDevices().front();
+  {
+    const absl::Status status = OpenWith("CHORUS_IB_DEVICE", "mlx5_99");
+    INFO(status.ToString());
+    CHECK(GetErrorKind(status) == ErrorKind::kInvalidArgument);
+    CHECK(absl::StrContains(status.message(), "mlx5_99"));
+    CHECK(absl::StrContains(status.message(), present));
+  }
+  {
+    const absl::Status status = OpenWith("CHORUS_IB_GID_INDEX", "77");
+    INFO(status.ToString());
+    CHECK(GetErrorKind(status) == ErrorKind::kInvalidArgument);
+    CHECK(absl::StrContains(status.message(), "CHORUS_IB_GID_INDEX=77"));
+    CHECK(absl::StrContains(status.message(), "RoCE v2"));  // lists the GIDs there are
+  }
+  {
+    // The guest's links have MTU 1500, so the ports' active MTU is 1024.
+    const absl::Status status = OpenWith("CHORUS_IB_MTU", "4096");
+    INFO(status.ToString());
+    CHECK(GetErrorKind(status) == ErrorKind::kInvalidArgument);
+    CHECK(absl::StrContains(status.message(), "exceeds the active MTU"));
+    CHECK(absl::StrContains(status.message(), "1024"));
+  }
+  {
+    const absl::Status status = OpenWith("CHORUS_IB_PORT", "9");
+    INFO(status.ToString());
+    CHECK(GetErrorKind(status) == ErrorKind::kInvalidArgument);
+    CHECK(absl::StrContains(status.message(), "CHORUS_IB_PORT=9"));
+  }
+}
+
+TEST_CASE("ranks that disagree on the eager slots fail to connect, naming the setting",
+          "[errors]") {
+  if (SkipWithoutDevices()) return;
+  TempDir dir;
+  RankProcesses processes(2, [&](int rank) -> absl::Status {
+    ScopedEnv slots("CHORUS_IB_SLOTS", rank == 0 ? "16" : "32");
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(dir.path()));
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, VerbsTransport().create_device(rank));
+    const absl::StatusOr<std::unique_ptr<Mesh>> mesh =
+        device->CreateMesh(*store, rank, 2, MeshOptions{}, Deadline::After(kWait));
+    if (mesh.ok()) return InternalError("the mesh was created");
+    if (GetErrorKind(mesh.status()) != ErrorKind::kMismatch ||
+        !absl::StrContains(mesh.status().message(), "CHORUS_IB_SLOTS")) {
+      return InternalError("expected a mismatch naming CHORUS_IB_SLOTS, got " +
+                           mesh.status().ToString());
+    }
+    return absl::OkStatus();
+  });
+  for (const ProcessOutcome& outcome : processes.Wait(absl::Minutes(1))) {
+    INFO(outcome.Describe());
+    CHECK(outcome.ok());
+  }
+}
+
+}  // namespace
+}  // namespace chorus::testing

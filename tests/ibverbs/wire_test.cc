@@ -1,0 +1,152 @@
+// The verbs transport's pure parts, without a device: the published address codec, slot
+// header checks, immediates and the credit window.
+#include "chorus/transport/ibverbs/wire.h"
+
+#include <catch2/catch.hpp>
+#include <cstring>
+
+#include "chorus/core/status.h"
+#include "chorus/transport/ibverbs/credit_window.h"
+
+namespace chorus::ibverbs {
+namespace {
+
+PublishedAddress SampleAddress() {
+  PublishedAddress address;
+  for (size_t i = 0; i < address.gid.size(); ++i) address.gid[i] = static_cast<uint8_t>(i * 7);
+  address.lid = 0x1234;
+  address.link_layer = 2;
+  address.mtu_bytes = 1024;
+  address.psn = 0xabcdef;
+  address.mesh_id = 0x0123456789abcdefull;
+  address.slots = 32;
+  address.slot_bytes = 8192;
+  address.device = "rxe1 port 1";
+  address.endpoints.resize(3);
+  address.endpoints[0] = {0x11, 0x7f0000001000ull, 0xdeadbeef};
+  address.endpoints[2] = {0x13, 0x7f0000009000ull, 0x12345678};
+  return address;
+}
+
+TEST_CASE("a published address reads back as it was written", "[wire]") {
+  const PublishedAddress address = SampleAddress();
+  const absl::StatusOr<PublishedAddress> parsed =
+      ParsePublishedAddress(FormatPublishedAddress(address));
+  REQUIRE(parsed.ok());
+  CHECK(parsed->gid == address.gid);
+  CHECK(parsed->lid == address.lid);
+  CHECK(parsed->link_layer == address.link_layer);
+  CHECK(parsed->mtu_bytes == address.mtu_bytes);
+  CHECK(parsed->psn == address.psn);
+  CHECK(parsed->mesh_id == address.mesh_id);
+  CHECK(parsed->slots == address.slots);
+  CHECK(parsed->slot_bytes == address.slot_bytes);
+  CHECK(parsed->device == address.device);
+  REQUIRE(parsed->endpoints.size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    CHECK(parsed->endpoints[i].qp_num == address.endpoints[i].qp_num);
+    CHECK(parsed->endpoints[i].ring_address == address.endpoints[i].ring_address);
+    CHECK(parsed->endpoints[i].ring_rkey == address.endpoints[i].ring_rkey);
+  }
+}
+
+TEST_CASE("anything but a whole published address is refused", "[wire]") {
+  const std::string text = FormatPublishedAddress(SampleAddress());
+  for (const std::string& bad :
+       {std::string(""), std::string("tcp:127.0.0.1:5000"), text.substr(0, text.size() - 2),
+        text + "00", text.substr(0, 20) + "zz" + text.substr(22), std::string("ibverbs1:0")}) {
+    INFO(bad);
+    const absl::StatusOr<PublishedAddress> parsed = ParsePublishedAddress(bad);
+    CHECK(GetErrorKind(parsed.status()) == ErrorKind::kInvalidArgument);
+  }
+}
+
+TEST_CASE("a GID prints as an IPv6 address", "[wire]") {
+  std::array<uint8_t, 16> gid{};
+  gid[10] = 0xff;
+  gid[11] = 0xff;
+  gid[12] = 10;
+  gid[13] = 11;
+  gid[14] = 0;
+  gid[15] = 2;
+  CHECK(GidToString(gid) == "::ffff:10.11.0.2");
+}
+
+TEST_CASE("immediates carry a kind and a 30-bit value", "[wire]") {
+  for (ImmediateKind kind : {ImmediateKind::kSlot, ImmediateKind::kCredits,
+                             ImmediateKind::kLiveness, ImmediateKind::kHello}) {
+    for (uint32_t value : {0u, 1u, 4095u, kImmediateValueMask}) {
+      const uint32_t immediate = MakeImmediate(kind, value);
+      CHECK(ImmediateKindOf(immediate) == kind);
+      CHECK(ImmediateValue(immediate) == value);
+    }
+  }
+  // Counts wrap at 2^30.
+  CHECK(ImmediateValue(MakeImmediate(ImmediateKind::kCredits, (1u << 30) + 5)) == 5);
+}
+
+TEST_CASE("slot headers are checked against the slot and the message", "[wire]") {
+  constexpr size_t kSlot = 8192;
+  SlotHeader header;
+  header.kind = SlotKind::kData;
+  header.message_bytes = 20000;
+  header.offset = 8128;
+  header.fragment_bytes = kSlot - kSlotHeaderBytes;
+  CHECK(SlotHeaderValid(header, kSlot));
+  header.fragment_bytes = kSlot - kSlotHeaderBytes + 1;  // past the slot
+  CHECK_FALSE(SlotHeaderValid(header, kSlot));
+  header.offset = 19000;
+  header.fragment_bytes = 1001;  // past the message
+  CHECK_FALSE(SlotHeaderValid(header, kSlot));
+  header.fragment_bytes = 1000;
+  CHECK(SlotHeaderValid(header, kSlot));
+  header.offset = 20001;
+  header.fragment_bytes = 0;
+  CHECK_FALSE(SlotHeaderValid(header, kSlot));
+  header.kind = SlotKind::kAnnounce;
+  CHECK(SlotHeaderValid(header, kSlot));
+  uint8_t raw[sizeof(SlotHeader)] = {};
+  raw[0] = 9;  // no such kind
+  std::memcpy(&header, raw, sizeof(raw));
+  CHECK_FALSE(SlotHeaderValid(header, kSlot));
+}
+
+TEST_CASE("the credit window stops a sender at the receiver's slots", "[credits]") {
+  CreditWindow sender(4);
+  for (uint32_t i = 0; i < 4; ++i) {
+    REQUIRE(sender.CanSend());
+    CHECK(sender.NextSlot() == i);
+    sender.Sent();
+  }
+  CHECK_FALSE(sender.CanSend());
+  CHECK(sender.InFlight() == 4);
+  CHECK(sender.Returned(2));
+  CHECK(sender.InFlight() == 2);
+  CHECK(sender.NextSlot() == 0);  // slots are written in turn
+  // A report never goes backwards, and never claims more than was sent.
+  CHECK(sender.Returned(2));
+  CHECK(sender.InFlight() == 2);
+  CHECK_FALSE(sender.Returned(5));
+  CHECK(sender.InFlight() == 2);
+  CHECK(sender.Returned(4));
+  CHECK(sender.InFlight() == 0);
+}
+
+TEST_CASE("the receiver reports freed slots once half the window is owed", "[credits]") {
+  CreditWindow receiver(8);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(receiver.NextArrivalSlot() == static_cast<uint32_t>(i));
+    receiver.Freed();
+    CHECK_FALSE(receiver.OwesReport());
+  }
+  CHECK(receiver.AnythingUnreported());
+  receiver.Freed();
+  CHECK(receiver.OwesReport());
+  CHECK(receiver.FreedCount() == 4);
+  receiver.Reported();
+  CHECK_FALSE(receiver.OwesReport());
+  CHECK_FALSE(receiver.AnythingUnreported());
+}
+
+}  // namespace
+}  // namespace chorus::ibverbs

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The verbs transport on real RDMA devices, in one boot of a throw-away QEMU guest with two
+# Soft-RoCE devices (tools/rxe_vm.sh; docs/transport-ibverbs.md, "Testing"):
+#   1. the transport conformance suite over verbs (ranks as threads and as processes),
+#   2. tests/ibverbs:verbs_device_test: the collectives matrix over verbs at 2, 3 and 4 processes
+#      (every collective and algorithm), the registration cache under free-and-reuse, a slow
+#      receiver, a peer SIGKILLed mid-transfer, and device / GID / MTU / slot errors,
+#   3. one chorus_bench allreduce sweep over verbs, and a 64 MiB allreduce beside
+#      `ib_write_bw -x 1` between the same two devices.
+# Builds on the host first; the guest runs the host's binaries from its read-only root.
+# Exit status: the tests' (0 when all passed). 254/255: the guest could not set up Soft-RoCE or
+# died; tools/test.sh reports the verbs tests as skipped then, with the reason.
+# `--guest` is the part that runs inside the guest.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+
+if [ "${1:-}" != "--guest" ]; then
+  bazel build --curses=no --color=no //tests/transport:conformance_test \
+    //tests/ibverbs:verbs_device_test //benchmarks:chorus_bench ||
+    { echo "=== verbs check: FAILED (build)"; exit 1; }
+  # The guest has no bazel: it runs the binaries bazel-bin points at.
+  RXE_MEM=${RXE_MEM:-2048} exec bash tools/rxe_vm.sh bash tools/verbs_check.sh --guest
+fi
+
+export CHORUS_TEST_IB_DEVICES=rxe0,rxe1
+export CHORUS_LOG=${CHORUS_LOG:-warn}
+export TMPDIR=/tmp
+status=0
+run() {
+  echo "=== $*"
+  "$@"
+  local code=$?
+  echo "=== exit $code: $1"
+  [ $code -eq 0 ] || status=1
+}
+
+run env CHORUS_TEST_TRANSPORTS=ibverbs bazel-bin/tests/transport/conformance_test
+run bazel-bin/tests/ibverbs/verbs_device_test
+
+echo "=== chorus_bench allreduce over verbs, 2 ranks (rxe0 <-> rxe1)"
+bench() {
+  python3 integrations/launcher/chorusrun.py -n 2 --store file --timeout 600 -- \
+    env CHORUS_IB_DEVICE=rxe0,rxe1 bazel-bin/benchmarks/chorus_bench --transport ibverbs \
+    --limits 0 -d float32 -o sum "$@"
+}
+run bench -b 8 -e 4M -f 4 -n 5 -w 2
+echo "=== 64 MiB allreduce over verbs beside ib_write_bw -x 1 (rxe0 <-> rxe1)"
+run bench -b 64M -e 64M -n 3 -w 1
+ib_write_bw -d rxe0 -x 1 -s 1048576 -n 200 -F >/tmp/ib_server.log 2>&1 &
+server=$!
+sleep 1
+ib_write_bw -d rxe1 -x 1 -s 1048576 -n 200 -F 10.11.0.1 2>&1 | tail -4
+wait $server
+echo "=== verbs check: $([ $status -eq 0 ] && echo PASSED || echo FAILED)"
+exit $status

@@ -1,0 +1,879 @@
+#include "chorus/transport/ibverbs/verbs_connection.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "chorus/core/logging.h"
+#include "chorus/core/status.h"
+#include "chorus/transport/ibverbs/verbs_mesh.h"
+
+namespace chorus::ibverbs {
+namespace {
+
+// Send work requests kept for the empty writes (credits, liveness, greeting), so that slot
+// writes and reads never leave them without room.
+constexpr uint32_t kControlReserve = 3;
+// Receive work requests beyond the slots: the control writes the peer may have in flight.
+constexpr uint32_t kControlReceives = 8;
+constexpr uint32_t kWantedInline = 256;
+// One RDMA read moves at most this much; several are in flight per connection.
+constexpr uint64_t kReadChunk = VerbsEngine::kBounceBytes;
+constexpr uint32_t kMaxReadDepth = 16;
+// How long a cancel waits for the reads into its buffer before it gives up the connection.
+constexpr absl::Duration kCancelWait = absl::Seconds(30);
+
+uint32_t AtLeastOne(int value) { return value < 1 ? 1u : static_cast<uint32_t>(value); }
+
+absl::Status ModifyError(const char* state, int error, const std::string& label) {
+  return InternalError(absl::StrCat("ibverbs: moving the queue pair to ", label, " to ", state,
+                                    " failed: ", std::strerror(error)));
+}
+
+}  // namespace
+
+VerbsConnection::VerbsConnection(VerbsMesh& mesh, int peer, uint32_t serial)
+    : mesh_(mesh),
+      engine_(mesh.engine()),
+      context_(mesh.engine().context()),
+      peer_(peer),
+      serial_(serial),
+      slots_(static_cast<uint32_t>(mesh.engine().options().slots)),
+      slot_bytes_(mesh.engine().options().slot_bytes),
+      label_(std::make_shared<const std::string>(absl::StrCat("rank ", peer))),
+      credits_(static_cast<uint32_t>(mesh.engine().options().slots)),
+      outbox_busy_(slots_, false) {}
+
+VerbsConnection::~VerbsConnection() {
+  if (qp_ != nullptr) ibv_destroy_qp(qp_);
+  if (registered_) context_.Deregister(region_);
+}
+
+uint64_t VerbsConnection::WorkId(Op op, uint32_t value) const {
+  return (uint64_t{serial_} << 32) | (static_cast<uint64_t>(op) << 24) | (value & 0xffffff);
+}
+
+absl::Status VerbsConnection::Create() {
+  const size_t bytes = 2 * size_t{slots_} * slot_bytes_;
+  memory_ = AllocateAligned(bytes);
+  if (memory_ == nullptr) return InternalError("ibverbs: out of memory for eager slots");
+  std::memset(memory_.get(), 0, bytes);
+  CHORUS_ASSIGN_OR_RETURN(region_,
+                          context_.Register(reinterpret_cast<uintptr_t>(memory_.get()), bytes));
+  registered_ = true;
+  const ibv_device_attr& attr = context_.device_attr();
+  read_depth_ = std::min(kMaxReadDepth, AtLeastOne(attr.max_qp_init_rd_atom));
+  recv_depth_ = slots_ + kControlReceives;
+  max_send_wr_ = slots_ + read_depth_ + kControlReserve;
+  if (recv_depth_ > static_cast<uint32_t>(attr.max_qp_wr) ||
+      max_send_wr_ > static_cast<uint32_t>(attr.max_qp_wr)) {
+    return InvalidArgumentError(absl::StrCat(
+        "CHORUS_IB_SLOTS=", slots_, " needs ", std::max(recv_depth_, max_send_wr_),
+        " work requests per queue pair; ", context_.name(), " allows ", attr.max_qp_wr));
+  }
+  ibv_qp_init_attr init{};
+  init.send_cq = context_.cq();
+  init.recv_cq = context_.cq();
+  init.qp_type = IBV_QPT_RC;
+  init.cap.max_send_wr = max_send_wr_;
+  init.cap.max_recv_wr = recv_depth_;
+  init.cap.max_send_sge = 1;
+  init.cap.max_recv_sge = 1;
+  init.cap.max_inline_data = kWantedInline;
+  qp_ = ibv_create_qp(context_.pd(), &init);
+  if (qp_ == nullptr) {
+    init.cap.max_inline_data = 0;  // some devices take no inline data
+    qp_ = ibv_create_qp(context_.pd(), &init);
+  }
+  if (qp_ == nullptr) {
+    return InternalError(absl::StrCat("ibverbs: ibv_create_qp on ", context_.name(),
+                                      " failed: ", std::strerror(errno)));
+  }
+  max_inline_ = init.cap.max_inline_data;
+  CHORUS_RETURN_IF_ERROR(ModifyToInit());
+  return PostReceives();
+}
+
+PeerEndpoint VerbsConnection::LocalEndpoint() const {
+  PeerEndpoint endpoint;
+  endpoint.qp_num = qp_->qp_num;
+  endpoint.ring_address = reinterpret_cast<uint64_t>(memory_.get());
+  endpoint.ring_rkey = region_.rkey;
+  return endpoint;
+}
+
+absl::Status VerbsConnection::ModifyToInit() {
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_INIT;
+  attr.pkey_index = 0;
+  attr.port_num = static_cast<uint8_t>(context_.port());
+  attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  const int error = ibv_modify_qp(
+      qp_, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  return error == 0 ? absl::OkStatus() : ModifyError("INIT", error, *label_);
+}
+
+absl::Status VerbsConnection::ModifyToRtr() {
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_RTR;
+  attr.path_mtu = MtuFromBytes(path_mtu_bytes_);
+  attr.dest_qp_num = remote_endpoint_.qp_num;
+  attr.rq_psn = remote_.psn;
+  attr.max_dest_rd_atomic = static_cast<uint8_t>(
+      std::min(kMaxReadDepth, AtLeastOne(context_.device_attr().max_qp_rd_atom)));
+  attr.min_rnr_timer = 12;
+  attr.ah_attr.port_num = static_cast<uint8_t>(context_.port());
+  attr.ah_attr.dlid = remote_.lid;
+  if (remote_.link_layer == IBV_LINK_LAYER_ETHERNET || remote_.lid == 0) {
+    // RoCE has no LIDs: packets are routed by the GID in a global route header.
+    attr.ah_attr.is_global = 1;
+    std::memcpy(attr.ah_attr.grh.dgid.raw, remote_.gid.data(), 16);
+    attr.ah_attr.grh.sgid_index = static_cast<uint8_t>(context_.gid_index());
+    attr.ah_attr.grh.hop_limit = 64;
+  }
+  const int error =
+      ibv_modify_qp(qp_, &attr,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  return error == 0 ? absl::OkStatus() : ModifyError("RTR", error, *label_);
+}
+
+absl::Status VerbsConnection::ModifyToRts() {
+  const VerbsDeviceOptions& options = engine_.options();
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_RTS;
+  attr.timeout = static_cast<uint8_t>(options.ack_timeout);
+  attr.retry_cnt = static_cast<uint8_t>(options.retry_count);
+  // Receive work requests always outnumber what the peer may send, so receiver-not-ready
+  // means a broken peer: fail after a few retries instead of retrying forever.
+  attr.rnr_retry = 3;
+  attr.sq_psn = local_psn_;
+  attr.max_rd_atomic = static_cast<uint8_t>(read_depth_);
+  const int error = ibv_modify_qp(qp_, &attr,
+                                  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+  return error == 0 ? absl::OkStatus() : ModifyError("RTS", error, *label_);
+}
+
+absl::Status VerbsConnection::PostReceives() {
+  for (uint32_t i = 0; i < recv_depth_; ++i) {
+    ibv_recv_wr wr{};
+    wr.wr_id = WorkId(Op::kRecv, generation_);
+    wr.num_sge = 0;
+    ibv_recv_wr* bad = nullptr;
+    const int error = ibv_post_recv(qp_, &wr, &bad);
+    if (error != 0) {
+      return InternalError(
+          absl::StrCat("ibverbs: ibv_post_recv to ", *label_, " failed: ", std::strerror(error)));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status VerbsConnection::BringUp(const PublishedAddress& peer, uint32_t local_psn) {
+  remote_ = peer;
+  remote_endpoint_ = peer.endpoints[mesh_.rank()];
+  local_psn_ = local_psn;
+  path_mtu_bytes_ = std::min(context_.mtu_bytes(), static_cast<int>(peer.mtu_bytes));
+  label_ = std::make_shared<const std::string>(
+      absl::StrCat("rank ", peer_, " (", peer.device, " ", GidToString(peer.gid), ")"));
+  CHORUS_RETURN_IF_ERROR(ModifyToRtr());
+  return ModifyToRts();
+}
+
+void VerbsConnection::Start(absl::Time connect_deadline) {
+  connect_deadline_ = connect_deadline;
+  state_ = State::kConnecting;
+  engine_.Attach(qp_->qp_num, serial_, this);
+  SendHello();
+}
+
+bool VerbsConnection::PostControl(Op op, ImmediateKind kind, uint32_t value) {
+  if (send_wrs_in_flight_ >= max_send_wr_) return false;
+  ibv_send_wr wr{};
+  wr.wr_id = WorkId(op, value);
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.imm_data = htonl(MakeImmediate(kind, value));
+  wr.num_sge = 0;
+  wr.wr.rdma.remote_addr = remote_endpoint_.ring_address;
+  wr.wr.rdma.rkey = remote_endpoint_.ring_rkey;
+  ibv_send_wr* bad = nullptr;
+  const int error = ibv_post_send(qp_, &wr, &bad);
+  if (error != 0) {
+    Fail(Broken(absl::StrCat("ibv_post_send failed: ", std::strerror(error))));
+    return false;
+  }
+  ++send_wrs_in_flight_;
+  return true;
+}
+
+void VerbsConnection::SendHello() {
+  hello_in_flight_ = PostControl(Op::kHello, ImmediateKind::kHello, generation_);
+}
+
+void VerbsConnection::RestartAfterFailedHello() {
+  // The peer's queue pair was not ready within the retry budget (it reads the store later
+  // than this rank did). Nothing but the greeting has been sent, so the queue pair starts
+  // over from its first sequence number, which is what the peer still expects.
+  if (absl::Now() >= connect_deadline_) {
+    Fail(PeerUnavailableError(
+        absl::StrCat("ibverbs: ", *label_,
+                     " never became reachable over verbs before the connect deadline; check "
+                     "that the rank runs and that its device reaches ",
+                     context_.Describe(), " (ibv_rc_pingpong -g ", context_.gid_index(), ")"),
+        peer_));
+    return;
+  }
+  ++generation_;
+  send_wrs_in_flight_ = 0;
+  hello_in_flight_ = false;
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_RESET;
+  int error = ibv_modify_qp(qp_, &attr, IBV_QP_STATE);
+  absl::Status status = error == 0 ? absl::OkStatus() : ModifyError("RESET", error, *label_);
+  if (status.ok()) status = ModifyToInit();
+  if (status.ok()) status = PostReceives();
+  if (status.ok()) status = ModifyToRtr();
+  if (status.ok()) status = ModifyToRts();
+  if (!status.ok()) {
+    Fail(status);
+    return;
+  }
+  SendHello();
+}
+
+void VerbsConnection::BecomeUp() {
+  if (state_ != State::kConnecting) return;
+  state_ = State::kUp;
+  PumpSends();
+}
+
+absl::Status VerbsConnection::Broken(absl::string_view what) const {
+  return PeerUnavailableError(
+      absl::StrCat("ibverbs: connection to ", *label_, " over ", context_.name(), " failed: ", what,
+                   "; the peer process may have died or its link gone down: check that ", "rank ",
+                   peer_, " still runs and that `ibv_devinfo` shows both ports ACTIVE"),
+      peer_);
+}
+
+bool VerbsConnection::HasPendingWork() const {
+  return !queue_.empty() || !announced_.empty() || !assembling_.empty() || !reads_.empty() ||
+         !read_queue_.empty() || mesh_.matching().PostedCount(peer_) > 0;
+}
+
+// --- Posting ---
+
+RequestPtr VerbsConnection::Send(Tag tag, ConstMemoryRef buffer) {
+  auto request =
+      std::make_shared<VerbsRequest>(RequestKind::kSend, peer_, tag, mesh_.engine_ptr(), label_);
+  if (buffer.type != MemoryType::kHost) {
+    request->Complete(InvalidArgumentError("the verbs transport sends host memory only"), 0);
+    return request;
+  }
+  auto out = std::make_shared<Outbound>();
+  out->request = request;
+  out->tag = tag;
+  out->data = static_cast<const uint8_t*>(buffer.data);
+  out->size = buffer.size;
+  out->kind = SlotKind::kData;
+  if (buffer.size > slot_bytes_ - kSlotHeaderBytes) {
+    // Registering takes long for large buffers: done before the engine's mutex is taken.
+    absl::StatusOr<RegistrationCache::Lease> lease =
+        engine_.registrations().Acquire(buffer.data, buffer.size);
+    if (lease.ok()) {
+      out->kind = SlotKind::kAnnounce;
+      out->lease.emplace(*std::move(lease));
+    } else {
+      CHORUS_LOG(kWarn, "ibverbs") << "sending " << buffer.size << " bytes to " << *label_
+                                   << " by copy: " << lease.status().message();
+    }
+  }
+  std::lock_guard<std::mutex> lock(engine_.mu());
+  if (!mesh_.aborted().ok()) {
+    request->Complete(mesh_.aborted(), 0);
+    return request;
+  }
+  if (state_ == State::kFailed) {
+    request->Complete(failure_, 0);
+    return request;
+  }
+  out->send_id = next_send_id_++;
+  request->outbound = out;
+  request->set_target(this);
+  queue_.push_back(std::move(out));
+  PumpSends();
+  return request;
+}
+
+RequestPtr VerbsConnection::Recv(Tag tag, MemoryRef buffer) {
+  auto request =
+      std::make_shared<VerbsRequest>(RequestKind::kRecv, peer_, tag, mesh_.engine_ptr(), label_);
+  if (buffer.type != MemoryType::kHost) {
+    request->Complete(InvalidArgumentError("the verbs transport receives into host memory only"),
+                      0);
+    return request;
+  }
+  auto slot = std::make_shared<RecvSlot>();
+  slot->request = request;
+  slot->data = static_cast<uint8_t*>(buffer.data);
+  slot->capacity = buffer.size;
+  slot->peers = {peer_};
+  std::lock_guard<std::mutex> lock(engine_.mu());
+  if (!mesh_.aborted().ok()) {
+    request->Complete(mesh_.aborted(), 0);
+    return request;
+  }
+  request->recv_slot = slot;
+  request->set_target(this);
+  if (mesh_.matching().OldestUnexpected(peer_, tag) != nullptr) {
+    TakeUnexpected(tag, slot);
+  } else if (state_ == State::kFailed) {
+    request->Complete(failure_, 0, peer_);
+  } else {
+    mesh_.matching().Post(peer_, tag, slot);
+  }
+  return request;
+}
+
+void VerbsConnection::TakeUnexpected(Tag tag, const std::shared_ptr<RecvSlot>& slot) {
+  std::optional<std::shared_ptr<Inbound>> inbound = mesh_.matching().PopUnexpected(peer_, tag);
+  if (inbound.has_value()) Match(*inbound, slot);
+}
+
+// --- Sending ---
+
+bool VerbsConnection::SendRoomFor(int writes) const {
+  return send_wrs_in_flight_ + static_cast<uint32_t>(writes) + kControlReserve <= max_send_wr_;
+}
+
+void VerbsConnection::Pump() {
+  if (state_ != State::kUp) return;
+  PumpReads();
+  PumpSends();
+}
+
+void VerbsConnection::PumpSends() {
+  if (state_ != State::kUp) return;
+  while (!queue_.empty()) {
+    const std::shared_ptr<Outbound> out = queue_.front();
+    const uint32_t slot = credits_.NextSlot();
+    if (!credits_.CanSend() || outbox_busy_[slot] || !SendRoomFor(1)) break;
+    WriteSlot(*out, slot);
+    if (state_ == State::kFailed) return;
+    if (out->kind == SlotKind::kData && out->offset < out->size) continue;  // more fragments
+    queue_.pop_front();
+    if (out->kind == SlotKind::kAnnounce) {
+      announced_[out->send_id] = out;
+    } else if (out->request != nullptr) {
+      // Copied into the outbox: the caller's buffer is free again.
+      out->request->Complete(absl::OkStatus(), out->size);
+    }
+  }
+  if (credits_.OwesReport() && !credit_report_in_flight_ &&
+      PostControl(Op::kCredits, ImmediateKind::kCredits, credits_.FreedCount())) {
+    credits_.Reported();
+    credit_report_in_flight_ = true;
+  }
+}
+
+void VerbsConnection::WriteSlot(Outbound& out, uint32_t slot) {
+  uint8_t* box = OutboxSlot(slot);
+  SlotHeader header;
+  header.kind = out.kind;
+  header.credits = credits_.FreedCount();
+  header.tag = out.tag;
+  header.message_bytes = out.size;
+  header.send_id = out.send_id;
+  uint32_t payload = 0;
+  if (out.kind == SlotKind::kData) {
+    payload = static_cast<uint32_t>(
+        std::min<uint64_t>(out.size - out.offset, slot_bytes_ - kSlotHeaderBytes));
+    header.offset = out.offset;
+    header.fragment_bytes = payload;
+    if (payload > 0) std::memcpy(box + kSlotHeaderBytes, out.data + out.offset, payload);
+  } else if (out.kind == SlotKind::kAnnounce) {
+    header.address = reinterpret_cast<uint64_t>(out.data);
+    header.rkey = out.lease->rkey();
+  }
+  std::memcpy(box, &header, kSlotHeaderBytes);
+  const uint32_t bytes = static_cast<uint32_t>(kSlotHeaderBytes) + payload;
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uint64_t>(box);
+  sge.length = bytes;
+  sge.lkey = region_.lkey;
+  ibv_send_wr wr{};
+  wr.wr_id = WorkId(Op::kSlotWrite, slot);
+  wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+  wr.send_flags = IBV_SEND_SIGNALED | (bytes <= max_inline_ ? IBV_SEND_INLINE : 0);
+  wr.imm_data = htonl(MakeImmediate(ImmediateKind::kSlot, slot));
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.rdma.remote_addr = remote_endpoint_.ring_address + uint64_t{slot} * slot_bytes_;
+  wr.wr.rdma.rkey = remote_endpoint_.ring_rkey;
+  ibv_send_wr* bad = nullptr;
+  const int error = ibv_post_send(qp_, &wr, &bad);
+  if (error != 0) {
+    Fail(Broken(absl::StrCat("ibv_post_send failed: ", std::strerror(error))));
+    return;
+  }
+  credits_.Reported();
+  credits_.Sent();
+  outbox_busy_[slot] = true;
+  ++send_wrs_in_flight_;
+  out.offset += payload;
+}
+
+void VerbsConnection::QueueDone(Inbound& inbound) {
+  if (inbound.done_sent) return;
+  inbound.done_sent = true;
+  auto out = std::make_shared<Outbound>();
+  out->kind = SlotKind::kDone;
+  out->send_id = inbound.send_id;
+  queue_.push_back(std::move(out));
+  PumpSends();
+}
+
+// --- Completions ---
+
+void VerbsConnection::OnCompletion(const ibv_wc& completion) {
+  if (state_ == State::kFailed) return;
+  const Op op = static_cast<Op>((completion.wr_id >> 24) & 0xff);
+  const uint32_t value = completion.wr_id & 0xffffff;
+  if (op == Op::kRecv && value != (generation_ & 0xffffff)) return;  // before a restart
+  if (completion.status != IBV_WC_SUCCESS) {
+    if (op == Op::kHello && state_ == State::kConnecting && !peer_greeted_ &&
+        completion.status == IBV_WC_RETRY_EXC_ERR) {
+      RestartAfterFailedHello();
+      return;
+    }
+    // A flushed request follows the failure that put the queue pair in error, whose own
+    // completion says what went wrong.
+    if (completion.status == IBV_WC_WR_FLUSH_ERR) return;
+    Fail(Broken(absl::StrCat(ibv_wc_status_str(completion.status), " (vendor error ",
+                             completion.vendor_err, ")")));
+    return;
+  }
+  switch (op) {
+    case Op::kRecv:
+      OnArrival(completion);
+      return;
+    case Op::kSlotWrite:
+      --send_wrs_in_flight_;
+      outbox_busy_[value % slots_] = false;
+      return;
+    case Op::kCredits:
+      --send_wrs_in_flight_;
+      credit_report_in_flight_ = false;
+      return;
+    case Op::kLiveness:
+      --send_wrs_in_flight_;
+      liveness_in_flight_ = false;
+      return;
+    case Op::kHello:
+      --send_wrs_in_flight_;
+      hello_in_flight_ = false;
+      return;
+    case Op::kRead:
+      --send_wrs_in_flight_;
+      OnReadCompleted(value, true);
+      return;
+  }
+}
+
+void VerbsConnection::OnFatalEvent(const char* what) { Fail(Broken(what)); }
+
+void VerbsConnection::OnTick(absl::Time now) {
+  if (state_ == State::kConnecting && now >= connect_deadline_) {
+    Fail(PeerUnavailableError(
+        absl::StrCat("ibverbs: ", *label_,
+                     " did not greet this rank over verbs before the connect deadline; check "
+                     "that it runs and that its device reaches ",
+                     context_.Describe()),
+        peer_));
+    return;
+  }
+  if (state_ == State::kUp && !liveness_in_flight_ &&
+      now - last_probe_ >= engine_.options().liveness_interval && HasPendingWork() &&
+      PostControl(Op::kLiveness, ImmediateKind::kLiveness, 0)) {
+    liveness_in_flight_ = true;
+    last_probe_ = now;
+  }
+}
+
+void VerbsConnection::OnArrival(const ibv_wc& completion) {
+  ibv_recv_wr wr{};
+  wr.wr_id = WorkId(Op::kRecv, generation_);
+  wr.num_sge = 0;
+  ibv_recv_wr* bad = nullptr;
+  const int error = ibv_post_recv(qp_, &wr, &bad);
+  if (error != 0) {
+    Fail(Broken(absl::StrCat("ibv_post_recv failed: ", std::strerror(error))));
+    return;
+  }
+  if (completion.opcode != IBV_WC_RECV_RDMA_WITH_IMM ||
+      (completion.wc_flags & IBV_WC_WITH_IMM) == 0) {
+    Fail(Broken("the peer sent something other than a write with immediate"));
+    return;
+  }
+  const uint32_t immediate = ntohl(completion.imm_data);
+  if (state_ == State::kConnecting) {
+    peer_greeted_ = true;
+    BecomeUp();
+  }
+  switch (ImmediateKindOf(immediate)) {
+    case ImmediateKind::kSlot:
+      OnSlot(ImmediateValue(immediate));
+      break;
+    case ImmediateKind::kCredits:
+      if (!credits_.Returned(ImmediateValue(immediate))) {
+        Fail(Broken("the peer returned credits for slots never written"));
+      }
+      break;
+    case ImmediateKind::kLiveness:
+    case ImmediateKind::kHello:
+      break;
+  }
+}
+
+void VerbsConnection::OnSlot(uint32_t slot) {
+  if (slot != credits_.NextArrivalSlot()) {
+    Fail(Broken(absl::StrCat("the peer wrote slot ", slot, " where slot ",
+                             credits_.NextArrivalSlot(), " was next")));
+    return;
+  }
+  const uint8_t* data = RingSlot(slot);
+  SlotHeader header;
+  std::memcpy(&header, data, kSlotHeaderBytes);
+  if (!SlotHeaderValid(header, slot_bytes_)) {
+    Fail(Broken("the peer wrote a malformed slot header"));
+    return;
+  }
+  if (!credits_.Returned(header.credits)) {
+    Fail(Broken("the peer returned credits for slots never written"));
+    return;
+  }
+  switch (header.kind) {
+    case SlotKind::kData:
+      OnData(header, data + kSlotHeaderBytes);
+      break;
+    case SlotKind::kAnnounce:
+      OnAnnounce(header);
+      break;
+    case SlotKind::kDone:
+      OnDone(header);
+      break;
+  }
+  credits_.Freed();
+}
+
+std::shared_ptr<RecvSlot> VerbsConnection::PopPosted(Tag tag) {
+  for (;;) {
+    std::optional<std::shared_ptr<RecvSlot>> slot = mesh_.matching().PopPosted(peer_, tag);
+    if (!slot.has_value()) return nullptr;
+    if ((*slot)->WinClaim()) return *slot;
+    (*slot)->request->Complete(WithdrawnPartError(mesh_.rank()), 0);
+  }
+}
+
+void VerbsConnection::OnData(const SlotHeader& header, const uint8_t* payload) {
+  std::shared_ptr<Inbound> inbound;
+  if (header.offset == 0) {
+    inbound = std::make_shared<Inbound>();
+    inbound->tag = header.tag;
+    inbound->size = header.message_bytes;
+    inbound->send_id = header.send_id;
+    if (std::shared_ptr<RecvSlot> slot = PopPosted(header.tag)) {
+      Match(inbound, slot);
+    } else {
+      inbound->buffered.reset(new uint8_t[std::max<uint64_t>(inbound->size, 1)]);
+      mesh_.matching().AddUnexpected(peer_, header.tag, inbound);
+    }
+    if (header.fragment_bytes < header.message_bytes) assembling_[header.send_id] = inbound;
+  } else {
+    auto it = assembling_.find(header.send_id);
+    if (it == assembling_.end() || it->second->arrived != header.offset) {
+      Fail(Broken("the peer sent a fragment of a message that is not arriving"));
+      return;
+    }
+    inbound = it->second;
+  }
+  uint8_t* destination = inbound->discard ? nullptr
+                         : inbound->slot  ? inbound->slot->data
+                                          : inbound->buffered.get();
+  if (destination != nullptr && header.fragment_bytes > 0) {
+    std::memcpy(destination + header.offset, payload, header.fragment_bytes);
+  }
+  inbound->arrived += header.fragment_bytes;
+  if (inbound->complete()) {
+    if (header.offset > 0) assembling_.erase(header.send_id);
+    if (inbound->slot != nullptr) FinishRecv(inbound, absl::OkStatus());
+  }
+}
+
+void VerbsConnection::OnAnnounce(const SlotHeader& header) {
+  auto inbound = std::make_shared<Inbound>();
+  inbound->tag = header.tag;
+  inbound->size = header.message_bytes;
+  inbound->send_id = header.send_id;
+  inbound->announced = true;
+  inbound->remote_address = header.address;
+  inbound->rkey = header.rkey;
+  if (std::shared_ptr<RecvSlot> slot = PopPosted(header.tag)) {
+    Match(inbound, slot);
+  } else {
+    mesh_.matching().AddUnexpected(peer_, header.tag, inbound);
+  }
+}
+
+void VerbsConnection::OnDone(const SlotHeader& header) {
+  auto it = announced_.find(header.send_id);
+  if (it == announced_.end()) {
+    Fail(Broken("the peer finished reading a message that was never announced"));
+    return;
+  }
+  const std::shared_ptr<Outbound> out = std::move(it->second);
+  announced_.erase(it);
+  out->lease.reset();
+  if (out->request != nullptr) out->request->Complete(absl::OkStatus(), out->size);
+}
+
+void VerbsConnection::Match(const std::shared_ptr<Inbound>& inbound,
+                            const std::shared_ptr<RecvSlot>& slot) {
+  slot->inbound = inbound;
+  slot->matched_on = this;
+  inbound->slot = slot;
+  if (inbound->size > slot->capacity) {
+    slot->request->Complete(
+        InvalidArgumentError(absl::StrCat(
+            "a message of ", inbound->size, " bytes from ", *label_, " (tag ", inbound->tag,
+            ") is longer than its receive buffer of ", slot->capacity, " bytes; it was discarded")),
+        0, peer_);
+    inbound->slot.reset();
+    inbound->buffered.reset();
+    inbound->discard = true;
+    if (inbound->announced) QueueDone(*inbound);
+    return;
+  }
+  if (inbound->announced) {
+    StartReads(inbound);
+    return;
+  }
+  if (inbound->arrived > 0) std::memcpy(slot->data, inbound->buffered.get(), inbound->arrived);
+  inbound->buffered.reset();
+  if (inbound->complete()) FinishRecv(inbound, absl::OkStatus());
+}
+
+void VerbsConnection::FinishRecv(const std::shared_ptr<Inbound>& inbound, absl::Status status) {
+  const std::shared_ptr<RecvSlot> slot = std::move(inbound->slot);
+  inbound->slot.reset();
+  if (slot == nullptr) return;
+  const bool ok = status.ok();
+  slot->request->Complete(std::move(status), ok ? inbound->size : 0, peer_);
+}
+
+// --- Reads of announced messages ---
+
+void VerbsConnection::StartReads(const std::shared_ptr<Inbound>& inbound) {
+  if (inbound->size == 0) {
+    FinishRecv(inbound, absl::OkStatus());
+    QueueDone(*inbound);
+    return;
+  }
+  absl::StatusOr<RegistrationCache::Lease> lease =
+      engine_.registrations().Acquire(inbound->slot->data, inbound->size);
+  if (lease.ok()) {
+    inbound->lease.emplace(*std::move(lease));
+  } else {
+    CHORUS_LOG(kWarn, "ibverbs") << "receiving " << inbound->size << " bytes from " << *label_
+                                 << " through bounce buffers: " << lease.status().message();
+    inbound->through_bounce = true;
+  }
+  read_queue_.push_back(inbound);
+  PumpReads();
+}
+
+void VerbsConnection::PumpReads() {
+  while (!read_queue_.empty() && state_ == State::kUp) {
+    const std::shared_ptr<Inbound> inbound = read_queue_.front();
+    if (inbound->discard || inbound->read_posted == inbound->size) {
+      read_queue_.pop_front();
+      continue;
+    }
+    if (reads_.size() >= read_depth_ || !SendRoomFor(1)) return;
+    ReadChunk chunk;
+    chunk.inbound = inbound;
+    chunk.offset = inbound->read_posted;
+    chunk.bytes = static_cast<uint32_t>(std::min(kReadChunk, inbound->size - chunk.offset));
+    uint8_t* local = inbound->slot->data + chunk.offset;
+    uint32_t lkey = 0;
+    if (inbound->through_bounce) {
+      if (!engine_.TakeBounce(&chunk.bounce)) return;  // waits for one to come back
+      chunk.bounced = true;
+      local = chunk.bounce.data;
+      lkey = chunk.bounce.lkey;
+    } else {
+      lkey = inbound->lease->lkey();
+    }
+    const uint32_t ticket = next_ticket_;
+    next_ticket_ = (next_ticket_ + 1) & 0xffffff;
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<uint64_t>(local);
+    sge.length = chunk.bytes;
+    sge.lkey = lkey;
+    ibv_send_wr wr{};
+    wr.wr_id = WorkId(Op::kRead, ticket);
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.wr.rdma.remote_addr = inbound->remote_address + chunk.offset;
+    wr.wr.rdma.rkey = inbound->rkey;
+    ibv_send_wr* bad = nullptr;
+    const int error = ibv_post_send(qp_, &wr, &bad);
+    if (error != 0) {
+      if (chunk.bounced) engine_.ReturnBounce(chunk.bounce);
+      Fail(Broken(absl::StrCat("ibv_post_send of an RDMA read failed: ", std::strerror(error))));
+      return;
+    }
+    ++send_wrs_in_flight_;
+    ++inbound->reads_in_flight;
+    inbound->read_posted += chunk.bytes;
+    reads_[ticket] = std::move(chunk);
+  }
+}
+
+void VerbsConnection::OnReadCompleted(uint32_t ticket, bool ok) {
+  auto it = reads_.find(ticket);
+  if (it == reads_.end()) return;
+  ReadChunk chunk = std::move(it->second);
+  reads_.erase(it);
+  Inbound& inbound = *chunk.inbound;
+  --inbound.reads_in_flight;
+  if (chunk.bounced) {
+    if (ok && !inbound.discard && inbound.slot != nullptr) {
+      std::memcpy(inbound.slot->data + chunk.offset, chunk.bounce.data, chunk.bytes);
+    }
+    engine_.ReturnBounce(chunk.bounce);
+  }
+  inbound.read_done += chunk.bytes;
+  if (inbound.read_done == inbound.size) {
+    inbound.lease.reset();
+    FinishRecv(chunk.inbound, absl::OkStatus());
+    QueueDone(inbound);
+  }
+}
+
+// --- Cancel and failure ---
+
+void VerbsConnection::CancelLocked(VerbsRequest& request, std::unique_lock<std::mutex>& lock) {
+  const absl::Status cancelled = AbortedError(
+      absl::StrCat("cancelled ",
+                   request.kind() == RequestKind::kSend ? "send to " : "receive from ", *label_),
+      peer_);
+  if (std::shared_ptr<Outbound> out = request.outbound.lock()) {
+    auto queued = std::find(queue_.begin(), queue_.end(), out);
+    if (queued != queue_.end()) {
+      if (out->kind == SlotKind::kData && out->offset > 0) {
+        // Partly written: the peer expects the rest, which goes out from a private copy.
+        out->copy.reset(new uint8_t[out->size]);
+        std::memcpy(out->copy.get(), out->data, out->size);
+        out->data = out->copy.get();
+      } else {
+        queue_.erase(queued);
+      }
+    }
+    // An announced message stays registered until the peer says it has read it.
+    request.Complete(cancelled, 0);
+    return;
+  }
+  std::shared_ptr<RecvSlot> slot = request.recv_slot.lock();
+  if (slot == nullptr) return;
+  if (slot->inbound == nullptr) {
+    mesh_.matching().Unpost(peer_, request.tag(), *slot);
+    request.Complete(cancelled, 0);
+    return;
+  }
+  CancelMatchedRecv(*slot, lock);
+}
+
+void VerbsConnection::CancelMatchedRecv(RecvSlot& slot, std::unique_lock<std::mutex>& lock) {
+  const std::shared_ptr<Inbound> inbound = slot.inbound;
+  inbound->discard = true;
+  inbound->slot.reset();
+  inbound->buffered.reset();
+  if (inbound->announced) {
+    // Reads already posted write into the caller's buffer until they complete; the cancel
+    // returns only after that (they end within the queue pair's retry timeout).
+    const absl::Time give_up = absl::Now() + kCancelWait;
+    while (inbound->reads_in_flight > 0 && state_ != State::kFailed) {
+      if (absl::Now() >= give_up) {
+        Fail(Broken("RDMA reads into a cancelled receive did not complete"));
+        break;
+      }
+      engine_.reads_done().wait_for(lock, std::chrono::milliseconds(50));
+    }
+    inbound->lease.reset();
+    if (state_ != State::kFailed) QueueDone(*inbound);
+  }
+  slot.request->Complete(AbortedError(absl::StrCat("cancelled receive from ", *label_), peer_), 0,
+                         peer_);
+}
+
+void VerbsConnection::Fail(const absl::Status& status) {
+  if (state_ == State::kFailed) return;
+  if (HasPendingWork() && GetErrorKind(status) != ErrorKind::kAborted) {
+    CHORUS_LOG(kWarn, "ibverbs") << status.message();
+  } else {
+    CHORUS_LOG(kInfo, "ibverbs") << "connection to " << *label_ << " closed: " << status.message();
+  }
+  state_ = State::kFailed;
+  failure_ = status;
+  if (qp_ != nullptr) {
+    // From here on the device writes into no buffer of this connection's receives.
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    ibv_modify_qp(qp_, &attr, IBV_QP_STATE);
+  }
+  std::vector<std::shared_ptr<Inbound>> receiving;
+  for (auto& [send_id, inbound] : assembling_) receiving.push_back(inbound);
+  for (auto& inbound : read_queue_) receiving.push_back(inbound);
+  for (auto& [ticket, chunk] : reads_) {
+    if (chunk.bounced) engine_.ReturnBounce(chunk.bounce);
+    receiving.push_back(chunk.inbound);
+  }
+  assembling_.clear();
+  read_queue_.clear();
+  reads_.clear();
+  for (const auto& inbound : receiving) {
+    inbound->reads_in_flight = 0;
+    inbound->lease.reset();
+    FinishRecv(inbound, status);
+  }
+  auto queue = std::move(queue_);
+  queue_.clear();
+  for (const auto& out : queue) {
+    if (out->request != nullptr) out->request->Complete(status, 0);
+  }
+  auto announced = std::move(announced_);
+  announced_.clear();
+  for (auto& [send_id, out] : announced) {
+    if (out->request != nullptr) out->request->Complete(status, 0);
+  }
+  VerbsMesh::Matching& matching = mesh_.matching();
+  for (const auto& [tag, slot] : matching.TakePosted(peer_)) {
+    matching.Unpost(peer_, tag, *slot);  // a receive from any peer fails with any of them
+    slot->request->Complete(status, 0, peer_);
+  }
+  // Messages that arrived whole stay receivable; announced ones can no longer be read.
+  matching.RetainUnexpected(peer_, [](const auto& arrived) {
+    return !arrived.message->announced && arrived.message->complete();
+  });
+  engine_.reads_done().notify_all();
+}
+
+}  // namespace chorus::ibverbs
