@@ -73,8 +73,8 @@ TEST_CASE("a GID prints as an IPv6 address", "[wire]") {
 }
 
 TEST_CASE("immediates carry a kind and a 30-bit value", "[wire]") {
-  for (ImmediateKind kind : {ImmediateKind::kSlot, ImmediateKind::kCredits,
-                             ImmediateKind::kLiveness, ImmediateKind::kHello}) {
+  for (ImmediateKind kind :
+       {ImmediateKind::kSlot, ImmediateKind::kCredits, ImmediateKind::kHello}) {
     for (uint32_t value : {0u, 1u, 4095u, kImmediateValueMask}) {
       const uint32_t immediate = MakeImmediate(kind, value);
       CHECK(ImmediateKindOf(immediate) == kind);

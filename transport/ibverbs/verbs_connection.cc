@@ -21,6 +21,8 @@ constexpr uint32_t kControlReserve = 3;
 // Receive work requests beyond the slots: the control writes the peer may have in flight.
 constexpr uint32_t kControlReceives = 8;
 constexpr uint32_t kWantedInline = 256;
+// A liveness probe reads this much of the peer's ring into the end of this side's memory.
+constexpr size_t kProbeBytes = 64;
 // One RDMA read moves at most this much; several are in flight per connection.
 constexpr uint64_t kReadChunk = VerbsEngine::kBounceBytes;
 constexpr uint32_t kMaxReadDepth = 16;
@@ -58,7 +60,7 @@ uint64_t VerbsConnection::WorkId(Op op, uint32_t value) const {
 }
 
 absl::Status VerbsConnection::Create() {
-  const size_t bytes = 2 * size_t{slots_} * slot_bytes_;
+  const size_t bytes = 2 * size_t{slots_} * slot_bytes_ + kProbeBytes;
   memory_ = AllocateAligned(bytes);
   if (memory_ == nullptr) return InternalError("ibverbs: out of memory for eager slots");
   std::memset(memory_.get(), 0, bytes);
@@ -498,11 +500,36 @@ void VerbsConnection::OnTick(absl::Time now) {
     return;
   }
   if (state_ == State::kUp && !liveness_in_flight_ &&
-      now - last_probe_ >= engine_.options().liveness_interval && HasPendingWork() &&
-      PostControl(Op::kLiveness, ImmediateKind::kLiveness, 0)) {
+      now - last_probe_ >= engine_.options().liveness_interval && HasPendingWork() && PostProbe()) {
     liveness_in_flight_ = true;
     last_probe_ = now;
   }
+}
+
+bool VerbsConnection::PostProbe() {
+  // An RDMA read, which only the peer's queue pair can answer: an empty write to a queue pair
+  // that is gone can complete without an answer on some devices (Soft-RoCE), a read cannot.
+  if (send_wrs_in_flight_ >= max_send_wr_) return false;
+  ibv_sge sge{};
+  sge.addr = reinterpret_cast<uint64_t>(RingSlot(2 * slots_));
+  sge.length = 8;
+  sge.lkey = region_.lkey;
+  ibv_send_wr wr{};
+  wr.wr_id = WorkId(Op::kLiveness, 0);
+  wr.opcode = IBV_WR_RDMA_READ;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.rdma.remote_addr = remote_endpoint_.ring_address;
+  wr.wr.rdma.rkey = remote_endpoint_.ring_rkey;
+  ibv_send_wr* bad = nullptr;
+  const int error = ibv_post_send(qp_, &wr, &bad);
+  if (error != 0) {
+    Fail(Broken(absl::StrCat("ibv_post_send of a liveness probe failed: ", std::strerror(error))));
+    return false;
+  }
+  ++send_wrs_in_flight_;
+  return true;
 }
 
 void VerbsConnection::OnArrival(const ibv_wc& completion) {
@@ -534,7 +561,6 @@ void VerbsConnection::OnArrival(const ibv_wc& completion) {
         Fail(Broken("the peer returned credits for slots never written"));
       }
       break;
-    case ImmediateKind::kLiveness:
     case ImmediateKind::kHello:
       break;
   }
@@ -625,9 +651,13 @@ void VerbsConnection::OnAnnounce(const SlotHeader& header) {
   inbound->rkey = header.rkey;
   if (std::shared_ptr<RecvSlot> slot = PopPosted(header.tag)) {
     Match(inbound, slot);
-  } else {
-    mesh_.matching().AddUnexpected(peer_, header.tag, inbound);
+    return;
   }
+  // No receive yet: read it into a buffer of this side's now, so that the send completes
+  // without waiting for the receive (as on every transport); a receive copies it out later.
+  inbound->buffered.reset(new uint8_t[std::max<uint64_t>(inbound->size, 1)]);
+  mesh_.matching().AddUnexpected(peer_, header.tag, inbound);
+  StartReads(inbound);
 }
 
 void VerbsConnection::OnDone(const SlotHeader& header) {
@@ -654,13 +684,21 @@ void VerbsConnection::Match(const std::shared_ptr<Inbound>& inbound,
             ") is longer than its receive buffer of ", slot->capacity, " bytes; it was discarded")),
         0, peer_);
     inbound->slot.reset();
-    inbound->buffered.reset();
     inbound->discard = true;
-    if (inbound->announced) QueueDone(*inbound);
+    if (inbound->reads_in_flight == 0) {
+      inbound->buffered.reset();
+      if (inbound->announced) QueueDone(*inbound);
+    }  // else the last read's completion answers the sender
     return;
   }
   if (inbound->announced) {
-    StartReads(inbound);
+    if (inbound->buffered == nullptr) {
+      StartReads(inbound);
+    } else if (inbound->complete()) {
+      std::memcpy(slot->data, inbound->buffered.get(), inbound->size);
+      inbound->buffered.reset();
+      FinishRecv(inbound, absl::OkStatus());
+    }  // else its reads are still landing in `buffered`, copied out when they end
     return;
   }
   if (inbound->arrived > 0) std::memcpy(slot->data, inbound->buffered.get(), inbound->arrived);
@@ -685,7 +723,7 @@ void VerbsConnection::StartReads(const std::shared_ptr<Inbound>& inbound) {
     return;
   }
   absl::StatusOr<RegistrationCache::Lease> lease =
-      engine_.registrations().Acquire(inbound->slot->data, inbound->size);
+      engine_.registrations().Acquire(inbound->ReadTarget(), inbound->size);
   if (lease.ok()) {
     inbound->lease.emplace(*std::move(lease));
   } else {
@@ -709,7 +747,7 @@ void VerbsConnection::PumpReads() {
     chunk.inbound = inbound;
     chunk.offset = inbound->read_posted;
     chunk.bytes = static_cast<uint32_t>(std::min(kReadChunk, inbound->size - chunk.offset));
-    uint8_t* local = inbound->slot->data + chunk.offset;
+    uint8_t* local = inbound->ReadTarget() + chunk.offset;
     uint32_t lkey = 0;
     if (inbound->through_bounce) {
       if (!engine_.TakeBounce(&chunk.bounce)) return;  // waits for one to come back
@@ -755,17 +793,30 @@ void VerbsConnection::OnReadCompleted(uint32_t ticket, bool ok) {
   Inbound& inbound = *chunk.inbound;
   --inbound.reads_in_flight;
   if (chunk.bounced) {
-    if (ok && !inbound.discard && inbound.slot != nullptr) {
-      std::memcpy(inbound.slot->data + chunk.offset, chunk.bounce.data, chunk.bytes);
+    if (ok && !inbound.discard) {
+      std::memcpy(inbound.ReadTarget() + chunk.offset, chunk.bounce.data, chunk.bytes);
     }
     engine_.ReturnBounce(chunk.bounce);
   }
   inbound.read_done += chunk.bytes;
-  if (inbound.read_done == inbound.size) {
-    inbound.lease.reset();
-    FinishRecv(chunk.inbound, absl::OkStatus());
-    QueueDone(inbound);
+  if (inbound.discard) {
+    // Its receive was cancelled or too short: once nothing is in flight, the sender may go.
+    if (inbound.reads_in_flight == 0) {
+      inbound.lease.reset();
+      inbound.buffered.reset();
+      QueueDone(inbound);
+    }
+    return;
   }
+  if (inbound.read_done < inbound.size) return;
+  inbound.lease.reset();
+  QueueDone(inbound);
+  if (inbound.slot == nullptr) return;  // pulled before its receive: waits in the table
+  if (inbound.buffered != nullptr) {
+    std::memcpy(inbound.slot->data, inbound.buffered.get(), inbound.size);
+    inbound.buffered.reset();
+  }
+  FinishRecv(chunk.inbound, absl::OkStatus());
 }
 
 // --- Cancel and failure ---
@@ -805,8 +856,8 @@ void VerbsConnection::CancelMatchedRecv(RecvSlot& slot, std::unique_lock<std::mu
   const std::shared_ptr<Inbound> inbound = slot.inbound;
   inbound->discard = true;
   inbound->slot.reset();
-  inbound->buffered.reset();
-  if (inbound->announced) {
+  if (inbound->reads_in_flight == 0) inbound->buffered.reset();
+  if (inbound->announced && inbound->buffered == nullptr) {
     // Reads already posted write into the caller's buffer until they complete; the cancel
     // returns only after that (they end within the queue pair's retry timeout).
     const absl::Time give_up = absl::Now() + kCancelWait;
@@ -871,7 +922,7 @@ void VerbsConnection::Fail(const absl::Status& status) {
   }
   // Messages that arrived whole stay receivable; announced ones can no longer be read.
   matching.RetainUnexpected(peer_, [](const auto& arrived) {
-    return !arrived.message->announced && arrived.message->complete();
+    return arrived.message->complete() && arrived.message->buffered != nullptr;
   });
   engine_.reads_done().notify_all();
 }

@@ -4,10 +4,12 @@
 //
 //   small message   one kData slot, copied out by the receiver at once (into the matched
 //                   receive's buffer, or a buffer of its own until a receive comes)
-//   large message   a kAnnounce slot naming the sender's registered buffer; once a receive
-//                   takes it, the receiver RDMA-reads the message straight into its buffer
-//                   (registered through the cache, or through bounce buffers when that fails)
-//                   in chunks, several in flight, and answers kDone, which completes the send
+//   large message   a kAnnounce slot naming the sender's registered buffer; the receiver
+//                   RDMA-reads the message straight into the matched receive's buffer, or into
+//                   a buffer of its own when no receive is posted yet (so sends complete without
+//                   one, as on every transport), through the cache's registration of that buffer
+//                   (bounce buffers when registering fails), in chunks, several in flight, and
+//                   answers kDone, which completes the send
 //   by copy         a large message whose buffer cannot be registered goes as kData fragments
 //
 // Slots are flow-controlled by credits (credit_window.h), so the ring is never overrun and a
@@ -82,6 +84,9 @@ struct Inbound {
   bool done_sent = false;
 
   bool complete() const { return announced ? read_done == size : arrived == size; }
+  // Where reads land: `buffered` when the message arrived before its receive, else the
+  // receive's buffer.
+  uint8_t* ReadTarget() const { return buffered != nullptr ? buffered.get() : slot->data; }
 };
 
 // A message (or a kDone answer) waiting for slots.
@@ -148,6 +153,7 @@ class VerbsConnection : public Connection, public QueuePairOwner, public CancelT
   absl::Status ModifyToRts();
   absl::Status PostReceives();
   bool PostControl(Op op, ImmediateKind kind, uint32_t value);
+  bool PostProbe();
   void SendHello();
   void RestartAfterFailedHello();
   void BecomeUp();
@@ -190,7 +196,7 @@ class VerbsConnection : public Connection, public QueuePairOwner, public CancelT
   uint32_t max_send_wr_ = 0;
   uint32_t recv_depth_ = 0;
   uint32_t read_depth_ = 0;  // RDMA reads this side may have outstanding
-  AlignedBytes memory_;      // ring (slots_ slots), then outbox (slots_ slots)
+  AlignedBytes memory_;      // ring (slots_ slots), outbox (slots_ slots), liveness probe landing
   MemoryRegion region_;
   bool registered_ = false;
 

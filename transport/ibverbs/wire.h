@@ -4,7 +4,7 @@
 //
 // Every message goes as an RDMA WRITE WITH IMMEDIATE: into one of the receiver's eager slots
 // (the immediate names the slot; the slot's header says what it carries), or empty (the
-// immediate alone returns credits, probes liveness or greets). Receive work requests carry no
+// immediate alone returns credits or greets). Receive work requests carry no
 // buffer, so any of them takes any write, and the receiver keeps more of them posted than it
 // can be sent (slots plus the few control writes), so a sender never meets receiver-not-ready.
 #ifndef CHORUS_TRANSPORT_IBVERBS_WIRE_H_
@@ -50,10 +50,9 @@ std::string GidToString(const std::array<uint8_t, 16>& gid);
 
 // --- Immediates ---
 enum class ImmediateKind : uint32_t {
-  kSlot = 0,      // value: the slot index the write filled
-  kCredits = 1,   // value: the writer's count of freed slots (mod 2^30)
-  kLiveness = 2,  // empty; its completion proves the peer's queue pair is there
-  kHello = 3,     // empty; the writer's queue pair is ready to receive
+  kSlot = 0,     // value: the slot index the write filled
+  kCredits = 1,  // value: the writer's count of freed slots (mod 2^30)
+  kHello = 3,    // empty; the writer's queue pair is ready to receive
 };
 inline constexpr uint32_t kImmediateValueMask = (1u << 30) - 1;
 
