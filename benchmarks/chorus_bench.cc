@@ -40,8 +40,9 @@ constexpr char kAutoAlgorithm[] = "auto";
 const std::vector<ToolFlag>& ChorusFlags() {
   static const auto* flags = new std::vector<ToolFlag>{
       {"transport", "",
-       "transport between the ranks: tcp, shm (shared memory, one host) or auto (shared memory "
-       "within a host, tcp between hosts); default $CHORUS_TRANSPORT, else tcp"},
+       "transport between the ranks: tcp, shm (shared memory, one host), ibverbs (InfiniBand "
+       "or RoCE) or auto (shared memory within a host, verbs or tcp between hosts); default "
+       "$CHORUS_TRANSPORT, else tcp"},
       {"store", "", "rendezvous store URL (file:///dir or redis://...); default $CHORUS_STORE"},
       {"buffers", "heap",
        "where the buffers live: heap, shared (AllocateSharedMemory: the shm transport reads "

@@ -4,6 +4,7 @@
 #include <errno.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <utility>
 
@@ -26,7 +27,8 @@ constexpr size_t kProbeBytes = 64;
 // One RDMA read moves at most this much; several are in flight per connection.
 constexpr uint64_t kReadChunk = VerbsEngine::kBounceBytes;
 constexpr uint32_t kMaxReadDepth = 16;
-// How long a cancel waits for the reads into its buffer before it gives up the connection.
+// How long a cancel waits for RDMA reads into (or, for an announced send, from) its buffer
+// before it gives up the connection.
 constexpr absl::Duration kCancelWait = absl::Seconds(30);
 
 uint32_t AtLeastOne(int value) { return value < 1 ? 1u : static_cast<uint32_t>(value); }
@@ -444,6 +446,7 @@ void VerbsConnection::QueueDone(Inbound& inbound) {
 
 void VerbsConnection::OnCompletion(const ibv_wc& completion) {
   if (state_ == State::kFailed) return;
+  last_progress_ = absl::Now();
   const Op op = static_cast<Op>((completion.wr_id >> 24) & 0xff);
   const uint32_t value = completion.wr_id & 0xffffff;
   if (op == Op::kRecv && value != (generation_ & 0xffffff)) return;  // before a restart
@@ -499,11 +502,27 @@ void VerbsConnection::OnTick(absl::Time now) {
         peer_));
     return;
   }
+  if (state_ == State::kUp && liveness_in_flight_ &&
+      now - std::max(last_probe_, last_progress_) > ProbeTimeout()) {
+    // Nothing has completed on the queue pair since the probe went out, which waits behind
+    // the transfers posted before it: the queue pair should have failed the read by now (its
+    // retries are spent), and some devices (Soft-RoCE) never do for a peer that is gone.
+    Fail(Broken(absl::StrCat("no answer to a liveness probe within ",
+                             absl::ToInt64Milliseconds(ProbeTimeout()), " ms")));
+    return;
+  }
   if (state_ == State::kUp && !liveness_in_flight_ &&
       now - last_probe_ >= engine_.options().liveness_interval && HasPendingWork() && PostProbe()) {
     liveness_in_flight_ = true;
     last_probe_ = now;
   }
+}
+
+absl::Duration VerbsConnection::ProbeTimeout() const {
+  // What the device's own retries take: every try waits 4.096 us * 2^timeout for its answer.
+  const VerbsDeviceOptions& options = engine_.options();
+  const absl::Duration per_try = absl::Nanoseconds(4096.0 * std::ldexp(1.0, options.ack_timeout));
+  return std::max(absl::Milliseconds(250), per_try * (options.retry_count + 1));
 }
 
 bool VerbsConnection::PostProbe() {
@@ -681,7 +700,7 @@ void VerbsConnection::Match(const std::shared_ptr<Inbound>& inbound,
     slot->request->Complete(
         InvalidArgumentError(absl::StrCat(
             "a message of ", inbound->size, " bytes from ", *label_, " (tag ", inbound->tag,
-            ") is longer than its receive buffer of ", slot->capacity, " bytes; it was discarded")),
+            ") is longer than the receive buffer (", slot->capacity, " bytes); it was discarded")),
         0, peer_);
     inbound->slot.reset();
     inbound->discard = true;
@@ -838,8 +857,17 @@ void VerbsConnection::CancelLocked(VerbsRequest& request, std::unique_lock<std::
         queue_.erase(queued);
       }
     }
-    // An announced message stays registered until the peer says it has read it.
-    request.Complete(cancelled, 0);
+    // An announced message is being read by the peer, which reads every announced message at
+    // once (into its own buffer when no receive is posted): the cancel returns when it has.
+    const absl::Time give_up = absl::Now() + kCancelWait;
+    while (announced_.contains(out->send_id) && state_ != State::kFailed) {
+      if (absl::Now() >= give_up) {
+        Fail(Broken("the peer did not finish reading a cancelled send"));
+        break;
+      }
+      engine_.reads_done().wait_for(lock, std::chrono::milliseconds(50));
+    }
+    request.Complete(cancelled, 0);  // no effect if it completed meanwhile
     return;
   }
   std::shared_ptr<RecvSlot> slot = request.recv_slot.lock();

@@ -154,6 +154,8 @@ class VerbsConnection : public Connection, public QueuePairOwner, public CancelT
   absl::Status PostReceives();
   bool PostControl(Op op, ImmediateKind kind, uint32_t value);
   bool PostProbe();
+  // How long a liveness probe may go unanswered before the peer counts as gone.
+  absl::Duration ProbeTimeout() const;
   void SendHello();
   void RestartAfterFailedHello();
   void BecomeUp();
@@ -220,6 +222,7 @@ class VerbsConnection : public Connection, public QueuePairOwner, public CancelT
   bool credit_report_in_flight_ = false;
   bool liveness_in_flight_ = false;
   absl::Time last_probe_ = absl::InfinitePast();
+  absl::Time last_progress_ = absl::InfinitePast();  // the last completion on the queue pair
   uint32_t next_send_id_ = 1;
   std::deque<std::shared_ptr<Outbound>> queue_;
   absl::flat_hash_map<uint32_t, std::shared_ptr<Outbound>> announced_;  // awaiting kDone
