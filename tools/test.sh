@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what is missing, builds, runs every test, then (whole suite
 # only) the CUDA targets built with --config=cuda (they compile and link here; the GPU tests
-# say SKIPPED without a GPU, docs/cuda.md), the transport, shared-memory, CUDA-staging,
+# say SKIPPED without a GPU, docs/cuda.md), the verbs tests on Soft-RoCE in a QEMU guest
+# (tools/verbs_check.sh; skipped, saying why, when the guest cannot run), the transport, shared-memory, CUDA-staging,
 # collectives and reliability suites again under
 # AddressSanitizer + UndefinedBehaviorSanitizer and under ThreadSanitizer, and each fuzz target
 # for 30 s (tools/fuzz.sh). Ends with the line "N passed, N failed" counting Catch2 test cases
@@ -55,6 +56,21 @@ if $whole_suite; then
     echo "SKIPPED: no CUDA toolkit at /usr/local/cuda (tools/install_deps.sh says how to get it)"
     echo "cuda 0 0 1" >"$work/cuda.counts"
   fi
+  # The verbs transport on two Soft-RoCE devices in one QEMU guest boot (tools/verbs_check.sh).
+  bash tools/verbs_check.sh 2>&1 | tee "$work/verbs.log"
+  verbs_status=${PIPESTATUS[0]}
+  if grep -q "^=== verbs check:" "$work/verbs.log"; then
+    python3 tools/summarize_tests.py log verbs "$work/verbs.log" "$verbs_status" \
+      >"$work/verbs.counts"
+  elif [ "$verbs_status" -eq 254 ] || ! grep -q "booting guest" "$work/verbs.log"; then
+    echo "SKIPPED: the verbs tests need the Soft-RoCE guest, which could not start here" \
+      "(tools/verbs_check.sh exited $verbs_status; its output is above)"
+    echo "verbs 0 0 1" >"$work/verbs.counts"
+  else
+    echo "verbs: the guest died or timed out before the tests finished (exit $verbs_status)"
+    echo "verbs 0 1 0" >"$work/verbs.counts"
+  fi
+  cat "$work/verbs.counts"
   # The soak's length is not what the sanitizers check; a shorter one keeps CI in budget.
   run_suite asan --config=asan --test_env=CHORUS_SOAK_SECONDS=15 "${sanitized[@]}"
   run_suite tsan --config=tsan --test_env=CHORUS_SOAK_SECONDS=15 "${sanitized[@]}"

@@ -19,11 +19,19 @@ if [ "${1:-}" != "--guest" ]; then
     //tests/ibverbs:verbs_device_test //benchmarks:chorus_bench ||
     { echo "=== verbs check: FAILED (build)"; exit 1; }
   # The guest has no bazel: it runs the binaries bazel-bin points at.
-  RXE_MEM=${RXE_MEM:-2048} exec bash tools/rxe_vm.sh bash tools/verbs_check.sh --guest
+  RXE_MEM=${RXE_MEM:-2048} RXE_TIMEOUT=${RXE_TIMEOUT:-1200} exec bash tools/rxe_vm.sh \
+    bash tools/verbs_check.sh --guest
 fi
 
+# Soft-RoCE hands every packet to the receiving veth's backlog, and its retransmission does not
+# recover a packet dropped there (a transfer then stalls until the liveness backstop fails the
+# connection): give the backlog room for every packet the tests put in flight.
+sysctl -qw net.core.netdev_max_backlog=262144
 export CHORUS_TEST_IB_DEVICES=rxe0,rxe1
 export CHORUS_LOG=${CHORUS_LOG:-warn}
+# The guest's two emulated CPUs carry up to four ranks and the kernel's Soft-RoCE work: waiters
+# that poll would take the CPU from what they wait for.
+export CHORUS_SPIN_US=0
 export TMPDIR=/tmp
 status=0
 run() {

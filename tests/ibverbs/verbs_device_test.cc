@@ -12,6 +12,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <thread>
@@ -142,11 +143,21 @@ TEST_CASE("a slow receiver holds the sender back without losing or reordering me
   });
 }
 
+int64_t MonotonicNs() {
+  // steady_clock is CLOCK_MONOTONIC: one clock for every process of the machine.
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
 // Rank `victim` of two is SIGKILLed while the other moves 64 MiB messages to or from it; the
-// survivor must fail within a second of the kill, naming the victim.
+// survivor must fail soon after the kill, naming the victim. On hardware the queue pair's own
+// retries fail the transfer within about 0.55 s; Soft-RoCE never fails it, and the liveness
+// backstop (a second or more, transport-ibverbs.md) does.
 void ExpectPromptFailure(bool survivor_sends) {
   TempDir dir;
   constexpr int kVictim = 1;
+  const std::string noticed_file = dir.path() + "/noticed";
   RankProcesses processes(2, [&](int rank) -> absl::Status {
     CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(dir.path()));
     CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, VerbsTransport().create_device(rank));
@@ -157,16 +168,13 @@ void ExpectPromptFailure(bool survivor_sends) {
     std::vector<uint8_t> buffer(64 << 20, 7);
     const bool sending = (rank == kVictim) != survivor_sends;
     absl::Status status;
-    auto last_ok = std::chrono::steady_clock::now();
     for (int i = 0; i < 100000 && status.ok(); ++i) {
       RequestPtr request = sending ? connection->Send(3, buffer.data(), buffer.size())
                                    : connection->Recv(3, buffer.data(), buffer.size());
       status = request->Wait(Deadline::After(absl::Seconds(30)));
-      if (status.ok()) last_ok = std::chrono::steady_clock::now();
     }
     if (rank == kVictim) return status;  // killed before it gets here
-    const double noticed =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - last_ok).count();
+    std::ofstream(noticed_file) << MonotonicNs();
     if (status.ok()) return InternalError("the loop ended without an error");
     if (GetErrorKind(status) != ErrorKind::kPeerUnavailable) {
       return InternalError("expected kPeerUnavailable, got " + status.ToString());
@@ -174,17 +182,10 @@ void ExpectPromptFailure(bool survivor_sends) {
     if (!absl::StrContains(status.message(), absl::StrCat("rank ", kVictim))) {
       return InternalError("the error does not name the dead rank: " + status.ToString());
     }
-    // A transfer takes tens of milliseconds under emulation; the death must be seen within a
-    // second of the last transfer that completed.
-    if (noticed > 1.5) {
-      return InternalError(absl::StrCat("noticed the death ", noticed,
-                                        " s after the last "
-                                        "transfer: ",
-                                        status.ToString()));
-    }
     return absl::OkStatus();
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  const int64_t killed = MonotonicNs();
   processes.Signal(kVictim, SIGKILL);
   for (const ProcessOutcome& outcome : processes.Wait(absl::Minutes(1))) {
     INFO(outcome.Describe());
@@ -194,6 +195,12 @@ void ExpectPromptFailure(bool survivor_sends) {
       CHECK(outcome.ok());
     }
   }
+  int64_t noticed = 0;
+  std::ifstream(noticed_file) >> noticed;
+  const double seconds = static_cast<double>(noticed - killed) / 1e9;
+  INFO("the survivor noticed the death " << seconds << " s after the kill");
+  CHECK(noticed > killed);
+  CHECK(seconds < 2.0);
 }
 
 TEST_CASE("a peer killed mid-transfer fails the sender promptly, naming it", "[failures]") {

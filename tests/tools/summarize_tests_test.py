@@ -53,6 +53,26 @@ class Counts(unittest.TestCase):
         self.assertIn("skipped: //a:skips: cannot create network namespaces (needs root)", stderr)
         self.assertIn("skipped: //b:py_skips: __main__.A.test_x: no GPU", stderr)
 
+    def run_log(self, text, status):
+        with tempfile.TemporaryDirectory() as work:
+            log = os.path.join(work, "guest.log")
+            with open(log, "w") as handle:
+                handle.write(text)
+            result = subprocess.run([sys.executable, SCRIPT, "log", "verbs", log, status],
+                                    capture_output=True, text=True, check=True)
+        return result.stdout.split(), result.stderr
+
+    def test_binaries_run_into_one_log(self):
+        # Two test binaries and a benchmark in one guest log, one skip line among them.
+        counts, stderr = self.run_log(
+            "=== conformance\n" + CATCH2_PASSED + "=== device\n" + CATCH2_WITH_SKIP +
+            CATCH2_FAILED + "=== bench\n# wrong 0\n", "1")
+        self.assertEqual(counts, ["verbs", "8", "2", "1"])
+        self.assertIn("skipped: verbs: cannot create network namespaces (needs root)", stderr)
+        # A run that failed without a failed case (a benchmark, a crash) still fails once.
+        self.assertEqual(self.run_log(CATCH2_PASSED, "1")[0], ["verbs", "4", "1", "0"])
+        self.assertEqual(self.run_log(CATCH2_PASSED, "0")[0], ["verbs", "4", "0", "0"])
+
     def test_totals_add_up_and_name_skips(self):
         with tempfile.TemporaryDirectory() as work:
             paths = []

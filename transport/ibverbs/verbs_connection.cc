@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "chorus/core/host_identity.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
 #include "chorus/transport/ibverbs/verbs_mesh.h"
@@ -50,7 +52,8 @@ VerbsConnection::VerbsConnection(VerbsMesh& mesh, int peer, uint32_t serial)
       slot_bytes_(mesh.engine().options().slot_bytes),
       label_(std::make_shared<const std::string>(absl::StrCat("rank ", peer))),
       credits_(static_cast<uint32_t>(mesh.engine().options().slots)),
-      outbox_busy_(slots_, false) {}
+      outbox_busy_(slots_, false),
+      written_(slots_) {}
 
 VerbsConnection::~VerbsConnection() {
   if (qp_ != nullptr) ibv_destroy_qp(qp_);
@@ -166,7 +169,7 @@ absl::Status VerbsConnection::ModifyToRts() {
 absl::Status VerbsConnection::PostReceives() {
   for (uint32_t i = 0; i < recv_depth_; ++i) {
     ibv_recv_wr wr{};
-    wr.wr_id = WorkId(Op::kRecv, generation_);
+    wr.wr_id = WorkId(Op::kRecv, 0);
     wr.num_sge = 0;
     ibv_recv_wr* bad = nullptr;
     const int error = ibv_post_recv(qp_, &wr, &bad);
@@ -183,17 +186,20 @@ absl::Status VerbsConnection::BringUp(const PublishedAddress& peer, uint32_t loc
   remote_endpoint_ = peer.endpoints[mesh_.rank()];
   local_psn_ = local_psn;
   path_mtu_bytes_ = std::min(context_.mtu_bytes(), static_cast<int>(peer.mtu_bytes));
+  if (peer.host == LocalHostIdentity() && peer.pid != static_cast<uint32_t>(getpid())) {
+    peer_pid_ = static_cast<pid_t>(peer.pid);
+  }
   label_ = std::make_shared<const std::string>(
       absl::StrCat("rank ", peer_, " (", peer.device, " ", GidToString(peer.gid), ")"));
   CHORUS_RETURN_IF_ERROR(ModifyToRtr());
   return ModifyToRts();
 }
 
-void VerbsConnection::Start(absl::Time connect_deadline) {
-  connect_deadline_ = connect_deadline;
-  state_ = State::kConnecting;
-  engine_.Attach(qp_->qp_num, serial_, this);
-  SendHello();
+void VerbsConnection::Attach() { engine_.Attach(qp_->qp_num, serial_, this); }
+
+void VerbsConnection::Start() {
+  state_ = State::kUp;
+  Pump();  // what was posted, and reads of messages announced, meanwhile
 }
 
 bool VerbsConnection::PostControl(Op op, ImmediateKind kind, uint32_t value) {
@@ -206,55 +212,18 @@ bool VerbsConnection::PostControl(Op op, ImmediateKind kind, uint32_t value) {
   wr.num_sge = 0;
   wr.wr.rdma.remote_addr = remote_endpoint_.ring_address;
   wr.wr.rdma.rkey = remote_endpoint_.ring_rkey;
+  return PostSend(wr, "an empty write");
+}
+
+bool VerbsConnection::PostSend(ibv_send_wr& wr, absl::string_view what) {
   ibv_send_wr* bad = nullptr;
   const int error = ibv_post_send(qp_, &wr, &bad);
   if (error != 0) {
-    Fail(Broken(absl::StrCat("ibv_post_send failed: ", std::strerror(error))));
+    Fail(Broken(absl::StrCat("ibv_post_send of ", what, " failed: ", std::strerror(error))));
     return false;
   }
   ++send_wrs_in_flight_;
   return true;
-}
-
-void VerbsConnection::SendHello() {
-  hello_in_flight_ = PostControl(Op::kHello, ImmediateKind::kHello, generation_);
-}
-
-void VerbsConnection::RestartAfterFailedHello() {
-  // The peer's queue pair was not ready within the retry budget (it reads the store later
-  // than this rank did). Nothing but the greeting has been sent, so the queue pair starts
-  // over from its first sequence number, which is what the peer still expects.
-  if (absl::Now() >= connect_deadline_) {
-    Fail(PeerUnavailableError(
-        absl::StrCat("ibverbs: ", *label_,
-                     " never became reachable over verbs before the connect deadline; check "
-                     "that the rank runs and that its device reaches ",
-                     context_.Describe(), " (ibv_rc_pingpong -g ", context_.gid_index(), ")"),
-        peer_));
-    return;
-  }
-  ++generation_;
-  send_wrs_in_flight_ = 0;
-  hello_in_flight_ = false;
-  ibv_qp_attr attr{};
-  attr.qp_state = IBV_QPS_RESET;
-  int error = ibv_modify_qp(qp_, &attr, IBV_QP_STATE);
-  absl::Status status = error == 0 ? absl::OkStatus() : ModifyError("RESET", error, *label_);
-  if (status.ok()) status = ModifyToInit();
-  if (status.ok()) status = PostReceives();
-  if (status.ok()) status = ModifyToRtr();
-  if (status.ok()) status = ModifyToRts();
-  if (!status.ok()) {
-    Fail(status);
-    return;
-  }
-  SendHello();
-}
-
-void VerbsConnection::BecomeUp() {
-  if (state_ != State::kConnecting) return;
-  state_ = State::kUp;
-  PumpSends();
 }
 
 absl::Status VerbsConnection::Broken(absl::string_view what) const {
@@ -374,8 +343,9 @@ void VerbsConnection::PumpSends() {
     if (out->kind == SlotKind::kAnnounce) {
       announced_[out->send_id] = out;
     } else if (out->request != nullptr) {
-      // Copied into the outbox: the caller's buffer is free again.
-      out->request->Complete(absl::OkStatus(), out->size);
+      // Copied into the outbox, but complete only once the peer's device has it: a process
+      // that exits right after its sends complete must not take them with its queue pair.
+      written_[slot] = out;
     }
   }
   if (credits_.OwesReport() && !credit_report_in_flight_ &&
@@ -419,16 +389,10 @@ void VerbsConnection::WriteSlot(Outbound& out, uint32_t slot) {
   wr.num_sge = 1;
   wr.wr.rdma.remote_addr = remote_endpoint_.ring_address + uint64_t{slot} * slot_bytes_;
   wr.wr.rdma.rkey = remote_endpoint_.ring_rkey;
-  ibv_send_wr* bad = nullptr;
-  const int error = ibv_post_send(qp_, &wr, &bad);
-  if (error != 0) {
-    Fail(Broken(absl::StrCat("ibv_post_send failed: ", std::strerror(error))));
-    return;
-  }
+  if (!PostSend(wr, "a slot write")) return;
   credits_.Reported();
   credits_.Sent();
   outbox_busy_[slot] = true;
-  ++send_wrs_in_flight_;
   out.offset += payload;
 }
 
@@ -449,13 +413,7 @@ void VerbsConnection::OnCompletion(const ibv_wc& completion) {
   last_progress_ = absl::Now();
   const Op op = static_cast<Op>((completion.wr_id >> 24) & 0xff);
   const uint32_t value = completion.wr_id & 0xffffff;
-  if (op == Op::kRecv && value != (generation_ & 0xffffff)) return;  // before a restart
   if (completion.status != IBV_WC_SUCCESS) {
-    if (op == Op::kHello && state_ == State::kConnecting && !peer_greeted_ &&
-        completion.status == IBV_WC_RETRY_EXC_ERR) {
-      RestartAfterFailedHello();
-      return;
-    }
     // A flushed request follows the failure that put the queue pair in error, whose own
     // completion says what went wrong.
     if (completion.status == IBV_WC_WR_FLUSH_ERR) return;
@@ -467,10 +425,13 @@ void VerbsConnection::OnCompletion(const ibv_wc& completion) {
     case Op::kRecv:
       OnArrival(completion);
       return;
-    case Op::kSlotWrite:
+    case Op::kSlotWrite: {
       --send_wrs_in_flight_;
       outbox_busy_[value % slots_] = false;
+      const std::shared_ptr<Outbound> out = std::move(written_[value % slots_]);
+      if (out != nullptr) out->request->Complete(absl::OkStatus(), out->size);
       return;
+    }
     case Op::kCredits:
       --send_wrs_in_flight_;
       credit_report_in_flight_ = false;
@@ -478,10 +439,6 @@ void VerbsConnection::OnCompletion(const ibv_wc& completion) {
     case Op::kLiveness:
       --send_wrs_in_flight_;
       liveness_in_flight_ = false;
-      return;
-    case Op::kHello:
-      --send_wrs_in_flight_;
-      hello_in_flight_ = false;
       return;
     case Op::kRead:
       --send_wrs_in_flight_;
@@ -493,22 +450,24 @@ void VerbsConnection::OnCompletion(const ibv_wc& completion) {
 void VerbsConnection::OnFatalEvent(const char* what) { Fail(Broken(what)); }
 
 void VerbsConnection::OnTick(absl::Time now) {
-  if (state_ == State::kConnecting && now >= connect_deadline_) {
-    Fail(PeerUnavailableError(
-        absl::StrCat("ibverbs: ", *label_,
-                     " did not greet this rank over verbs before the connect deadline; check "
-                     "that it runs and that its device reaches ",
-                     context_.Describe()),
-        peer_));
+  if (state_ == State::kUp && peer_pid_ > 0 && HasPendingWork() && !ProcessRunning(peer_pid_)) {
+    // A peer on this host is watched through its process, which is exact and immediate.
+    Fail(Broken(absl::StrCat("its process (pid ", peer_pid_, ") has exited")));
     return;
   }
+  // A live process on this host may only be slow to answer (Soft-RoCE under load), or have
+  // closed its mesh: it gets a longer backstop.
+  const absl::Duration probe_timeout = peer_pid_ > 0 ? 5 * ProbeTimeout() : ProbeTimeout();
   if (state_ == State::kUp && liveness_in_flight_ &&
-      now - std::max(last_probe_, last_progress_) > ProbeTimeout()) {
+      now - std::max(last_probe_, last_progress_) > probe_timeout) {
     // Nothing has completed on the queue pair since the probe went out, which waits behind
     // the transfers posted before it: the queue pair should have failed the read by now (its
     // retries are spent), and some devices (Soft-RoCE) never do for a peer that is gone.
     Fail(Broken(absl::StrCat("no answer to a liveness probe within ",
-                             absl::ToInt64Milliseconds(ProbeTimeout()), " ms")));
+                             absl::ToInt64Milliseconds(probe_timeout), " ms (", send_wrs_in_flight_,
+                             " work requests in flight, ", reads_.size(), " of them reads; ",
+                             queue_.size(), " messages queued, ", credits_.InFlight(),
+                             " slots unfreed, ", announced_.size(), " announced)")));
     return;
   }
   if (state_ == State::kUp && !liveness_in_flight_ &&
@@ -519,10 +478,11 @@ void VerbsConnection::OnTick(absl::Time now) {
 }
 
 absl::Duration VerbsConnection::ProbeTimeout() const {
-  // What the device's own retries take: every try waits 4.096 us * 2^timeout for its answer.
+  // What the device's own retries take (every try waits 4.096 us * 2^timeout for its answer),
+  // and at least half a second: a backstop for devices that never fail the read.
   const VerbsDeviceOptions& options = engine_.options();
   const absl::Duration per_try = absl::Nanoseconds(4096.0 * std::ldexp(1.0, options.ack_timeout));
-  return std::max(absl::Milliseconds(250), per_try * (options.retry_count + 1));
+  return std::max(absl::Milliseconds(500), per_try * (options.retry_count + 1));
 }
 
 bool VerbsConnection::PostProbe() {
@@ -541,19 +501,12 @@ bool VerbsConnection::PostProbe() {
   wr.num_sge = 1;
   wr.wr.rdma.remote_addr = remote_endpoint_.ring_address;
   wr.wr.rdma.rkey = remote_endpoint_.ring_rkey;
-  ibv_send_wr* bad = nullptr;
-  const int error = ibv_post_send(qp_, &wr, &bad);
-  if (error != 0) {
-    Fail(Broken(absl::StrCat("ibv_post_send of a liveness probe failed: ", std::strerror(error))));
-    return false;
-  }
-  ++send_wrs_in_flight_;
-  return true;
+  return PostSend(wr, "a liveness probe");
 }
 
 void VerbsConnection::OnArrival(const ibv_wc& completion) {
   ibv_recv_wr wr{};
-  wr.wr_id = WorkId(Op::kRecv, generation_);
+  wr.wr_id = WorkId(Op::kRecv, 0);
   wr.num_sge = 0;
   ibv_recv_wr* bad = nullptr;
   const int error = ibv_post_recv(qp_, &wr, &bad);
@@ -567,10 +520,6 @@ void VerbsConnection::OnArrival(const ibv_wc& completion) {
     return;
   }
   const uint32_t immediate = ntohl(completion.imm_data);
-  if (state_ == State::kConnecting) {
-    peer_greeted_ = true;
-    BecomeUp();
-  }
   switch (ImmediateKindOf(immediate)) {
     case ImmediateKind::kSlot:
       OnSlot(ImmediateValue(immediate));
@@ -579,8 +528,6 @@ void VerbsConnection::OnArrival(const ibv_wc& completion) {
       if (!credits_.Returned(ImmediateValue(immediate))) {
         Fail(Broken("the peer returned credits for slots never written"));
       }
-      break;
-    case ImmediateKind::kHello:
       break;
   }
 }
@@ -790,14 +737,10 @@ void VerbsConnection::PumpReads() {
     wr.num_sge = 1;
     wr.wr.rdma.remote_addr = inbound->remote_address + chunk.offset;
     wr.wr.rdma.rkey = inbound->rkey;
-    ibv_send_wr* bad = nullptr;
-    const int error = ibv_post_send(qp_, &wr, &bad);
-    if (error != 0) {
+    if (!PostSend(wr, "an RDMA read")) {
       if (chunk.bounced) engine_.ReturnBounce(chunk.bounce);
-      Fail(Broken(absl::StrCat("ibv_post_send of an RDMA read failed: ", std::strerror(error))));
       return;
     }
-    ++send_wrs_in_flight_;
     ++inbound->reads_in_flight;
     inbound->read_posted += chunk.bytes;
     reads_[ticket] = std::move(chunk);
@@ -942,6 +885,10 @@ void VerbsConnection::Fail(const absl::Status& status) {
   announced_.clear();
   for (auto& [send_id, out] : announced) {
     if (out->request != nullptr) out->request->Complete(status, 0);
+  }
+  for (std::shared_ptr<Outbound>& out : written_) {
+    if (out != nullptr) out->request->Complete(status, 0);
+    out.reset();
   }
   VerbsMesh::Matching& matching = mesh_.matching();
   for (const auto& [tag, slot] : matching.TakePosted(peer_)) {

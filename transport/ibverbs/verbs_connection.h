@@ -19,6 +19,7 @@
 #define CHORUS_TRANSPORT_IBVERBS_VERBS_CONNECTION_H_
 
 #include <infiniband/verbs.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <deque>
@@ -113,9 +114,12 @@ class VerbsConnection : public Connection, public QueuePairOwner, public CancelT
   PeerEndpoint LocalEndpoint() const;
   // Brings the queue pair up towards the peer as it published itself.
   absl::Status BringUp(const PublishedAddress& peer, uint32_t local_psn);
-  // With the engine's mutex held: takes completions and greets the peer; sends wait until the
-  // peer's greeting arrives, or fail once `connect_deadline` passes without it.
-  void Start(absl::Time connect_deadline);
+  // With the engine's mutex held, once the queue pair is ready to receive: takes its
+  // completions (the peer may send as soon as it is).
+  void Attach();
+  // With the engine's mutex held, once the peer's queue pair is ready to receive too: sends
+  // what was posted meanwhile.
+  void Start();
   // 0 before Create() made the queue pair.
   uint32_t qp_num() const { return qp_ == nullptr ? 0 : qp_->qp_num; }
 
@@ -144,21 +148,20 @@ class VerbsConnection : public Connection, public QueuePairOwner, public CancelT
   void CancelLocked(VerbsRequest& request, std::unique_lock<std::mutex>& lock) override;
 
  private:
-  enum class State { kCreated, kConnecting, kUp, kFailed };
-  enum class Op : uint32_t { kRecv = 1, kSlotWrite, kCredits, kLiveness, kHello, kRead };
+  enum class State { kCreated, kUp, kFailed };
+  enum class Op : uint32_t { kRecv = 1, kSlotWrite, kCredits, kLiveness, kRead };
 
   uint64_t WorkId(Op op, uint32_t value) const;
   absl::Status ModifyToInit();
   absl::Status ModifyToRtr();
   absl::Status ModifyToRts();
   absl::Status PostReceives();
+  // Posts `wr` (what: for the error); false, with the connection failed, when it cannot.
+  bool PostSend(ibv_send_wr& wr, absl::string_view what);
   bool PostControl(Op op, ImmediateKind kind, uint32_t value);
   bool PostProbe();
   // How long a liveness probe may go unanswered before the peer counts as gone.
   absl::Duration ProbeTimeout() const;
-  void SendHello();
-  void RestartAfterFailedHello();
-  void BecomeUp();
 
   void PumpSends();
   void PumpReads();
@@ -207,17 +210,13 @@ class VerbsConnection : public Connection, public QueuePairOwner, public CancelT
   PeerEndpoint remote_endpoint_;
   uint32_t local_psn_ = 0;
   int path_mtu_bytes_ = 0;
-
-  // Connecting.
-  absl::Time connect_deadline_;
-  bool peer_greeted_ = false;
-  bool hello_in_flight_ = false;
-  uint32_t generation_ = 0;  // queue pair restarts, in receive work ids
-  absl::Time hello_retry_at_ = absl::InfiniteFuture();
+  pid_t peer_pid_ = 0;  // the peer's process when it is another process of this host
 
   // Sending.
   CreditWindow credits_;
   std::vector<bool> outbox_busy_;
+  // By outbox slot: the message whose last slot it is, completed when that write is.
+  std::vector<std::shared_ptr<Outbound>> written_;
   uint32_t send_wrs_in_flight_ = 0;
   bool credit_report_in_flight_ = false;
   bool liveness_in_flight_ = false;

@@ -8,6 +8,7 @@
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
 #include "chorus/rendezvous/bootstrap.h"
+#include "chorus/rendezvous/prefix_store.h"
 #include "chorus/transport/ibverbs/verbs_context.h"
 #include "chorus/transport/ibverbs/verbs_engine.h"
 #include "chorus/transport/ibverbs/verbs_mesh.h"
@@ -52,7 +53,11 @@ class VerbsDevice : public Device {
       }
       peers[peer] = *std::move(parsed);
     }
-    CHORUS_RETURN_IF_ERROR(mesh->Connect(peers, absl::Now() + options.connect_timeout));
+    CHORUS_RETURN_IF_ERROR(mesh->Connect(peers));
+    // A second round: every rank's queue pairs are ready to receive before anyone sends.
+    PrefixStore ready("verbs-ready/", store);
+    CHORUS_RETURN_IF_ERROR(ExchangeAddresses(ready, rank, size, "ready", deadline).status());
+    mesh->Start();
     CHORUS_LOG(kDebug, "ibverbs") << "mesh " << absl::StrCat(absl::Hex(mesh->mesh_id()))
                                   << ": rank " << rank << " of " << size << " on "
                                   << engine_->context().Describe();

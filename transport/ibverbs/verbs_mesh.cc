@@ -1,10 +1,13 @@
 #include "chorus/transport/ibverbs/verbs_mesh.h"
 
+#include <unistd.h>
+
 #include <random>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "chorus/core/host_identity.h"
 #include "chorus/core/status.h"
 
 namespace chorus::ibverbs {
@@ -50,6 +53,8 @@ absl::StatusOr<PublishedAddress> VerbsMesh::Prepare() {
   address.slots = static_cast<uint32_t>(engine_->options().slots);
   address.slot_bytes = static_cast<uint32_t>(engine_->options().slot_bytes);
   address.device = absl::StrCat(context.name(), " port ", context.port());
+  address.host = LocalHostIdentity();
+  address.pid = static_cast<uint32_t>(getpid());
   address.endpoints.resize(size_);
   connections_.resize(size_);
   for (int peer = 0; peer < size_; ++peer) {
@@ -67,8 +72,7 @@ absl::StatusOr<PublishedAddress> VerbsMesh::Prepare() {
   return address;
 }
 
-absl::Status VerbsMesh::Connect(const std::vector<PublishedAddress>& peers,
-                                absl::Time connect_deadline) {
+absl::Status VerbsMesh::Connect(const std::vector<PublishedAddress>& peers) {
   const PublishedAddress& own = peers[rank_];
   for (int peer = 0; peer < size_; ++peer) {
     const PublishedAddress& address = peers[peer];
@@ -98,9 +102,16 @@ absl::Status VerbsMesh::Connect(const std::vector<PublishedAddress>& peers,
   }
   std::lock_guard<std::mutex> lock(engine_->mu());
   for (int peer = 0; peer < size_; ++peer) {
-    if (peer != rank_) connections_[peer]->Start(connect_deadline);
+    if (peer != rank_) connections_[peer]->Attach();
   }
   return absl::OkStatus();
+}
+
+void VerbsMesh::Start() {
+  std::lock_guard<std::mutex> lock(engine_->mu());
+  for (int peer = 0; peer < size_; ++peer) {
+    if (peer != rank_) connections_[peer]->Start();
+  }
 }
 
 std::string VerbsMesh::PeerLabel(int peer) const {
@@ -128,18 +139,10 @@ RequestPtr VerbsMesh::RecvFromAnyPart(absl::Span<const int> peers, Tag tag, Memo
                                      std::make_shared<const std::string>(absl::StrCat(
                                          "any of ranks [", absl::StrJoin(peers, ", "), "]")));
   std::lock_guard<std::mutex> lock(engine_->mu());
-  const absl::Status peers_ok = matching::CheckAnyPeers(peers, rank_, size_);
-  if (!peers_ok.ok()) {
-    request->Complete(peers_ok, 0);
-    return request;
-  }
-  if (buffer.type != MemoryType::kHost) {
-    request->Complete(InvalidArgumentError("the verbs transport receives into host memory only"),
-                      0);
-    return request;
-  }
-  if (!aborted_.ok()) {
-    request->Complete(aborted_, 0);
+  const absl::Status checked =
+      matching::CheckAnyReceive(peers, rank_, size_, buffer, aborted_, "the verbs transport");
+  if (!checked.ok()) {
+    request->Complete(checked, 0);
     return request;
   }
   auto slot = std::make_shared<RecvSlot>();

@@ -32,7 +32,11 @@ class VerbsMesh : public Mesh, public CancelTarget {
   absl::StatusOr<PublishedAddress> Prepare();
   // Brings every queue pair up towards its peer as the peers published themselves (index =
   // rank). kMismatch naming a peer whose slots or link layer differ from this rank's.
-  absl::Status Connect(const std::vector<PublishedAddress>& peers, absl::Time connect_deadline);
+  absl::Status Connect(const std::vector<PublishedAddress>& peers);
+  // Starts sending, once every peer's queue pairs are ready to receive (a packet that reaches a
+  // queue pair before that is dropped, and only the retransmission of the device, which not
+  // every device does reliably, would bring it back).
+  void Start();
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }

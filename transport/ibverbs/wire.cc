@@ -74,6 +74,9 @@ std::string FormatPublishedAddress(const PublishedAddress& address) {
   writer.Put<uint32_t>(address.slot_bytes);
   writer.Put<uint8_t>(static_cast<uint8_t>(std::min(address.device.size(), kMaxDeviceName)));
   writer.PutBytes(address.device.data(), std::min(address.device.size(), kMaxDeviceName));
+  writer.Put<uint8_t>(static_cast<uint8_t>(std::min(address.host.size(), kMaxDeviceName)));
+  writer.PutBytes(address.host.data(), std::min(address.host.size(), kMaxDeviceName));
+  writer.Put<uint32_t>(address.pid);
   writer.Put<uint32_t>(static_cast<uint32_t>(address.endpoints.size()));
   for (const PeerEndpoint& endpoint : address.endpoints) {
     writer.Put<uint32_t>(endpoint.qp_num);
@@ -102,8 +105,13 @@ absl::StatusOr<PublishedAddress> ParsePublishedAddress(absl::string_view text) {
     return bad;
   }
   address.device.resize(name_length);
-  if (!reader.GetBytes(address.device.data(), name_length) || !reader.Get(&endpoints) ||
-      endpoints > (1u << 24)) {
+  uint8_t host_length = 0;
+  if (!reader.GetBytes(address.device.data(), name_length) || !reader.Get(&host_length)) {
+    return bad;
+  }
+  address.host.resize(host_length);
+  if (!reader.GetBytes(address.host.data(), host_length) || !reader.Get(&address.pid) ||
+      !reader.Get(&endpoints) || endpoints > (1u << 24)) {
     return bad;
   }
   address.endpoints.resize(endpoints);

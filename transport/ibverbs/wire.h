@@ -4,7 +4,7 @@
 //
 // Every message goes as an RDMA WRITE WITH IMMEDIATE: into one of the receiver's eager slots
 // (the immediate names the slot; the slot's header says what it carries), or empty (the
-// immediate alone returns credits or greets). Receive work requests carry no
+// immediate alone returns credits). Receive work requests carry no
 // buffer, so any of them takes any write, and the receiver keeps more of them posted than it
 // can be sent (slots plus the few control writes), so a sender never meets receiver-not-ready.
 #ifndef CHORUS_TRANSPORT_IBVERBS_WIRE_H_
@@ -38,7 +38,11 @@ struct PublishedAddress {
   uint64_t mesh_id = 0;
   uint32_t slots = 0;
   uint32_t slot_bytes = 0;
-  std::string device;                   // for error messages: "rxe1 port 1"
+  std::string device;  // for error messages: "rxe1 port 1"
+  // Its process, and the host identity (core/host_identity.h) that says whether the pid can be
+  // looked at from another rank's process.
+  std::string host;
+  uint32_t pid = 0;
   std::vector<PeerEndpoint> endpoints;  // index = peer rank; the rank's own entry is empty
 };
 
@@ -52,7 +56,6 @@ std::string GidToString(const std::array<uint8_t, 16>& gid);
 enum class ImmediateKind : uint32_t {
   kSlot = 0,     // value: the slot index the write filled
   kCredits = 1,  // value: the writer's count of freed slots (mod 2^30)
-  kHello = 3,    // empty; the writer's queue pair is ready to receive
 };
 inline constexpr uint32_t kImmediateValueMask = (1u << 30) - 1;
 

@@ -16,10 +16,19 @@ absl::Status CheckAnyPeers(absl::Span<const int> peers, int rank, int size) {
                      std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end() &&
                      !std::binary_search(sorted.begin(), sorted.end(), rank);
   if (valid) return absl::OkStatus();
-  return InvalidArgumentError(
-      absl::StrCat("a receive from any of ranks [", absl::StrJoin(peers, ", "), "] on rank ", rank,
-                   " must name at least one rank, each once, of [0, ", size,
-                   ") other than itself"));
+  return InvalidArgumentError(absl::StrCat(
+      "a receive from any of ranks [", absl::StrJoin(peers, ", "), "] on rank ", rank,
+      " must name at least one rank, each once, of [0, ", size, ") other than itself"));
+}
+
+absl::Status CheckAnyReceive(absl::Span<const int> peers, int rank, int size,
+                             const MemoryRef& buffer, const absl::Status& aborted,
+                             absl::string_view transport) {
+  CHORUS_RETURN_IF_ERROR(CheckAnyPeers(peers, rank, size));
+  if (buffer.type != MemoryType::kHost) {
+    return InvalidArgumentError(absl::StrCat(transport, " receives into host memory only"));
+  }
+  return aborted;
 }
 
 }  // namespace chorus::matching

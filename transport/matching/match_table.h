@@ -27,6 +27,7 @@
 #include "absl/types/span.h"
 #include "chorus/transport/matching/tag_queue.h"
 #include "chorus/transport/request.h"
+#include "chorus/transport/transport.h"
 
 namespace chorus::matching {
 
@@ -255,6 +256,13 @@ class MatchTable {
 // Checks the peer list of a receive from any of several peers on rank `rank` of a mesh of
 // `size`: at least one peer, all distinct, all in the mesh and none the rank itself.
 absl::Status CheckAnyPeers(absl::Span<const int> peers, int rank, int size);
+
+// Everything a transport checks before it posts a receive from any of several peers: the peers
+// (CheckAnyPeers), a host buffer (`transport`, "the TCP transport", names who refuses others),
+// and a mesh that was not aborted (`aborted`: OK, or the status its requests fail with).
+absl::Status CheckAnyReceive(absl::Span<const int> peers, int rank, int size,
+                             const MemoryRef& buffer, const absl::Status& aborted,
+                             absl::string_view transport);
 
 }  // namespace chorus::matching
 

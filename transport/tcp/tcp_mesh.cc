@@ -93,17 +93,10 @@ RequestPtr TcpMesh::RecvFromAnyPart(absl::Span<const int> peers, Tag tag, Memory
                                    std::make_shared<const std::string>(absl::StrCat(
                                        "any of ranks [", absl::StrJoin(peers, ", "), "]")));
   auto lock = engine().LockForPosting();
-  const absl::Status peers_ok = matching::CheckAnyPeers(peers, rank_, size_);
-  if (!peers_ok.ok()) {
-    request->Finish(peers_ok, 0);
-    return request;
-  }
-  if (buffer.type != MemoryType::kHost) {
-    request->Finish(InvalidArgumentError("the TCP transport receives into host memory only"), 0);
-    return request;
-  }
-  if (!aborted_.ok()) {
-    request->Finish(aborted_, 0);
+  const absl::Status checked =
+      matching::CheckAnyReceive(peers, rank_, size_, buffer, aborted_, "the TCP transport");
+  if (!checked.ok()) {
+    request->Finish(checked, 0);
     return request;
   }
   auto slot = std::make_shared<RecvSlot>();
