@@ -18,7 +18,7 @@
 namespace chorus::ibverbs {
 namespace {
 
-// Send work requests kept for the empty writes (credits, liveness, greeting), so that slot
+// Send work requests kept for credit reports and liveness probes, so that slot
 // writes and reads never leave them without room.
 constexpr uint32_t kControlReserve = 3;
 // Receive work requests beyond the slots: the control writes the peer may have in flight.
