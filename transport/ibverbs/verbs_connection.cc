@@ -27,7 +27,7 @@ constexpr uint32_t kWantedInline = 256;
 // A liveness probe reads this much of the peer's ring into the end of this side's memory.
 constexpr size_t kProbeBytes = 64;
 // One RDMA read moves at most this much; several are in flight per connection.
-constexpr uint64_t kReadChunk = VerbsEngine::kBounceBytes;
+constexpr uint64_t kReadChunk = uint64_t{1} << 20;
 constexpr uint32_t kMaxReadDepth = 16;
 // How long a cancel waits for RDMA reads into (or, for an announced send, from) its buffer
 // before it gives up the connection.
@@ -166,13 +166,17 @@ absl::Status VerbsConnection::ModifyToRts() {
   return error == 0 ? absl::OkStatus() : ModifyError("RTS", error, *label_);
 }
 
+int VerbsConnection::PostOneReceive() {
+  ibv_recv_wr wr{};
+  wr.wr_id = WorkId(Op::kRecv, 0);
+  wr.num_sge = 0;
+  ibv_recv_wr* bad = nullptr;
+  return ibv_post_recv(qp_, &wr, &bad);
+}
+
 absl::Status VerbsConnection::PostReceives() {
   for (uint32_t i = 0; i < recv_depth_; ++i) {
-    ibv_recv_wr wr{};
-    wr.wr_id = WorkId(Op::kRecv, 0);
-    wr.num_sge = 0;
-    ibv_recv_wr* bad = nullptr;
-    const int error = ibv_post_recv(qp_, &wr, &bad);
+    const int error = PostOneReceive();
     if (error != 0) {
       return InternalError(
           absl::StrCat("ibverbs: ibv_post_recv to ", *label_, " failed: ", std::strerror(error)));
@@ -505,11 +509,7 @@ bool VerbsConnection::PostProbe() {
 }
 
 void VerbsConnection::OnArrival(const ibv_wc& completion) {
-  ibv_recv_wr wr{};
-  wr.wr_id = WorkId(Op::kRecv, 0);
-  wr.num_sge = 0;
-  ibv_recv_wr* bad = nullptr;
-  const int error = ibv_post_recv(qp_, &wr, &bad);
+  const int error = PostOneReceive();  // in place of the one this arrival took
   if (error != 0) {
     Fail(Broken(absl::StrCat("ibv_post_recv failed: ", std::strerror(error))));
     return;
@@ -712,7 +712,8 @@ void VerbsConnection::PumpReads() {
     ReadChunk chunk;
     chunk.inbound = inbound;
     chunk.offset = inbound->read_posted;
-    chunk.bytes = static_cast<uint32_t>(std::min(kReadChunk, inbound->size - chunk.offset));
+    const uint64_t most = inbound->through_bounce ? VerbsEngine::kBounceBytes : kReadChunk;
+    chunk.bytes = static_cast<uint32_t>(std::min(most, inbound->size - chunk.offset));
     uint8_t* local = inbound->ReadTarget() + chunk.offset;
     uint32_t lkey = 0;
     if (inbound->through_bounce) {

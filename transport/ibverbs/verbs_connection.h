@@ -155,6 +155,8 @@ class VerbsConnection : public Connection, public QueuePairOwner, public CancelT
   absl::Status ModifyToInit();
   absl::Status ModifyToRtr();
   absl::Status ModifyToRts();
+  // Posts one receive work request (they carry no buffer); the errno of ibv_post_recv.
+  int PostOneReceive();
   absl::Status PostReceives();
   // Posts `wr` (what: for the error); false, with the connection failed, when it cannot.
   bool PostSend(ibv_send_wr& wr, absl::string_view what);

@@ -26,6 +26,18 @@ absl::StatusOr<std::shared_ptr<VerbsEngine>> VerbsEngine::Create(
   std::shared_ptr<VerbsEngine> engine(new VerbsEngine(std::move(context), options));
   CHORUS_ASSIGN_OR_RETURN(engine->registrations_,
                           RegistrationCache::Create(*engine->context_, options.reg_cache_bytes));
+  // Registered now, so that a receive whose own buffer cannot be registered always has a way
+  // to read: a device that cannot register even these fails here, saying why.
+  engine->bounce_memory_ = AllocateAligned(kBounceBytes * kBounceBuffers);
+  CHORUS_ASSIGN_OR_RETURN(
+      engine->bounce_region_,
+      engine->context_->Register(reinterpret_cast<uintptr_t>(engine->bounce_memory_.get()),
+                                 kBounceBytes * kBounceBuffers));
+  engine->bounce_ready_ = true;
+  for (int i = 0; i < kBounceBuffers; ++i) {
+    engine->free_bounce_.push_back(
+        {engine->bounce_memory_.get() + i * kBounceBytes, engine->bounce_region_.lkey});
+  }
   engine->epoll_ = ScopedFd(epoll_create1(EPOLL_CLOEXEC));
   engine->wake_ = ScopedFd(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
   if (!engine->epoll_.valid() || !engine->wake_.valid()) {
@@ -69,21 +81,6 @@ void VerbsEngine::Attach(uint32_t qp_num, uint32_t serial, QueuePairOwner* owner
 void VerbsEngine::Detach(uint32_t qp_num) { owners_.erase(qp_num); }
 
 bool VerbsEngine::TakeBounce(BounceBuffer* buffer) {
-  if (!bounce_ready_) {
-    bounce_memory_ = AllocateAligned(kBounceBytes * kBounceBuffers);
-    absl::StatusOr<MemoryRegion> region = context_->Register(
-        reinterpret_cast<uintptr_t>(bounce_memory_.get()), kBounceBytes * kBounceBuffers);
-    if (!region.ok()) {
-      CHORUS_LOG(kError, "ibverbs")
-          << "cannot register bounce buffers either: " << region.status().message();
-      return false;
-    }
-    bounce_region_ = *region;
-    for (int i = 0; i < kBounceBuffers; ++i) {
-      free_bounce_.push_back({bounce_memory_.get() + i * kBounceBytes, region->lkey});
-    }
-    bounce_ready_ = true;
-  }
   if (free_bounce_.empty()) return false;
   *buffer = free_bounce_.back();
   free_bounce_.pop_back();

@@ -46,8 +46,8 @@ struct BounceBuffer {
 
 class VerbsEngine {
  public:
-  static constexpr size_t kBounceBytes = size_t{1} << 20;
-  static constexpr int kBounceBuffers = 8;
+  static constexpr size_t kBounceBytes = size_t{256} << 10;
+  static constexpr int kBounceBuffers = 4;
 
   static absl::StatusOr<std::shared_ptr<VerbsEngine>> Create(std::unique_ptr<VerbsContext> context,
                                                              const VerbsDeviceOptions& options);
@@ -63,6 +63,7 @@ class VerbsEngine {
   const VerbsDeviceOptions& options() const { return options_; }
 
   // --- With mu() held ---
+  // A free bounce buffer, or false while all are in use (one comes back with ReturnBounce).
   // A number no other owner of this engine gets; it tags the owner's work requests, so that a
   // completion left behind by a destroyed queue pair never reaches a later owner.
   uint32_t NextSerial() { return ++last_serial_; }
