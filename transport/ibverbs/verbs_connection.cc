@@ -246,8 +246,7 @@ bool VerbsConnection::HasPendingWork() const {
 // --- Posting ---
 
 RequestPtr VerbsConnection::Send(Tag tag, ConstMemoryRef buffer) {
-  auto request =
-      std::make_shared<VerbsRequest>(RequestKind::kSend, peer_, tag, mesh_.engine_ptr(), label_);
+  auto request = std::make_shared<VerbsRequest>(RequestKind::kSend, peer_, tag, mesh_.engine_ptr());
   if (buffer.type != MemoryType::kHost) {
     request->Complete(InvalidArgumentError("the verbs transport sends host memory only"), 0);
     return request;
@@ -288,8 +287,7 @@ RequestPtr VerbsConnection::Send(Tag tag, ConstMemoryRef buffer) {
 }
 
 RequestPtr VerbsConnection::Recv(Tag tag, MemoryRef buffer) {
-  auto request =
-      std::make_shared<VerbsRequest>(RequestKind::kRecv, peer_, tag, mesh_.engine_ptr(), label_);
+  auto request = std::make_shared<VerbsRequest>(RequestKind::kRecv, peer_, tag, mesh_.engine_ptr());
   if (buffer.type != MemoryType::kHost) {
     request->Complete(InvalidArgumentError("the verbs transport receives into host memory only"),
                       0);

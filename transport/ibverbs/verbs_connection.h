@@ -135,7 +135,6 @@ class VerbsConnection : public Connection, public QueuePairOwner, public CancelT
   void Fail(const absl::Status& status);
   bool failed() const { return state_ == State::kFailed; }
   const absl::Status& failure() const { return failure_; }
-  const std::shared_ptr<const std::string>& label() const { return label_; }
   // A matched receive's cancel (the mesh hands those over).
   void CancelMatchedRecv(RecvSlot& slot, std::unique_lock<std::mutex>& lock);
 

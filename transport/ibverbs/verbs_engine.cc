@@ -33,7 +33,6 @@ absl::StatusOr<std::shared_ptr<VerbsEngine>> VerbsEngine::Create(
       engine->bounce_region_,
       engine->context_->Register(reinterpret_cast<uintptr_t>(engine->bounce_memory_.get()),
                                  kBounceBytes * kBounceBuffers));
-  engine->bounce_ready_ = true;
   for (int i = 0; i < kBounceBuffers; ++i) {
     engine->free_bounce_.push_back(
         {engine->bounce_memory_.get() + i * kBounceBytes, engine->bounce_region_.lkey});
@@ -70,7 +69,7 @@ VerbsEngine::~VerbsEngine() {
     (void)written;  // the thread also wakes on its tick
   }
   if (thread_.joinable()) thread_.join();
-  if (bounce_ready_) context_->Deregister(bounce_region_);
+  if (bounce_region_.handle != nullptr) context_->Deregister(bounce_region_);
   registrations_.reset();
 }
 

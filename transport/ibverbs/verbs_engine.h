@@ -99,7 +99,6 @@ class VerbsEngine {
   std::vector<BounceBuffer> free_bounce_;
   AlignedBytes bounce_memory_;
   MemoryRegion bounce_region_;
-  bool bounce_ready_ = false;
 
   std::atomic<bool> stopping_{false};
   std::thread thread_;

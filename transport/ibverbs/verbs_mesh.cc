@@ -6,7 +6,6 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "chorus/core/host_identity.h"
 #include "chorus/core/status.h"
 
@@ -96,7 +95,6 @@ absl::Status VerbsMesh::Connect(const std::vector<PublishedAddress>& peers) {
                            peer);
     }
   }
-  peers_ = peers;
   for (int peer = 0; peer < size_; ++peer) {
     if (peer != rank_) CHORUS_RETURN_IF_ERROR(connections_[peer]->BringUp(peers[peer], psn_));
   }
@@ -114,12 +112,6 @@ void VerbsMesh::Start() {
   }
 }
 
-std::string VerbsMesh::PeerLabel(int peer) const {
-  if (peer < 0 || peer >= static_cast<int>(peers_.size())) return absl::StrCat("rank ", peer);
-  return absl::StrCat("rank ", peer, " (", peers_[peer].device, " ", GidToString(peers_[peer].gid),
-                      ")");
-}
-
 absl::StatusOr<Connection*> VerbsMesh::GetConnection(int peer) {
   if (peer < 0 || peer >= size_ || peer == rank_) {
     return InvalidArgumentError(
@@ -134,10 +126,7 @@ RequestPtr VerbsMesh::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryRe
 
 RequestPtr VerbsMesh::RecvFromAnyPart(absl::Span<const int> peers, Tag tag, MemoryRef buffer,
                                       std::shared_ptr<ReceiveClaim> claim, int part) {
-  auto request =
-      std::make_shared<VerbsRequest>(RequestKind::kRecv, -1, tag, engine_,
-                                     std::make_shared<const std::string>(absl::StrCat(
-                                         "any of ranks [", absl::StrJoin(peers, ", "), "]")));
+  auto request = std::make_shared<VerbsRequest>(RequestKind::kRecv, -1, tag, engine_);
   std::lock_guard<std::mutex> lock(engine_->mu());
   const absl::Status checked =
       matching::CheckAnyReceive(peers, rank_, size_, buffer, aborted_, "the verbs transport");

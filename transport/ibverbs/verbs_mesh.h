@@ -50,11 +50,9 @@ class VerbsMesh : public Mesh, public CancelTarget {
   VerbsEngine& engine() const { return *engine_; }
   const std::shared_ptr<VerbsEngine>& engine_ptr() const { return engine_; }
   uint64_t mesh_id() const { return mesh_id_; }
-  uint32_t psn() const { return psn_; }
   const absl::Status& aborted() const { return aborted_; }
   using Matching = matching::MatchTable<std::shared_ptr<RecvSlot>, std::shared_ptr<Inbound>>;
   Matching& matching() { return matching_; }
-  std::string PeerLabel(int peer) const;
   // CancelTarget: a receive from any of several peers.
   void CancelLocked(VerbsRequest& request, std::unique_lock<std::mutex>& lock) override;
 
@@ -65,7 +63,6 @@ class VerbsMesh : public Mesh, public CancelTarget {
   const uint64_t mesh_id_;
   const uint32_t psn_;
   std::vector<std::unique_ptr<VerbsConnection>> connections_;  // index = peer; own is null
-  std::vector<PublishedAddress> peers_;
 
   // Guarded by the engine's mutex.
   absl::Status aborted_;

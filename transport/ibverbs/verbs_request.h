@@ -27,9 +27,8 @@ class CancelTarget {
 
 class VerbsRequest : public Request {
  public:
-  VerbsRequest(RequestKind kind, int peer, Tag tag, std::shared_ptr<VerbsEngine> engine,
-               std::shared_ptr<const std::string> peer_label)
-      : Request(kind, peer, tag), engine_(std::move(engine)), label_(std::move(peer_label)) {}
+  VerbsRequest(RequestKind kind, int peer, Tag tag, std::shared_ptr<VerbsEngine> engine)
+      : Request(kind, peer, tag), engine_(std::move(engine)) {}
 
   void Cancel() override {
     std::unique_lock<std::mutex> lock(engine_->mu());
@@ -39,14 +38,12 @@ class VerbsRequest : public Request {
 
   // --- With the engine's mutex held ---
   void set_target(CancelTarget* target) { target_ = target; }
-  const std::string& peer_label() const { return *label_; }
   // What the request is: its receive slot or its outgoing message (guarded by the mutex).
   std::weak_ptr<RecvSlot> recv_slot;
   std::weak_ptr<Outbound> outbound;
 
  private:
   const std::shared_ptr<VerbsEngine> engine_;
-  const std::shared_ptr<const std::string> label_;
   CancelTarget* target_ = nullptr;  // valid while the request is not done
 };
 
