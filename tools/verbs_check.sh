@@ -3,10 +3,12 @@
 # Soft-RoCE devices (tools/rxe_vm.sh; docs/transport-ibverbs.md, "Testing"):
 #   1. the transport conformance suite over verbs (ranks as threads and as processes),
 #   2. tests/ibverbs:verbs_device_test: the collectives matrix over verbs at 2, 3 and 4 processes
-#      (every collective and algorithm), the registration cache under free-and-reuse, a slow
-#      receiver, a peer SIGKILLed mid-transfer, and device / GID / MTU / slot errors,
+#      (every collective and algorithm), the registration cache under free-and-reuse, a rank
+#      whose registrations fail (locked-memory limit), a slow receiver, a peer SIGKILLed
+#      mid-transfer (a process of this host, and one in its own pid namespace as a peer on
+#      another host looks), and device / GID / MTU / slot errors,
 #   3. one chorus_bench allreduce sweep over verbs, and a 64 MiB allreduce beside
-#      `ib_write_bw -x 1` between the same two devices.
+#      `ib_write_bw -x 1` (one direction and both) between the same two devices.
 # Builds on the host first; the guest runs the host's binaries from its read-only root.
 # Exit status: the tests' (0 when all passed). 254/255: the guest could not set up Soft-RoCE or
 # died; tools/test.sh reports the verbs tests as skipped then, with the reason.
@@ -54,10 +56,18 @@ bench() {
 run bench -b 8 -e 4M -f 4 -n 5 -w 2
 echo "=== 64 MiB allreduce over verbs beside ib_write_bw -x 1 (rxe0 <-> rxe1)"
 run bench -b 64M -e 64M -n 3 -w 1
-ib_write_bw -d rxe0 -x 1 -s 1048576 -n 200 -F >/tmp/ib_server.log 2>&1 &
-server=$!
-sleep 1
-ib_write_bw -d rxe1 -x 1 -s 1048576 -n 200 -F 10.11.0.1 2>&1 | tail -4
-wait $server
+# One direction, then both at once (-b: perftest reports the two directions' sum). A 2-rank
+# allreduce loads both directions with busbw each, so busbw sits against half the -b figure.
+write_bw() {
+  ib_write_bw -d rxe0 -x 1 -s 1048576 -n 200 -F "$@" >/tmp/ib_server.log 2>&1 &
+  local server=$!
+  sleep 1
+  ib_write_bw -d rxe1 -x 1 -s 1048576 -n 200 -F "$@" 10.11.0.1 2>&1 | tail -4
+  wait $server
+}
+echo "--- ib_write_bw -x 1, one direction"
+write_bw
+echo "--- ib_write_bw -x 1 -b, both directions"
+write_bw -b
 echo "=== verbs check: $([ $status -eq 0 ] && echo PASSED || echo FAILED)"
 exit $status

@@ -4,6 +4,9 @@
 
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <deque>
+#include <random>
+#include <vector>
 
 #include "chorus/core/status.h"
 #include "chorus/transport/ibverbs/credit_window.h"
@@ -149,6 +152,67 @@ TEST_CASE("the receiver reports freed slots once half the window is owed", "[cre
   receiver.Reported();
   CHECK_FALSE(receiver.OwesReport());
   CHECK_FALSE(receiver.AnythingUnreported());
+}
+
+// A sender and a slow receiver joined by the window alone, under random schedules: the sender
+// never writes a slot the receiver has not freed, messages are taken in order, and every message
+// gets through even when nothing goes back to carry the receiver's reports (the report sent
+// alone once half the window is owed is then what keeps the sender going).
+void SimulateSlowReceiver(uint32_t slots, double piggyback_chance, uint32_t seed) {
+  constexpr int kMessages = 5000;
+  std::mt19937 random(seed);
+  std::uniform_real_distribution<double> chance(0.0, 1.0);
+  CreditWindow sender(slots);
+  CreditWindow receiver(slots);
+  std::vector<int> ring(slots, -1);  // the receiver's slots: which message each holds
+  std::deque<uint32_t> reports;      // freed counts on their way back, in order
+  int next_to_send = 0;
+  int next_to_take = 0;
+  long steps = 0;
+  while (next_to_take < kMessages && steps < 200L * kMessages) {
+    ++steps;
+    const double roll = chance(random);
+    if (roll < 0.5) {
+      if (next_to_send < kMessages && sender.CanSend()) {
+        const uint32_t slot = sender.NextSlot();
+        REQUIRE(ring[slot] == -1);  // never overrun
+        ring[slot] = next_to_send++;
+        sender.Sent();
+        REQUIRE(sender.InFlight() <= slots);
+      }
+    } else if (roll < 0.6) {  // the receiver is five times slower than the sender
+      const uint32_t slot = receiver.NextArrivalSlot();
+      if (ring[slot] != -1) {
+        REQUIRE(ring[slot] == next_to_take);  // in order
+        ring[slot] = -1;
+        ++next_to_take;
+        receiver.Freed();
+      }
+    } else if (roll < 0.8) {
+      // Something goes back (a reply of the receiver's own carries the count), or the count
+      // goes alone because half the window is owed.
+      const bool reply = chance(random) < piggyback_chance && receiver.AnythingUnreported();
+      if (reply || receiver.OwesReport()) {
+        reports.push_back(receiver.FreedCount());
+        receiver.Reported();
+      }
+    } else if (!reports.empty()) {
+      REQUIRE(sender.Returned(reports.front()));
+      reports.pop_front();
+    }
+  }
+  INFO(slots << " slots, piggyback chance " << piggyback_chance << ", seed " << seed << ": "
+             << next_to_take << " of " << kMessages << " messages taken in " << steps << " steps");
+  CHECK(next_to_take == kMessages);
+}
+
+TEST_CASE("a slow receiver never lets the sender overrun a slot, and never stalls it",
+          "[credits]") {
+  for (uint32_t slots : {1u, 2u, 3u, 32u}) {
+    for (double piggyback : {0.0, 0.3, 1.0}) {
+      for (uint32_t seed = 1; seed <= 3; ++seed) SimulateSlowReceiver(slots, piggyback, seed);
+    }
+  }
 }
 
 }  // namespace
