@@ -6,7 +6,7 @@ shared object are rebuilt as PIC by `static_overrides`), linked with `ld -r`; th
 symbol but the C API's and the standard library's is made local (link_libchorus.sh says why).
 So the shared and the static library export the same thing, the C API, and a program that
 brings its own Abseil (a framework) never meets ours. The system libraries named by other -l
-flags (librt, libpthread, libibverbs) stay dynamic.
+flags (librt, libpthread, libdl) stay dynamic.
 """
 
 _STATIC_PREFIXES = ["absl_", "hiredis", "ssl", "crypto"]

@@ -23,11 +23,13 @@ Architecture: amd64
 Section: libdevel
 Priority: optional
 Maintainer: Chorus developers <chorus@localhost>
-Depends: libc6, libgcc-s1, libibverbs1
+Depends: libc6, libgcc-s1
+Suggests: libibverbs1, ibverbs-providers
 Installed-Size: $(du -sk "$staging/usr" | cut -f1)
 Description: Chorus collective communication library (C and C++ API)
  Allreduce, allgather, broadcast, reduce-scatter, alltoall and point-to-point
- for N processes over TCP and shared memory. libchorus.so exports only its C API
+ for N processes over TCP, shared memory and InfiniBand / RoCE verbs (libibverbs
+ is loaded when the verbs transport is used). libchorus.so exports only its C API
  and carries its own Abseil and hiredis.
 CONTROL
 deb="$out/libchorus-dev_${version}_amd64.deb"

@@ -29,7 +29,8 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDeviceByName(
   if (transport == "shm") return shm::CreateShmDevice();
   if (transport == "ibverbs") return ibverbs::CreateVerbsDeviceFromEnv();
   std::unique_ptr<Device> network;
-  if (ibverbs::ActiveRdmaPortExists()) {
+  std::string no_verbs;
+  if (ibverbs::ActiveRdmaPortExists(&no_verbs)) {
     absl::StatusOr<std::unique_ptr<Device>> verbs = ibverbs::CreateVerbsDeviceFromEnv();
     if (verbs.ok()) {
       CHORUS_LOG(kInfo, "transport")
@@ -43,7 +44,7 @@ absl::StatusOr<std::unique_ptr<Device>> CreateDeviceByName(
           << "failed (" << verbs.status().message() << "); using tcp to ranks on other hosts";
     }
   } else {
-    CHORUS_LOG(kInfo, "transport") << "auto: no active RDMA port; tcp to ranks on other hosts";
+    CHORUS_LOG(kInfo, "transport") << "auto: " << no_verbs << "; tcp to ranks on other hosts";
   }
   if (network == nullptr) {
     CHORUS_ASSIGN_OR_RETURN(network, tcp::CreateTcpDevice(tcp_options));

@@ -22,8 +22,8 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
-#include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,12 +31,12 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "chorus/core/host_identity.h"
-#include "chorus/core/logging.h"
 #include "chorus/core/status.h"
 #include "chorus/rendezvous/file_store.h"
 #include "tests/collectives/cases.h"
 #include "tests/collectives/world.h"
 #include "tests/harness/multirank.h"
+#include "tests/transport/captured_log.h"
 #include "tests/transport/scenario.h"
 #include "tests/transport/scoped_env.h"
 #include "tests/transport/transport_factory.h"
@@ -315,11 +315,6 @@ absl::Status LimitLockedMemory(size_t bytes) {
   return absl::OkStatus();
 }
 
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-}
-
 TEST_CASE(
     "a rank that cannot register its buffers sends by copy and receives through bounce "
     "buffers",
@@ -329,16 +324,12 @@ TEST_CASE(
   constexpr int kLimited = 1;
   constexpr size_t kBytes = 32 << 20;  // twice the limited rank's locked memory
   RankProcesses processes(2, [&](int rank) -> absl::Status {
-    const std::string log_file = absl::StrCat(dir.path(), "/log", rank);
+    // The fallbacks are logged as warnings: this rank's log shows they happened.
+    std::optional<CapturedLog> log;
     if (rank == kLimited) {
       // Its device's own memory (slots, bounce buffers) fits; no user buffer here does.
       CHORUS_RETURN_IF_ERROR(LimitLockedMemory(kBytes / 2));
-      // The fallbacks are logged as warnings: keep this rank's log to check they happened.
-      const int fd = open(log_file.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-      if (fd < 0 || dup2(fd, STDERR_FILENO) < 0) return InternalError("redirecting stderr");
-      close(fd);
-      setenv("CHORUS_LOG", "warn", 1);
-      ReloadLogConfig();
+      log.emplace("warn");
     }
     CHORUS_ASSIGN_OR_RETURN(PairEnd end, OpenPairEnd(dir.path(), rank));
     // Both directions at once, each message large enough to be read by RDMA when registered.
@@ -350,11 +341,10 @@ TEST_CASE(
     const std::string wrong = CheckPattern(incoming.data(), kBytes, 10 + (1 - rank));
     SCENARIO_EXPECT(wrong.empty(), "received from rank ", 1 - rank, ": ", wrong);
     if (rank == kLimited) {
-      std::fflush(stderr);
-      const std::string log = ReadFile(log_file);
-      SCENARIO_EXPECT(
-          absl::StrContains(log, "by copy") && absl::StrContains(log, "through bounce buffers"),
-          "the log does not show both fallbacks: ", log);
+      const std::string logged = log->Read();
+      SCENARIO_EXPECT(absl::StrContains(logged, "by copy") &&
+                          absl::StrContains(logged, "through bounce buffers"),
+                      "the log does not show both fallbacks: ", logged);
     }
     return absl::OkStatus();
   });

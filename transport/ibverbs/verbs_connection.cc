@@ -13,6 +13,7 @@
 #include "chorus/core/host_identity.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
+#include "chorus/transport/ibverbs/verbs_library.h"
 #include "chorus/transport/ibverbs/verbs_mesh.h"
 
 namespace chorus::ibverbs {
@@ -56,7 +57,7 @@ VerbsConnection::VerbsConnection(VerbsMesh& mesh, int peer, uint32_t serial)
       written_(slots_) {}
 
 VerbsConnection::~VerbsConnection() {
-  if (qp_ != nullptr) ibv_destroy_qp(qp_);
+  if (qp_ != nullptr) Verbs().destroy_qp(qp_);
   if (registered_) context_.Deregister(region_);
 }
 
@@ -91,10 +92,10 @@ absl::Status VerbsConnection::Create() {
   init.cap.max_send_sge = 1;
   init.cap.max_recv_sge = 1;
   init.cap.max_inline_data = kWantedInline;
-  qp_ = ibv_create_qp(context_.pd(), &init);
+  qp_ = Verbs().create_qp(context_.pd(), &init);
   if (qp_ == nullptr) {
     init.cap.max_inline_data = 0;  // some devices take no inline data
-    qp_ = ibv_create_qp(context_.pd(), &init);
+    qp_ = Verbs().create_qp(context_.pd(), &init);
   }
   if (qp_ == nullptr) {
     return InternalError(absl::StrCat("ibverbs: ibv_create_qp on ", context_.name(),
@@ -119,7 +120,7 @@ absl::Status VerbsConnection::ModifyToInit() {
   attr.pkey_index = 0;
   attr.port_num = static_cast<uint8_t>(context_.port());
   attr.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-  const int error = ibv_modify_qp(
+  const int error = Verbs().modify_qp(
       qp_, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
   return error == 0 ? absl::OkStatus() : ModifyError("INIT", error, *label_);
 }
@@ -143,9 +144,9 @@ absl::Status VerbsConnection::ModifyToRtr() {
     attr.ah_attr.grh.hop_limit = 64;
   }
   const int error =
-      ibv_modify_qp(qp_, &attr,
-                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+      Verbs().modify_qp(qp_, &attr,
+                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
   return error == 0 ? absl::OkStatus() : ModifyError("RTR", error, *label_);
 }
 
@@ -160,9 +161,10 @@ absl::Status VerbsConnection::ModifyToRts() {
   attr.rnr_retry = 3;
   attr.sq_psn = local_psn_;
   attr.max_rd_atomic = static_cast<uint8_t>(read_depth_);
-  const int error = ibv_modify_qp(qp_, &attr,
-                                  IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                      IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+  const int error =
+      Verbs().modify_qp(qp_, &attr,
+                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
   return error == 0 ? absl::OkStatus() : ModifyError("RTS", error, *label_);
 }
 
@@ -419,7 +421,7 @@ void VerbsConnection::OnCompletion(const ibv_wc& completion) {
     // A flushed request follows the failure that put the queue pair in error, whose own
     // completion says what went wrong.
     if (completion.status == IBV_WC_WR_FLUSH_ERR) return;
-    Fail(Broken(absl::StrCat(ibv_wc_status_str(completion.status), " (vendor error ",
+    Fail(Broken(absl::StrCat(Verbs().wc_status_str(completion.status), " (vendor error ",
                              completion.vendor_err, ")")));
     return;
   }
@@ -858,7 +860,7 @@ void VerbsConnection::Fail(const absl::Status& status) {
     // From here on the device writes into no buffer of this connection's receives.
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_ERR;
-    ibv_modify_qp(qp_, &attr, IBV_QP_STATE);
+    Verbs().modify_qp(qp_, &attr, IBV_QP_STATE);
   }
   std::vector<std::shared_ptr<Inbound>> receiving;
   for (auto& [send_id, inbound] : assembling_) receiving.push_back(inbound);

@@ -13,12 +13,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "chorus/core/status.h"
+#include "chorus/transport/ibverbs/verbs_library.h"
 #include "chorus/transport/ibverbs/wire.h"
 
 namespace chorus::ibverbs {
 namespace {
-
-const char* PortStateName(ibv_port_state state) { return ibv_port_state_str(state); }
 
 const char* LinkLayerName(uint8_t link_layer) {
   switch (link_layer) {
@@ -74,7 +73,7 @@ std::vector<GidEntry> ListGids(ibv_context* context, const std::string& device, 
   std::vector<GidEntry> gids;
   for (int index = 0; index < std::min(table_length, kGidsLooked); ++index) {
     ibv_gid raw{};
-    if (ibv_query_gid(context, static_cast<uint8_t>(port), index, &raw) != 0) continue;
+    if (Verbs().query_gid(context, static_cast<uint8_t>(port), index, &raw) != 0) continue;
     GidEntry gid;
     gid.index = index;
     std::memcpy(gid.gid.data(), raw.raw, 16);
@@ -95,19 +94,18 @@ std::string DescribeGids(const std::vector<GidEntry>& gids) {
   return absl::StrJoin(parts, ", ");
 }
 
-// The first active port of `context`, or 0.
+}  // namespace
+
 int FirstActivePort(ibv_context* context, const ibv_device_attr& attr) {
   for (int port = 1; port <= attr.phys_port_cnt; ++port) {
     ibv_port_attr port_attr{};
-    if (ibv_query_port(context, static_cast<uint8_t>(port), &port_attr) == 0 &&
+    if (Verbs().QueryPort(context, static_cast<uint8_t>(port), &port_attr) == 0 &&
         port_attr.state == IBV_PORT_ACTIVE) {
       return port;
     }
   }
   return 0;
 }
-
-}  // namespace
 
 int MtuBytes(ibv_mtu mtu) {
   switch (mtu) {
@@ -142,10 +140,11 @@ ibv_mtu MtuFromBytes(int bytes) {
 
 absl::StatusOr<std::unique_ptr<VerbsContext>> VerbsContext::Open(
     const VerbsDeviceOptions& options) {
+  CHORUS_ASSIGN_OR_RETURN(const VerbsLibrary* verbs, LoadVerbsLibrary());
   int count = 0;
-  ibv_device** list = ibv_get_device_list(&count);
+  ibv_device** list = verbs->get_device_list(&count);
   if (list == nullptr || count == 0) {
-    if (list != nullptr) ibv_free_device_list(list);
+    if (list != nullptr) verbs->free_device_list(list);
     return PeerUnavailableError(
         "ibverbs: no RDMA device found (ibv_get_device_list lists none): load the driver of "
         "the adapter (rdma_rxe for Soft-RoCE: `rdma link add rxe0 type rxe netdev eth0`), or "
@@ -155,25 +154,25 @@ absl::StatusOr<std::unique_ptr<VerbsContext>> VerbsContext::Open(
   std::vector<std::string> names;
   std::vector<std::string> inactive;
   for (int i = 0; i < count && self->context_ == nullptr; ++i) {
-    const std::string name = ibv_get_device_name(list[i]);
+    const std::string name = verbs->get_device_name(list[i]);
     names.push_back(name);
     if (!options.device.empty() && name != options.device) continue;
-    ibv_context* context = ibv_open_device(list[i]);
+    ibv_context* context = verbs->open_device(list[i]);
     if (context == nullptr) {
       inactive.push_back(absl::StrCat(name, " (cannot be opened: ", std::strerror(errno), ")"));
       continue;
     }
     ibv_device_attr attr{};
-    if (ibv_query_device(context, &attr) != 0) {
+    if (verbs->query_device(context, &attr) != 0) {
       inactive.push_back(absl::StrCat(name, " (ibv_query_device failed)"));
-      ibv_close_device(context);
+      verbs->close_device(context);
       continue;
     }
     int port = options.port;
     if (port == 0) port = FirstActivePort(context, attr);
     if (port == 0) {
       inactive.push_back(absl::StrCat(name, " (no active port)"));
-      ibv_close_device(context);
+      verbs->close_device(context);
       continue;
     }
     self->context_ = context;
@@ -181,7 +180,7 @@ absl::StatusOr<std::unique_ptr<VerbsContext>> VerbsContext::Open(
     self->name_ = name;
     self->port_ = port;
   }
-  ibv_free_device_list(list);
+  verbs->free_device_list(list);
   if (self->context_ == nullptr) {
     if (!options.device.empty() && inactive.empty()) {
       return InvalidArgumentError(absl::StrCat("CHORUS_IB_DEVICE=", options.device,
@@ -199,14 +198,15 @@ absl::StatusOr<std::unique_ptr<VerbsContext>> VerbsContext::Open(
                                              int{self->device_attr_.phys_port_cnt}));
   }
   ibv_port_attr port_attr{};
-  if (ibv_query_port(self->context_, static_cast<uint8_t>(self->port_), &port_attr) != 0) {
+  if (verbs->QueryPort(self->context_, static_cast<uint8_t>(self->port_), &port_attr) != 0) {
     return InternalError(absl::StrCat("ibverbs: ibv_query_port(", self->name_, ", ", self->port_,
                                       ") failed: ", std::strerror(errno)));
   }
   if (port_attr.state != IBV_PORT_ACTIVE) {
-    return PeerUnavailableError(absl::StrCat(
-        "ibverbs: ", self->name_, " port ", self->port_, " is ", PortStateName(port_attr.state),
-        ", not ACTIVE; check its link with `ibv_devinfo -d ", self->name_, "`"));
+    return PeerUnavailableError(absl::StrCat("ibverbs: ", self->name_, " port ", self->port_,
+                                             " is ", Verbs().port_state_str(port_attr.state),
+                                             ", not ACTIVE; check its link with `ibv_devinfo -d ",
+                                             self->name_, "`"));
   }
   self->link_layer_ = port_attr.link_layer;
   self->lid_ = port_attr.lid;
@@ -260,12 +260,12 @@ absl::StatusOr<std::unique_ptr<VerbsContext>> VerbsContext::Open(
   self->gid_index_ = chosen->index;
   self->gid_ = chosen->gid;
 
-  self->pd_ = ibv_alloc_pd(self->context_);
+  self->pd_ = verbs->alloc_pd(self->context_);
   if (self->pd_ == nullptr) {
     return InternalError(
         absl::StrCat("ibverbs: ibv_alloc_pd on ", self->name_, " failed: ", std::strerror(errno)));
   }
-  self->channel_ = ibv_create_comp_channel(self->context_);
+  self->channel_ = verbs->create_comp_channel(self->context_);
   if (self->channel_ == nullptr) {
     return InternalError(absl::StrCat("ibverbs: ibv_create_comp_channel on ", self->name_,
                                       " failed: ", std::strerror(errno)));
@@ -273,7 +273,7 @@ absl::StatusOr<std::unique_ptr<VerbsContext>> VerbsContext::Open(
   const int flags = fcntl(self->channel_->fd, F_GETFL);
   fcntl(self->channel_->fd, F_SETFL, flags | O_NONBLOCK);
   const int cq_entries = std::min(kCqEntries, self->device_attr_.max_cqe);
-  self->cq_ = ibv_create_cq(self->context_, cq_entries, nullptr, self->channel_, 0);
+  self->cq_ = verbs->create_cq(self->context_, cq_entries, nullptr, self->channel_, 0);
   if (self->cq_ == nullptr) {
     return InternalError(absl::StrCat("ibverbs: ibv_create_cq(", cq_entries, ") on ", self->name_,
                                       " failed: ", std::strerror(errno)));
@@ -284,10 +284,10 @@ absl::StatusOr<std::unique_ptr<VerbsContext>> VerbsContext::Open(
 }
 
 VerbsContext::~VerbsContext() {
-  if (cq_ != nullptr) ibv_destroy_cq(cq_);
-  if (channel_ != nullptr) ibv_destroy_comp_channel(channel_);
-  if (pd_ != nullptr) ibv_dealloc_pd(pd_);
-  if (context_ != nullptr) ibv_close_device(context_);
+  if (cq_ != nullptr) Verbs().destroy_cq(cq_);
+  if (channel_ != nullptr) Verbs().destroy_comp_channel(channel_);
+  if (pd_ != nullptr) Verbs().dealloc_pd(pd_);
+  if (context_ != nullptr) Verbs().close_device(context_);
 }
 
 std::string VerbsContext::Describe() const {
@@ -297,8 +297,8 @@ std::string VerbsContext::Describe() const {
 
 absl::StatusOr<MemoryRegion> VerbsContext::Register(uintptr_t start, size_t bytes) {
   ibv_mr* mr =
-      ibv_reg_mr(pd_, reinterpret_cast<void*>(start), bytes,
-                 IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+      Verbs().reg_mr(pd_, reinterpret_cast<void*>(start), bytes,
+                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
   if (mr == nullptr) {
     const int error = errno;
     return InternalError(absl::StrCat(
@@ -317,7 +317,7 @@ absl::StatusOr<MemoryRegion> VerbsContext::Register(uintptr_t start, size_t byte
 }
 
 void VerbsContext::Deregister(const MemoryRegion& region) {
-  ibv_dereg_mr(static_cast<ibv_mr*>(region.handle));
+  Verbs().dereg_mr(static_cast<ibv_mr*>(region.handle));
 }
 
 }  // namespace chorus::ibverbs

@@ -35,6 +35,9 @@ inline AlignedBytes AllocateAligned(size_t bytes) {
 int MtuBytes(ibv_mtu mtu);
 ibv_mtu MtuFromBytes(int bytes);
 
+// The first active port of an opened device, or 0 (the verbs library is loaded).
+int FirstActivePort(ibv_context* context, const ibv_device_attr& attr);
+
 class VerbsContext : public Registrar {
  public:
   // Completion-queue entries; every queue pair's send and receive work shares it.

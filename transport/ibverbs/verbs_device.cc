@@ -11,6 +11,7 @@
 #include "chorus/rendezvous/prefix_store.h"
 #include "chorus/transport/ibverbs/verbs_context.h"
 #include "chorus/transport/ibverbs/verbs_engine.h"
+#include "chorus/transport/ibverbs/verbs_library.h"
 #include "chorus/transport/ibverbs/verbs_mesh.h"
 #include "chorus/transport/ibverbs/wire.h"
 
@@ -85,25 +86,25 @@ absl::StatusOr<std::unique_ptr<Device>> CreateVerbsDeviceFromEnv() {
   return CreateVerbsDevice(options);
 }
 
-bool ActiveRdmaPortExists() {
+bool ActiveRdmaPortExists(std::string* why_not) {
+  absl::StatusOr<const VerbsLibrary*> verbs = LoadVerbsLibrary();
+  if (!verbs.ok()) {
+    if (why_not != nullptr) *why_not = std::string(verbs.status().message());
+    return false;
+  }
+  if (why_not != nullptr) *why_not = "no active RDMA port";
   int count = 0;
-  ibv_device** list = ibv_get_device_list(&count);
+  ibv_device** list = (*verbs)->get_device_list(&count);
   if (list == nullptr) return false;
   bool found = false;
   for (int i = 0; i < count && !found; ++i) {
-    ibv_context* context = ibv_open_device(list[i]);
+    ibv_context* context = (*verbs)->open_device(list[i]);
     if (context == nullptr) continue;
     ibv_device_attr attr{};
-    if (ibv_query_device(context, &attr) == 0) {
-      for (int port = 1; port <= attr.phys_port_cnt && !found; ++port) {
-        ibv_port_attr port_attr{};
-        found = ibv_query_port(context, static_cast<uint8_t>(port), &port_attr) == 0 &&
-                port_attr.state == IBV_PORT_ACTIVE;
-      }
-    }
-    ibv_close_device(context);
+    found = (*verbs)->query_device(context, &attr) == 0 && FirstActivePort(context, attr) != 0;
+    (*verbs)->close_device(context);
   }
-  ibv_free_device_list(list);
+  (*verbs)->free_device_list(list);
   return found;
 }
 

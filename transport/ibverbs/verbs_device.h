@@ -5,6 +5,7 @@
 #define CHORUS_TRANSPORT_IBVERBS_VERBS_DEVICE_H_
 
 #include <memory>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "chorus/transport/ibverbs/verbs_options.h"
@@ -22,8 +23,9 @@ absl::StatusOr<std::unique_ptr<Device>> CreateVerbsDevice(const VerbsDeviceOptio
 absl::StatusOr<std::unique_ptr<Device>> CreateVerbsDeviceFromEnv();
 
 // Whether some RDMA device has an active port (what CHORUS_TRANSPORT=auto asks), without
-// keeping anything open.
-bool ActiveRdmaPortExists();
+// keeping anything open. When not, `why_not` (if given) says so, or that libibverbs cannot be
+// loaded.
+bool ActiveRdmaPortExists(std::string* why_not = nullptr);
 
 // A verbs link as modelled for a 100 Gbit/s adapter (docs/transport-ibverbs.md): a few
 // microseconds per message, zero copies for large messages, so large segments pay.

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
+#include "chorus/transport/ibverbs/verbs_library.h"
 
 namespace chorus::ibverbs {
 namespace {
@@ -116,8 +117,8 @@ int VerbsEngine::PollLocked() {
 
 void VerbsEngine::ReadAsyncEventsLocked() {
   ibv_async_event event{};
-  while (ibv_get_async_event(context_->context(), &event) == 0) {
-    const char* what = ibv_event_type_str(event.event_type);
+  while (Verbs().get_async_event(context_->context(), &event) == 0) {
+    const char* what = Verbs().event_type_str(event.event_type);
     switch (event.event_type) {
       case IBV_EVENT_QP_FATAL:
       case IBV_EVENT_QP_REQ_ERR:
@@ -138,7 +139,7 @@ void VerbsEngine::ReadAsyncEventsLocked() {
         CHORUS_LOG(kDebug, "ibverbs") << context_->Describe() << ": " << what;
         break;
     }
-    ibv_ack_async_event(&event);
+    Verbs().ack_async_event(&event);
   }
 }
 
@@ -146,8 +147,8 @@ void VerbsEngine::DrainChannel() {
   ibv_cq* cq = nullptr;
   void* cq_context = nullptr;
   unsigned int events = 0;
-  while (ibv_get_cq_event(context_->channel(), &cq, &cq_context) == 0) ++events;
-  if (events > 0) ibv_ack_cq_events(context_->cq(), events);
+  while (Verbs().get_cq_event(context_->channel(), &cq, &cq_context) == 0) ++events;
+  if (events > 0) Verbs().ack_cq_events(context_->cq(), events);
 }
 
 void VerbsEngine::TickLocked(absl::Time now) {
