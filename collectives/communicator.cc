@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "chorus/collectives/algorithms/algorithms.h"
 #include "chorus/collectives/diagnostics/flight_recorder.h"
 #include "chorus/collectives/diagnostics/flight_recorder_signal.h"
 #include "chorus/collectives/diagnostics/trace.h"
@@ -212,8 +213,12 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
 absl::string_view Communicator::NamedAlgorithm(const CollectiveArgs& args,
                                                const CollectiveOptions& options) const {
   if (!options.algorithm.empty()) return options.algorithm;
+  // Every rank must make the same choice from what it knows: not for gatherv, scatterv and
+  // alltoallv, whose sizes (and so placements) only some ranks know; those are staged unless
+  // cuda_ipc is named.
   const bool ipc = args.cuda_device >= 0 && FindAlgorithm(args.kind, AlgorithmId::kCudaIpc) &&
-                   size() > 1 && state_->tuning().cuda_ipc &&
+                   AgreedCounts(args.kind) != Agreement::kNone && size() > 1 &&
+                   state_->tuning().cuda_ipc && CudaIpcCanRun(args, rank()) &&
                    PayloadBytes(args, size()) >= state_->tuning().cuda_ipc_min_bytes;
   return ipc ? AlgorithmName(AlgorithmId::kCudaIpc) : absl::string_view();
 }

@@ -41,11 +41,16 @@ absl::Status LinearScatter(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status DisseminationBarrier(CollectiveContext& ctx, const CollectiveArgs& args);
 
 // cuda_ipc.cc: CUDA device buffers of ranks on one host, read in place through CUDA IPC (the
-// communicator does not stage them for these algorithms).
+// communicator does not stage them for these algorithms). CudaIpcReduceScatter serves both
+// reduce-scatters; CudaIpcMove every collective that only moves data (broadcast, allgather(v),
+// gather(v), scatter(v), alltoall(v); not an alltoall in place).
 absl::Status CudaIpcAllReduce(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status CudaIpcReduce(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status CudaIpcReduceScatter(CollectiveContext& ctx, const CollectiveArgs& args);
-absl::Status CudaIpcAllGather(CollectiveContext& ctx, const CollectiveArgs& args);
-absl::Status CudaIpcBroadcast(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status CudaIpcMove(CollectiveContext& ctx, const CollectiveArgs& args);
+// False where cuda_ipc cannot run this rank's call: an alltoall in place, where the block a rank
+// writes is one a peer still reads (the communicator stages it instead).
+bool CudaIpcCanRun(const CollectiveArgs& args, int rank);
 
 // hierarchical.cc: phases within hosts and between hosts (ctx.topology()), each run by a flat
 // algorithm above on a group of ranks (GroupView). Any layout, also one host.

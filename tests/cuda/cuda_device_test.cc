@@ -14,6 +14,7 @@
 #include "chorus/cuda/cuda_runtime.h"
 #include "tests/collectives/cases.h"
 #include "tests/collectives/world.h"
+#include "tests/cuda/ipc_cases.h"
 
 namespace chorus::testing {
 namespace {
@@ -33,12 +34,8 @@ TEST_CASE("every collective on device buffers, ranks as processes", "[gpu][proce
       matrix.counts = {0, 7, 1000, 300000};
       matrix.every_algorithm = ranks == 3;
       std::vector<Case> cases = BuildCases(matrix, ranks);
-      // And the collectives that CUDA IPC serves, named (over any transport of one host).
-      Matrix ipc = matrix;
-      ipc.kinds = {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
-                   CollectiveKind::kAllGather, CollectiveKind::kBroadcast};
-      ipc.algorithms = {"cuda_ipc"};
-      for (const Case& c : BuildCases(ipc, ranks)) cases.push_back(c);
+      // And every collective through CUDA IPC, named (over any transport of one host).
+      for (const Case& c : CudaIpcCases(matrix, ranks, "cuda_ipc")) cases.push_back(c);
       const absl::Status status = RunOnProcesses(
           transport, ranks,
           [&](Communicator& comm) {

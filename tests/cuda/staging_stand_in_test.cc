@@ -12,6 +12,7 @@
 #include "tests/collectives/cases.h"
 #include "tests/collectives/world.h"
 #include "tests/cuda/host_gpu_runtime.h"
+#include "tests/cuda/ipc_cases.h"
 
 namespace chorus::testing {
 namespace {
@@ -97,18 +98,18 @@ TEST_CASE("host stand-in: cuda_ipc collectives read the peers' device buffers in
   CommunicatorOptions ipc_always;
   ipc_always.cuda_ipc_min_bytes = 0;
   for (int ranks : {2, 3, 5}) {
-    Matrix named;
-    named.kinds = {CollectiveKind::kAllReduce, CollectiveKind::kReduceScatter,
-                   CollectiveKind::kAllGather, CollectiveKind::kBroadcast};
-    named.algorithms = {"cuda_ipc"};
-    named.counts = {0, 1, 7, 1000, 100003};
+    Matrix base;
+    base.counts = {0, 1, 7, 1000, 100003};
+    std::vector<Case> cases = CudaIpcCases(base, ranks, "cuda_ipc");
     // And the automatic choice, which is cuda_ipc for device buffers of ranks on one host (from
-    // CommunicatorOptions::cuda_ipc_min_bytes, here 0).
-    Matrix automatic = named;
-    automatic.algorithms.clear();
-    automatic.every_algorithm = false;
-    std::vector<Case> cases = BuildCases(named, ranks);
-    for (const Case& c : BuildCases(automatic, ranks)) cases.push_back(c);
+    // CommunicatorOptions::cuda_ipc_min_bytes, here 0) for the collectives whose sizes every
+    // rank knows: not gatherv, scatterv and alltoallv, which are staged unless it is named.
+    for (const Case& c : CudaIpcCases(base, ranks, "")) {
+      if (c.kind != CollectiveKind::kGatherV && c.kind != CollectiveKind::kScatterV &&
+          c.kind != CollectiveKind::kAllToAllV) {
+        cases.push_back(c);
+      }
+    }
     const int pinned_before = stand_in.runtime().pinned_allocations();
     INFO(cases.size() << " cases on " << ranks << " ranks");
     CheckAll(RunOnThreadsAll(
@@ -167,6 +168,84 @@ TEST_CASE("host stand-in: cuda_ipc with host buffers on one rank fails on every 
     // The collective and its sequence number, and the rank to look at.
     CHECK(std::string(statuses[r].message()).find("allreduce #0 (cuda_ipc") != std::string::npos);
     CHECK(ErrorPeerRank(statuses[r]) == 2);
+  }
+}
+
+TEST_CASE("host stand-in: an alltoall in place is staged, and refused by a named cuda_ipc",
+          "[stand-in][ipc]") {
+  InstalledStandIn stand_in;
+  HostGpuRuntime& runtime = stand_in.runtime();
+  constexpr int kRanks = 3;
+  constexpr size_t kPerRank = 1024;
+  CommunicatorOptions ipc_always;
+  ipc_always.cuda_ipc_min_bytes = 0;
+  const int pinned_before = runtime.pinned_allocations();
+  const std::vector<absl::Status> statuses = RunOnThreadsAll(
+      TransportKind::kInproc, kRanks,
+      [&](Communicator& comm) -> absl::Status {
+        DeviceBuffer buffer(runtime, 0, kRanks * kPerRank);
+        std::vector<uint8_t> host(kRanks * kPerRank);
+        for (int q = 0; q < kRanks; ++q) {
+          std::memset(host.data() + q * kPerRank, 10 * comm.rank() + q, kPerRank);
+        }
+        CHORUS_RETURN_IF_ERROR(
+            runtime.CopyAsync(buffer.data, host.data(), host.size(), 0, nullptr));
+        CHORUS_RETURN_IF_ERROR(runtime.WaitStream(0, nullptr, Deadline::After(absl::Seconds(5))));
+        // Not named: staged, and right.
+        CHORUS_RETURN_IF_ERROR(comm.AllToAll(buffer.data, buffer.data, kPerRank, DataType::kUint8));
+        CHORUS_RETURN_IF_ERROR(
+            runtime.CopyAsync(host.data(), buffer.data, host.size(), 0, nullptr));
+        CHORUS_RETURN_IF_ERROR(runtime.WaitStream(0, nullptr, Deadline::After(absl::Seconds(5))));
+        for (int q = 0; q < kRanks; ++q) {
+          if (host[q * kPerRank] != 10 * q + comm.rank()) {
+            return InternalError(absl::StrCat("block ", q, " holds ", int{host[q * kPerRank]}));
+          }
+        }
+        // Named: every rank fails, naming a rank whose call is in place.
+        CollectiveOptions ipc;
+        ipc.algorithm = "cuda_ipc";
+        return comm.AllToAll(buffer.data, buffer.data, kPerRank, DataType::kUint8, ipc);
+      },
+      absl::Minutes(1), ipc_always);
+  CHECK(runtime.pinned_allocations() > pinned_before);
+  for (size_t r = 0; r < statuses.size(); ++r) {
+    INFO("rank " << r << ": " << statuses[r].ToString());
+    CHECK(GetErrorKind(statuses[r]) == ErrorKind::kInvalidArgument);
+    CHECK(std::string(statuses[r].message()).find("cannot run an alltoall in place") !=
+          std::string::npos);
+    CHECK(std::string(statuses[r].message()).find("alltoall #1 (cuda_ipc") != std::string::npos);
+  }
+}
+
+TEST_CASE("host stand-in: cuda_ipc gatherv counts that disagree fail every rank promptly",
+          "[stand-in][ipc]") {
+  InstalledStandIn stand_in;
+  HostGpuRuntime& runtime = stand_in.runtime();
+  constexpr int kRanks = 3;
+  const std::vector<absl::Status> statuses = RunOnThreadsAll(
+      TransportKind::kInproc, kRanks,
+      [&](Communicator& comm) -> absl::Status {
+        DeviceBuffer send(runtime, 0, 64);
+        DeviceBuffer recv(runtime, 0, 3 * 64);
+        // Rank 2 sends 16 elements where the root expects 8 from it; only the root can see it.
+        const size_t count = comm.rank() == 2 ? 16 : 8;
+        const std::vector<size_t> counts = {8, 8, 8};
+        const std::vector<size_t> displs = {0, 8, 16};
+        CollectiveOptions ipc;
+        ipc.algorithm = "cuda_ipc";
+        ipc.timeout = absl::Seconds(60);
+        return comm.GatherV(send.data, count, recv.data, counts, displs, DataType::kFloat32,
+                            /*root=*/0, ipc);
+      },
+      absl::Minutes(1));
+  for (size_t r = 0; r < statuses.size(); ++r) {
+    INFO("rank " << r << ": " << statuses[r].ToString());
+    // The root names the disagreement; the others fail through the broken communicator, long
+    // before the 60 s timeout (RunOnThreadsAll would abort the test at a minute).
+    CHECK(GetErrorKind(statuses[r]) == ErrorKind::kMismatch);
+    CHECK(std::string(statuses[r].message())
+              .find("rank 2 holds 64 bytes for rank 0, which "
+                    "expects 32") != std::string::npos);
   }
 }
 
