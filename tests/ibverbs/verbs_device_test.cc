@@ -73,6 +73,35 @@ TEST_CASE("collectives matrix over verbs, 2 processes", "[matrix]") { RunVerbsMa
 TEST_CASE("collectives matrix over verbs, 3 processes", "[matrix]") { RunVerbsMatrix(3); }
 TEST_CASE("collectives matrix over verbs, 4 processes", "[matrix]") { RunVerbsMatrix(4); }
 
+TEST_CASE("queue pairs that need more than the largest completion queue are refused, saying so",
+          "[errors]") {
+  if (SkipWithoutDevices()) return;
+  // 4096 slots a peer: four peers' queue pairs could have more completions outstanding than
+  // the device's largest completion queue holds (Soft-RoCE: 32767), which would lose some.
+  const ScopedEnv slots("CHORUS_IB_SLOTS", "4096");
+  const ScopedEnv slot_bytes("CHORUS_IB_EAGER_BYTES", "256");
+  constexpr int kRanks = 5;
+  TempDir dir;
+  RankProcesses processes(kRanks, [&](int rank) -> absl::Status {
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<FileStore> store, FileStore::Open(dir.path()));
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Device> device, VerbsTransport().create_device(rank));
+    const absl::StatusOr<std::unique_ptr<Mesh>> mesh =
+        device->CreateMesh(*store, rank, kRanks, MeshOptions{}, Deadline::After(kWait));
+    if (mesh.ok()) return InternalError("the mesh was created");
+    if (GetErrorKind(mesh.status()) != ErrorKind::kInvalidArgument ||
+        !absl::StrContains(mesh.status().message(), "completion queue") ||
+        !absl::StrContains(mesh.status().message(), "CHORUS_IB_SLOTS")) {
+      return InternalError("expected an error naming the completion queue, got " +
+                           mesh.status().ToString());
+    }
+    return absl::OkStatus();
+  });
+  for (const ProcessOutcome& outcome : processes.Wait(absl::Minutes(2))) {
+    INFO(outcome.Describe());
+    CHECK(outcome.ok());
+  }
+}
+
 // Runs `body` on two verbs ranks as processes.
 void RunPair(const ScenarioBody& body) {
   const std::vector<absl::Status> statuses =

@@ -24,6 +24,7 @@ PublishedAddress SampleAddress() {
   address.mesh_id = 0x0123456789abcdefull;
   address.slots = 32;
   address.slot_bytes = 8192;
+  address.read_depth = 16;
   address.device = "rxe1 port 1";
   address.host = "4f1c2a/4026531836";
   address.pid = 4242;
@@ -46,6 +47,7 @@ TEST_CASE("a published address reads back as it was written", "[wire]") {
   CHECK(parsed->mesh_id == address.mesh_id);
   CHECK(parsed->slots == address.slots);
   CHECK(parsed->slot_bytes == address.slot_bytes);
+  CHECK(parsed->read_depth == address.read_depth);
   CHECK(parsed->device == address.device);
   CHECK(parsed->host == address.host);
   CHECK(parsed->pid == address.pid);

@@ -31,8 +31,8 @@ constexpr size_t kProbeBytes = 64;
 constexpr uint64_t kReadChunk = uint64_t{1} << 20;
 constexpr uint32_t kMaxReadDepth = 16;
 // How long a cancel waits for RDMA reads into (or, for an announced send, from) its buffer
-// before it gives up the connection.
-constexpr absl::Duration kCancelWait = absl::Seconds(30);
+// before it gives up the connection (whose queue pair then serves and performs no more reads).
+constexpr absl::Duration kCancelWait = absl::Seconds(5);
 
 uint32_t AtLeastOne(int value) { return value < 1 ? 1u : static_cast<uint32_t>(value); }
 
@@ -42,6 +42,10 @@ absl::Status ModifyError(const char* state, int error, const std::string& label)
 }
 
 }  // namespace
+
+uint32_t ResponderReadDepth(const VerbsContext& context) {
+  return std::min(kMaxReadDepth, AtLeastOne(context.device_attr().max_qp_rd_atom));
+}
 
 VerbsConnection::VerbsConnection(VerbsMesh& mesh, int peer, uint32_t serial)
     : mesh_(mesh),
@@ -58,6 +62,10 @@ VerbsConnection::VerbsConnection(VerbsMesh& mesh, int peer, uint32_t serial)
 
 VerbsConnection::~VerbsConnection() {
   if (qp_ != nullptr) Verbs().destroy_qp(qp_);
+  if (reserved_completions_ > 0) {
+    std::lock_guard<std::mutex> lock(engine_.mu());
+    engine_.ReleaseCompletions(reserved_completions_);
+  }
   if (registered_) context_.Deregister(region_);
 }
 
@@ -102,6 +110,12 @@ absl::Status VerbsConnection::Create() {
                                       " failed: ", std::strerror(errno)));
   }
   max_inline_ = init.cap.max_inline_data;
+  qp_num_ = qp_->qp_num;
+  {
+    std::lock_guard<std::mutex> lock(engine_.mu());
+    CHORUS_RETURN_IF_ERROR(engine_.ReserveCompletions(max_send_wr_ + recv_depth_));
+    reserved_completions_ = max_send_wr_ + recv_depth_;
+  }
   CHORUS_RETURN_IF_ERROR(ModifyToInit());
   return PostReceives();
 }
@@ -131,8 +145,7 @@ absl::Status VerbsConnection::ModifyToRtr() {
   attr.path_mtu = MtuFromBytes(path_mtu_bytes_);
   attr.dest_qp_num = remote_endpoint_.qp_num;
   attr.rq_psn = remote_.psn;
-  attr.max_dest_rd_atomic = static_cast<uint8_t>(
-      std::min(kMaxReadDepth, AtLeastOne(context_.device_attr().max_qp_rd_atom)));
+  attr.max_dest_rd_atomic = static_cast<uint8_t>(ResponderReadDepth(context_));
   attr.min_rnr_timer = 12;
   attr.ah_attr.port_num = static_cast<uint8_t>(context_.port());
   attr.ah_attr.dlid = remote_.lid;
@@ -173,6 +186,7 @@ int VerbsConnection::PostOneReceive() {
   wr.wr_id = WorkId(Op::kRecv, 0);
   wr.num_sge = 0;
   ibv_recv_wr* bad = nullptr;
+  if (qp_ == nullptr) return EINVAL;  // destroyed by Fail()
   return ibv_post_recv(qp_, &wr, &bad);
 }
 
@@ -192,6 +206,8 @@ absl::Status VerbsConnection::BringUp(const PublishedAddress& peer, uint32_t loc
   remote_endpoint_ = peer.endpoints[mesh_.rank()];
   local_psn_ = local_psn;
   path_mtu_bytes_ = std::min(context_.mtu_bytes(), static_cast<int>(peer.mtu_bytes));
+  // No more reads in flight than the peer's queue pair answers at once.
+  read_depth_ = std::min(read_depth_, AtLeastOne(static_cast<int>(peer.read_depth)));
   if (peer.host == LocalHostIdentity() && peer.pid != static_cast<uint32_t>(getpid())) {
     peer_pid_ = static_cast<pid_t>(peer.pid);
   }
@@ -201,11 +217,14 @@ absl::Status VerbsConnection::BringUp(const PublishedAddress& peer, uint32_t loc
   return ModifyToRts();
 }
 
-void VerbsConnection::Attach() { engine_.Attach(qp_->qp_num, serial_, this); }
+void VerbsConnection::Attach() { engine_.Attach(qp_num_, serial_, this); }
 
-void VerbsConnection::Start() {
+absl::Status VerbsConnection::Start() {
+  // An asynchronous event or an error completion may have failed it since it was attached.
+  if (state_ == State::kFailed) return failure_;
   state_ = State::kUp;
   Pump();  // what was posted, and reads of messages announced, meanwhile
+  return absl::OkStatus();
 }
 
 bool VerbsConnection::PostControl(Op op, ImmediateKind kind, uint32_t value) {
@@ -222,6 +241,7 @@ bool VerbsConnection::PostControl(Op op, ImmediateKind kind, uint32_t value) {
 }
 
 bool VerbsConnection::PostSend(ibv_send_wr& wr, absl::string_view what) {
+  if (qp_ == nullptr) return false;  // destroyed by Fail()
   ibv_send_wr* bad = nullptr;
   const int error = ibv_post_send(qp_, &wr, &bad);
   if (error != 0) {
@@ -242,7 +262,9 @@ absl::Status VerbsConnection::Broken(absl::string_view what) const {
 
 bool VerbsConnection::HasPendingWork() const {
   return !queue_.empty() || !announced_.empty() || !assembling_.empty() || !reads_.empty() ||
-         !read_queue_.empty() || mesh_.matching().PostedCount(peer_) > 0;
+         !read_queue_.empty() || mesh_.matching().PostedCount(peer_) > 0 ||
+         std::any_of(written_.begin(), written_.end(),
+                     [](const std::shared_ptr<Outbound>& out) { return out != nullptr; });
 }
 
 // --- Posting ---
@@ -572,6 +594,17 @@ std::shared_ptr<RecvSlot> VerbsConnection::PopPosted(Tag tag) {
   }
 }
 
+bool VerbsConnection::BufferEarly(Inbound& inbound) {
+  inbound.buffered.reset(new (std::nothrow) uint8_t[std::max<uint64_t>(inbound.size, 1)]);
+  if (inbound.buffered != nullptr) return true;
+  Fail(PeerUnavailableError(
+      absl::StrCat("ibverbs: connection to ", *label_, " failed: a message of ", inbound.size,
+                   " bytes arrived before its receive, and there is no memory to keep it (post "
+                   "receives before the peers send, or send smaller messages)"),
+      peer_));
+  return false;
+}
+
 void VerbsConnection::OnData(const SlotHeader& header, const uint8_t* payload) {
   std::shared_ptr<Inbound> inbound;
   if (header.offset == 0) {
@@ -582,13 +615,14 @@ void VerbsConnection::OnData(const SlotHeader& header, const uint8_t* payload) {
     if (std::shared_ptr<RecvSlot> slot = PopPosted(header.tag)) {
       Match(inbound, slot);
     } else {
-      inbound->buffered.reset(new uint8_t[std::max<uint64_t>(inbound->size, 1)]);
+      if (!BufferEarly(*inbound)) return;
       mesh_.matching().AddUnexpected(peer_, header.tag, inbound);
     }
     if (header.fragment_bytes < header.message_bytes) assembling_[header.send_id] = inbound;
   } else {
     auto it = assembling_.find(header.send_id);
-    if (it == assembling_.end() || it->second->arrived != header.offset) {
+    if (it == assembling_.end() || it->second->arrived != header.offset ||
+        it->second->size != header.message_bytes) {
       Fail(Broken("the peer sent a fragment of a message that is not arriving"));
       return;
     }
@@ -621,7 +655,7 @@ void VerbsConnection::OnAnnounce(const SlotHeader& header) {
   }
   // No receive yet: read it into a buffer of this side's now, so that the send completes
   // without waiting for the receive (as on every transport); a receive copies it out later.
-  inbound->buffered.reset(new uint8_t[std::max<uint64_t>(inbound->size, 1)]);
+  if (!BufferEarly(*inbound)) return;
   mesh_.matching().AddUnexpected(peer_, header.tag, inbound);
   StartReads(inbound);
 }
@@ -803,6 +837,7 @@ void VerbsConnection::CancelLocked(VerbsRequest& request, std::unique_lock<std::
     }
     // An announced message is being read by the peer, which reads every announced message at
     // once (into its own buffer when no receive is posted): the cancel returns when it has.
+    const VerbsMesh::CancelWait waiting(mesh_);
     const absl::Time give_up = absl::Now() + kCancelWait;
     while (announced_.contains(out->send_id) && state_ != State::kFailed) {
       if (absl::Now() >= give_up) {
@@ -832,6 +867,7 @@ void VerbsConnection::CancelMatchedRecv(RecvSlot& slot, std::unique_lock<std::mu
   if (inbound->announced && inbound->buffered == nullptr) {
     // Reads already posted write into the caller's buffer until they complete; the cancel
     // returns only after that (they end within the queue pair's retry timeout).
+    const VerbsMesh::CancelWait waiting(mesh_);
     const absl::Time give_up = absl::Now() + kCancelWait;
     while (inbound->reads_in_flight > 0 && state_ != State::kFailed) {
       if (absl::Now() >= give_up) {
@@ -857,10 +893,20 @@ void VerbsConnection::Fail(const absl::Status& status) {
   state_ = State::kFailed;
   failure_ = status;
   if (qp_ != nullptr) {
-    // From here on the device writes into no buffer of this connection's receives.
+    // From here on the device writes into no buffer of this connection's receives, and serves
+    // no more reads of its sends.
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_ERR;
-    Verbs().modify_qp(qp_, &attr, IBV_QP_STATE);
+    const int error = Verbs().modify_qp(qp_, &attr, IBV_QP_STATE);
+    if (error != 0) {
+      // Destroying the queue pair stops it for certain (its stale completions are filtered
+      // by the serial, and its number stays attached until the mesh detaches it).
+      CHORUS_LOG(kWarn, "ibverbs")
+          << "moving the queue pair to " << *label_ << " to the error state failed ("
+          << std::strerror(error) << "); destroying it";
+      Verbs().destroy_qp(qp_);
+      qp_ = nullptr;
+    }
   }
   std::vector<std::shared_ptr<Inbound>> receiving;
   for (auto& [send_id, inbound] : assembling_) receiving.push_back(inbound);

@@ -46,6 +46,10 @@ class VerbsMesh;
 struct Inbound;
 class VerbsConnection;
 
+// How many RDMA reads from peers a queue pair of this device answers at once (published, so
+// that no peer reads deeper).
+uint32_t ResponderReadDepth(const VerbsContext& context);
+
 // A posted receive; a receive from any of several peers is one slot posted on each.
 struct RecvSlot {
   std::shared_ptr<VerbsRequest> request;
@@ -118,10 +122,10 @@ class VerbsConnection : public Connection, public QueuePairOwner, public CancelT
   // completions (the peer may send as soon as it is).
   void Attach();
   // With the engine's mutex held, once the peer's queue pair is ready to receive too: sends
-  // what was posted meanwhile.
-  void Start();
+  // what was posted meanwhile. The failure when the connection failed while it was set up.
+  absl::Status Start();
   // 0 before Create() made the queue pair.
-  uint32_t qp_num() const { return qp_ == nullptr ? 0 : qp_->qp_num; }
+  uint32_t qp_num() const { return qp_num_; }
 
   int peer() const override { return peer_; }
   using Connection::Recv;
@@ -171,6 +175,9 @@ class VerbsConnection : public Connection, public QueuePairOwner, public CancelT
 
   void OnArrival(const ibv_wc& completion);
   void OnSlot(uint32_t slot);
+  // A buffer of its own for a message that arrived before its receive; false (the connection
+  // failed) when there is no memory for it.
+  bool BufferEarly(Inbound& inbound);
   void OnData(const SlotHeader& header, const uint8_t* payload);
   void OnAnnounce(const SlotHeader& header);
   void OnDone(const SlotHeader& header);
@@ -198,6 +205,8 @@ class VerbsConnection : public Connection, public QueuePairOwner, public CancelT
   State state_ = State::kCreated;
   absl::Status failure_;
   ibv_qp* qp_ = nullptr;
+  uint32_t qp_num_ = 0;  // kept when Fail() destroys the queue pair: the mesh detaches it
+  uint32_t reserved_completions_ = 0;  // in the engine's completion queue
   uint32_t max_inline_ = 0;
   uint32_t max_send_wr_ = 0;
   uint32_t recv_depth_ = 0;

@@ -58,7 +58,7 @@ class VerbsDevice : public Device {
     // A second round: every rank's queue pairs are ready to receive before anyone sends.
     PrefixStore ready("verbs-ready/", store);
     CHORUS_RETURN_IF_ERROR(ExchangeAddresses(ready, rank, size, "ready", deadline).status());
-    mesh->Start();
+    CHORUS_RETURN_IF_ERROR(mesh->Start());
     CHORUS_LOG(kDebug, "ibverbs") << "mesh " << absl::StrCat(absl::Hex(mesh->mesh_id()))
                                   << ": rank " << rank << " of " << size << " on "
                                   << engine_->context().Describe();

@@ -80,6 +80,27 @@ void VerbsEngine::Attach(uint32_t qp_num, uint32_t serial, QueuePairOwner* owner
 
 void VerbsEngine::Detach(uint32_t qp_num) { owners_.erase(qp_num); }
 
+absl::Status VerbsEngine::ReserveCompletions(uint32_t entries) {
+  const uint64_t needed = reserved_completions_ + entries;
+  ibv_cq* cq = context_->cq();
+  if (needed > static_cast<uint64_t>(cq->cqe)) {
+    const uint64_t most = static_cast<uint64_t>(context_->device_attr().max_cqe);
+    const uint64_t size = std::min(most, std::max(needed, 2 * static_cast<uint64_t>(cq->cqe)));
+    const int error = size < needed ? ENOMEM : Verbs().resize_cq(cq, static_cast<int>(size));
+    if (error != 0) {
+      return InvalidArgumentError(absl::StrCat(
+          "ibverbs: the completion queue of ", context_->name(), " holds ", cq->cqe,
+          " entries (at most ", most, "), and this process's queue pairs need ", needed,
+          (size < needed ? "" : absl::StrCat(" (ibv_resize_cq: ", std::strerror(error), ")")),
+          ": use fewer eager slots (CHORUS_IB_SLOTS) or fewer peers per device"));
+    }
+    CHORUS_LOG(kInfo, "ibverbs") << "the completion queue of " << context_->name() << " grew to "
+                                 << cq->cqe << " entries for " << needed;
+  }
+  reserved_completions_ = needed;
+  return absl::OkStatus();
+}
+
 bool VerbsEngine::TakeBounce(BounceBuffer* buffer) {
   if (free_bounce_.empty()) return false;
   *buffer = free_bounce_.back();
@@ -128,6 +149,10 @@ void VerbsEngine::ReadAsyncEventsLocked() {
         break;
       }
       case IBV_EVENT_PORT_ERR:
+        // Another port of the adapter going down touches no queue pair of this device's.
+        if (event.element.port_num != context_->port()) break;
+        [[fallthrough]];
+      case IBV_EVENT_CQ_ERR:  // an overrun queue has lost completions: nothing can be trusted
       case IBV_EVENT_DEVICE_FATAL: {
         CHORUS_LOG(kError, "ibverbs") << context_->Describe() << ": " << what;
         std::vector<QueuePairOwner*> owners;
@@ -152,6 +177,9 @@ void VerbsEngine::DrainChannel() {
 }
 
 void VerbsEngine::TickLocked(absl::Time now) {
+  // Also here, not only when epoll says so: a device busy with completions never reaches the
+  // epoll wait, and some failures come only as an event.
+  ReadAsyncEventsLocked();
   std::vector<QueuePairOwner*> owners;
   owners.reserve(owners_.size());
   for (const auto& [qp_num, attached] : owners_) owners.push_back(attached.owner);

@@ -63,12 +63,17 @@ class VerbsEngine {
   const VerbsDeviceOptions& options() const { return options_; }
 
   // --- With mu() held ---
-  // A free bounce buffer, or false while all are in use (one comes back with ReturnBounce).
   // A number no other owner of this engine gets; it tags the owner's work requests, so that a
   // completion left behind by a destroyed queue pair never reaches a later owner.
   uint32_t NextSerial() { return ++last_serial_; }
   void Attach(uint32_t qp_num, uint32_t serial, QueuePairOwner* owner);
   void Detach(uint32_t qp_num);
+  // Room in the shared completion queue for `entries` more outstanding work requests (a queue
+  // pair's send and receive depths), growing the queue when needed: a full queue loses
+  // completions. InvalidArgument, naming the sizes, where the device allows no larger one.
+  absl::Status ReserveCompletions(uint32_t entries);
+  void ReleaseCompletions(uint32_t entries) { reserved_completions_ -= entries; }
+  // A free bounce buffer, or false while all are in use (one comes back with ReturnBounce).
   bool TakeBounce(BounceBuffer* buffer);
   void ReturnBounce(const BounceBuffer& buffer);
 
@@ -96,6 +101,7 @@ class VerbsEngine {
   std::condition_variable reads_done_;
   absl::flat_hash_map<uint32_t, Attached> owners_;  // by queue pair number
   uint32_t last_serial_ = 0;
+  uint64_t reserved_completions_ = 0;
   std::vector<BounceBuffer> free_bounce_;
   AlignedBytes bounce_memory_;
   MemoryRegion bounce_region_;

@@ -58,6 +58,7 @@ absl::StatusOr<const VerbsLibrary*> Load() {
   Find(handle, "ibv_destroy_comp_channel", "IBVERBS_1.0", &library->destroy_comp_channel, &missing);
   Find(handle, "ibv_create_cq", k11, &library->create_cq, &missing);
   Find(handle, "ibv_destroy_cq", k11, &library->destroy_cq, &missing);
+  Find(handle, "ibv_resize_cq", k11, &library->resize_cq, &missing);
   Find(handle, "ibv_get_cq_event", k11, &library->get_cq_event, &missing);
   Find(handle, "ibv_ack_cq_events", k11, &library->ack_cq_events, &missing);
   Find(handle, "ibv_create_qp", k11, &library->create_qp, &missing);

@@ -31,6 +31,7 @@ struct VerbsLibrary {
   decltype(&::ibv_destroy_comp_channel) destroy_comp_channel;
   decltype(&::ibv_create_cq) create_cq;
   decltype(&::ibv_destroy_cq) destroy_cq;
+  decltype(&::ibv_resize_cq) resize_cq;
   decltype(&::ibv_get_cq_event) get_cq_event;
   decltype(&::ibv_ack_cq_events) ack_cq_events;
   decltype(&::ibv_create_qp) create_qp;

@@ -29,13 +29,17 @@ VerbsMesh::VerbsMesh(std::shared_ptr<VerbsEngine> engine, int rank, int size, ui
 
 VerbsMesh::~VerbsMesh() {
   {
-    std::lock_guard<std::mutex> lock(engine_->mu());
+    std::unique_lock<std::mutex> lock(engine_->mu());
     if (aborted_.ok()) aborted_ = AbortedError("the mesh was destroyed");
     for (auto& connection : connections_) {
       if (connection == nullptr) continue;
       connection->Fail(aborted_);
       if (connection->qp_num() != 0) engine_->Detach(connection->qp_num());
     }
+    // A cancel on another thread may be waiting on a connection with the mutex released: the
+    // failure ends its wait, and the connections live until it has left.
+    engine_->reads_done().notify_all();
+    while (cancels_waiting_ > 0) engine_->reads_done().wait_for(lock, std::chrono::milliseconds(5));
   }
   connections_.clear();
 }
@@ -51,6 +55,7 @@ absl::StatusOr<PublishedAddress> VerbsMesh::Prepare() {
   address.mesh_id = mesh_id_;
   address.slots = static_cast<uint32_t>(engine_->options().slots);
   address.slot_bytes = static_cast<uint32_t>(engine_->options().slot_bytes);
+  address.read_depth = ResponderReadDepth(context);
   address.device = absl::StrCat(context.name(), " port ", context.port());
   address.host = LocalHostIdentity();
   address.pid = static_cast<uint32_t>(getpid());
@@ -105,11 +110,15 @@ absl::Status VerbsMesh::Connect(const std::vector<PublishedAddress>& peers) {
   return absl::OkStatus();
 }
 
-void VerbsMesh::Start() {
+absl::Status VerbsMesh::Start() {
   std::lock_guard<std::mutex> lock(engine_->mu());
+  absl::Status first_failure;
   for (int peer = 0; peer < size_; ++peer) {
-    if (peer != rank_) connections_[peer]->Start();
+    if (peer == rank_) continue;
+    const absl::Status started = connections_[peer]->Start();
+    if (first_failure.ok()) first_failure = started;
   }
+  return first_failure;
 }
 
 absl::StatusOr<Connection*> VerbsMesh::GetConnection(int peer) {

@@ -35,8 +35,9 @@ class VerbsMesh : public Mesh, public CancelTarget {
   absl::Status Connect(const std::vector<PublishedAddress>& peers);
   // Starts sending, once every peer's queue pairs are ready to receive (a packet that reaches a
   // queue pair before that is dropped, and only the retransmission of the device, which not
-  // every device does reliably, would bring it back).
-  void Start();
+  // every device does reliably, would bring it back). The failure of a connection that failed
+  // while it was set up.
+  absl::Status Start();
 
   int rank() const override { return rank_; }
   int size() const override { return size_; }
@@ -55,6 +56,18 @@ class VerbsMesh : public Mesh, public CancelTarget {
   Matching& matching() { return matching_; }
   // CancelTarget: a receive from any of several peers.
   void CancelLocked(VerbsRequest& request, std::unique_lock<std::mutex>& lock) override;
+  // Held by a connection's cancel while it waits with the mutex released: the destructor
+  // waits for every one to end before it frees the connections.
+  class CancelWait {
+   public:
+    explicit CancelWait(VerbsMesh& mesh) : mesh_(mesh) { ++mesh_.cancels_waiting_; }
+    ~CancelWait() { --mesh_.cancels_waiting_; }
+    CancelWait(const CancelWait&) = delete;
+    CancelWait& operator=(const CancelWait&) = delete;
+
+   private:
+    VerbsMesh& mesh_;
+  };
 
  private:
   const std::shared_ptr<VerbsEngine> engine_;
@@ -67,6 +80,7 @@ class VerbsMesh : public Mesh, public CancelTarget {
   // Guarded by the engine's mutex.
   absl::Status aborted_;
   Matching matching_;
+  int cancels_waiting_ = 0;
 };
 
 }  // namespace chorus::ibverbs

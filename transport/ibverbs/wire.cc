@@ -72,6 +72,7 @@ std::string FormatPublishedAddress(const PublishedAddress& address) {
   writer.Put<uint64_t>(address.mesh_id);
   writer.Put<uint32_t>(address.slots);
   writer.Put<uint32_t>(address.slot_bytes);
+  writer.Put<uint32_t>(address.read_depth);
   writer.Put<uint8_t>(static_cast<uint8_t>(std::min(address.device.size(), kMaxDeviceName)));
   writer.PutBytes(address.device.data(), std::min(address.device.size(), kMaxDeviceName));
   writer.Put<uint8_t>(static_cast<uint8_t>(std::min(address.host.size(), kMaxDeviceName)));
@@ -101,7 +102,8 @@ absl::StatusOr<PublishedAddress> ParsePublishedAddress(absl::string_view text) {
   if (!reader.GetBytes(address.gid.data(), address.gid.size()) || !reader.Get(&address.lid) ||
       !reader.Get(&address.link_layer) || !reader.Get(&address.mtu_bytes) ||
       !reader.Get(&address.psn) || !reader.Get(&address.mesh_id) || !reader.Get(&address.slots) ||
-      !reader.Get(&address.slot_bytes) || !reader.Get(&name_length)) {
+      !reader.Get(&address.slot_bytes) || !reader.Get(&address.read_depth) ||
+      !reader.Get(&name_length)) {
     return bad;
   }
   address.device.resize(name_length);

@@ -38,6 +38,8 @@ struct PublishedAddress {
   uint64_t mesh_id = 0;
   uint32_t slots = 0;
   uint32_t slot_bytes = 0;
+  // RDMA reads its queue pairs answer at once (max_dest_rd_atomic): a peer reads no deeper.
+  uint32_t read_depth = 0;
   std::string device;  // for error messages: "rxe1 port 1"
   // Its process, and the host identity (core/host_identity.h) that says whether the pid can be
   // looked at from another rank's process.
