@@ -4,6 +4,7 @@
 // waited for. The same matrix runs on a real GPU in cuda_device_test.
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -46,6 +47,18 @@ void CheckAll(const std::vector<absl::Status>& statuses) {
   for (size_t rank = 0; rank < statuses.size(); ++rank) {
     INFO("rank " << rank << ": " << statuses[rank].ToString());
     CHECK(statuses[rank].ok());
+  }
+}
+
+// Every rank failed with `kind`, and its message contains each of `texts`.
+void CheckAllFailed(const std::vector<absl::Status>& statuses, ErrorKind kind,
+                    const std::vector<std::string>& texts) {
+  for (size_t rank = 0; rank < statuses.size(); ++rank) {
+    INFO("rank " << rank << ": " << statuses[rank].ToString());
+    CHECK(GetErrorKind(statuses[rank]) == kind);
+    for (const std::string& text : texts) {
+      CHECK(std::string(statuses[rank].message()).find(text) != std::string::npos);
+    }
   }
 }
 
@@ -160,15 +173,10 @@ TEST_CASE("host stand-in: cuda_ipc with host buffers on one rank fails on every 
         return comm.AllReduce(data, data, 1024, DataType::kFloat32, ReduceOp::kSum, ipc);
       },
       absl::Minutes(1));
-  for (size_t r = 0; r < statuses.size(); ++r) {
-    INFO("rank " << r << ": " << statuses[r].ToString());
-    CHECK(GetErrorKind(statuses[r]) == ErrorKind::kInvalidArgument);
-    CHECK(std::string(statuses[r].message()).find("rank 2 passed host memory") !=
-          std::string::npos);
-    // The collective and its sequence number, and the rank to look at.
-    CHECK(std::string(statuses[r].message()).find("allreduce #0 (cuda_ipc") != std::string::npos);
-    CHECK(ErrorPeerRank(statuses[r]) == 2);
-  }
+  // The collective and its sequence number, and the rank to look at.
+  CheckAllFailed(statuses, ErrorKind::kInvalidArgument,
+                 {"rank 2 passed host memory", "allreduce #0 (cuda_ipc"});
+  for (const absl::Status& status : statuses) CHECK(ErrorPeerRank(status) == 2);
 }
 
 TEST_CASE("host stand-in: an alltoall in place is staged, and refused by a named cuda_ipc",
@@ -208,13 +216,8 @@ TEST_CASE("host stand-in: an alltoall in place is staged, and refused by a named
       },
       absl::Minutes(1), ipc_always);
   CHECK(runtime.pinned_allocations() > pinned_before);
-  for (size_t r = 0; r < statuses.size(); ++r) {
-    INFO("rank " << r << ": " << statuses[r].ToString());
-    CHECK(GetErrorKind(statuses[r]) == ErrorKind::kInvalidArgument);
-    CHECK(std::string(statuses[r].message()).find("cannot run an alltoall in place") !=
-          std::string::npos);
-    CHECK(std::string(statuses[r].message()).find("alltoall #1 (cuda_ipc") != std::string::npos);
-  }
+  CheckAllFailed(statuses, ErrorKind::kInvalidArgument,
+                 {"cannot run an alltoall in place", "alltoall #1 (cuda_ipc"});
 }
 
 TEST_CASE("host stand-in: cuda_ipc gatherv counts that disagree fail every rank promptly",
@@ -238,15 +241,10 @@ TEST_CASE("host stand-in: cuda_ipc gatherv counts that disagree fail every rank 
                             /*root=*/0, ipc);
       },
       absl::Minutes(1));
-  for (size_t r = 0; r < statuses.size(); ++r) {
-    INFO("rank " << r << ": " << statuses[r].ToString());
-    // The root names the disagreement; the others fail through the broken communicator, long
-    // before the 60 s timeout (RunOnThreadsAll would abort the test at a minute).
-    CHECK(GetErrorKind(statuses[r]) == ErrorKind::kMismatch);
-    CHECK(std::string(statuses[r].message())
-              .find("rank 2 holds 64 bytes for rank 0, which "
-                    "expects 32") != std::string::npos);
-  }
+  // The root names the disagreement; the others fail through the broken communicator, long
+  // before the 60 s timeout (RunOnThreadsAll would abort the test at a minute).
+  CheckAllFailed(statuses, ErrorKind::kMismatch,
+                 {"rank 2 holds 64 bytes for rank 0, which expects 32"});
 }
 
 TEST_CASE("host stand-in: point-to-point and asynchronous collectives on device buffers",

@@ -44,6 +44,9 @@ def main():
     parameters = torch.cat([p.detach().view(-1) for p in model.parameters()])
     with open("%s-rank%d.json" % (output, rank), "w") as f:
         json.dump({"losses": losses, "parameters": parameters.tolist()}, f)
+    # Every rank done before any tears its process group down (gloo's teardown has hung when
+    # one rank closed its pairs while another still finished).
+    dist.barrier()
     dist.destroy_process_group()
     print("rank %d: ok" % rank, flush=True)
 

@@ -78,8 +78,8 @@ absl::Status VerbsConnection::Create() {
   memory_ = AllocateAligned(bytes);
   if (memory_ == nullptr) return InternalError("ibverbs: out of memory for eager slots");
   std::memset(memory_.get(), 0, bytes);
-  CHORUS_ASSIGN_OR_RETURN(region_,
-                          context_.Register(reinterpret_cast<uintptr_t>(memory_.get()), bytes));
+  CHORUS_ASSIGN_OR_RETURN(
+      region_, context_.RegisterSlots(reinterpret_cast<uintptr_t>(memory_.get()), bytes));
   registered_ = true;
   const ibv_device_attr& attr = context_.device_attr();
   read_depth_ = std::min(kMaxReadDepth, AtLeastOne(attr.max_qp_init_rd_atom));

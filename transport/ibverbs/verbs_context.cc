@@ -296,9 +296,16 @@ std::string VerbsContext::Describe() const {
 }
 
 absl::StatusOr<MemoryRegion> VerbsContext::Register(uintptr_t start, size_t bytes) {
-  ibv_mr* mr =
-      Verbs().reg_mr(pd_, reinterpret_cast<void*>(start), bytes,
-                     IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+  return RegisterWith(start, bytes, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+}
+
+absl::StatusOr<MemoryRegion> VerbsContext::RegisterSlots(uintptr_t start, size_t bytes) {
+  return RegisterWith(start, bytes,
+                      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+}
+
+absl::StatusOr<MemoryRegion> VerbsContext::RegisterWith(uintptr_t start, size_t bytes, int access) {
+  ibv_mr* mr = Verbs().reg_mr(pd_, reinterpret_cast<void*>(start), bytes, access);
   if (mr == nullptr) {
     const int error = errno;
     return InternalError(absl::StrCat(

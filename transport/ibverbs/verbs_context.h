@@ -64,12 +64,16 @@ class VerbsContext : public Registrar {
   // "rxe0 port 1 (RoCE, GID 1 ::ffff:10.11.0.1, MTU 1024)".
   std::string Describe() const;
 
-  // Registrar: ibv_reg_mr with local write and remote read and write.
+  // Registrar, for user buffers and bounce buffers: ibv_reg_mr with local write (RDMA reads
+  // land there) and remote read (peers read announced sends), never remote write.
   absl::StatusOr<MemoryRegion> Register(uintptr_t start, size_t bytes) override;
+  // For a connection's eager slots, which peers write into: remote write too.
+  absl::StatusOr<MemoryRegion> RegisterSlots(uintptr_t start, size_t bytes);
   void Deregister(const MemoryRegion& region) override;
 
  private:
   VerbsContext() = default;
+  absl::StatusOr<MemoryRegion> RegisterWith(uintptr_t start, size_t bytes, int access);
 
   ibv_context* context_ = nullptr;
   ibv_pd* pd_ = nullptr;
