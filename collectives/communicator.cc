@@ -213,12 +213,8 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
 absl::string_view Communicator::NamedAlgorithm(const CollectiveArgs& args,
                                                const CollectiveOptions& options) const {
   if (!options.algorithm.empty()) return options.algorithm;
-  // Every rank must make the same choice from what it knows: not for gatherv, scatterv and
-  // alltoallv, whose sizes (and so placements) only some ranks know; those are staged unless
-  // cuda_ipc is named.
   const bool ipc = args.cuda_device >= 0 && FindAlgorithm(args.kind, AlgorithmId::kCudaIpc) &&
-                   AgreedCounts(args.kind) != Agreement::kNone && size() > 1 &&
-                   state_->tuning().cuda_ipc && CudaIpcCanRun(args, rank()) &&
+                   CudaIpcAutomatic(args) && size() > 1 && state_->tuning().cuda_ipc &&
                    PayloadBytes(args, size()) >= state_->tuning().cuda_ipc_min_bytes;
   return ipc ? AlgorithmName(AlgorithmId::kCudaIpc) : absl::string_view();
 }

@@ -48,9 +48,11 @@ absl::Status CudaIpcAllReduce(CollectiveContext& ctx, const CollectiveArgs& args
 absl::Status CudaIpcReduce(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status CudaIpcReduceScatter(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status CudaIpcMove(CollectiveContext& ctx, const CollectiveArgs& args);
-// False where cuda_ipc cannot run this rank's call: an alltoall in place, where the block a rank
-// writes is one a peer still reads (the communicator stages it instead).
-bool CudaIpcCanRun(const CollectiveArgs& args, int rank);
+// Whether the communicator may choose cuda_ipc by itself for this collective: every rank must
+// make the same choice from what it knows, so not for gatherv, scatterv and alltoallv (only some
+// ranks know their sizes, and so their placement) nor alltoall (whether a rank's call is in place,
+// which cuda_ipc refuses, is its own); those are staged unless a call names cuda_ipc.
+bool CudaIpcAutomatic(const CollectiveArgs& args);
 
 // hierarchical.cc: phases within hosts and between hosts (ctx.topology()), each run by a flat
 // algorithm above on a group of ranks (GroupView). Any layout, also one host.

@@ -16,17 +16,19 @@
 //      returns only once each peer has said the same, so no rank's buffers change while another
 //      still uses them.
 //
-// A rank that cannot take part (its buffers are host memory, or its alltoall is in place, where
-// a peer's block would be overwritten while another rank still reads it) says so in its
-// descriptor; every rank then fails with kInvalidArgument naming it, instead of some ranks
-// waiting for it. A disagreement only one rank can see (a block of another size than the peer
-// holds) or an error of the GPU runtime breaks the communicator, so the peers waiting for this
-// rank fail at once.
+// A rank that cannot take part (host memory, an alltoall in place, memory CUDA cannot share, an
+// input not ready by the deadline) says so in its descriptor, and every rank fails alike. A
+// failure after the descriptors (a buffer that cannot be opened, a kernel or copy that fails,
+// block sizes that disagree, which only one rank can see) stops the rank's own work, but it
+// still takes part in every round and says in its round message that it failed: every rank
+// then fails naming it, none leaves while a peer may still use its memory, and the
+// communicator stays usable.
 #include <unistd.h>
 
 #include <cstring>
 #include <vector>
 
+#include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "chorus/collectives/algorithms/algorithms.h"
 #include "chorus/collectives/shape.h"
@@ -39,7 +41,16 @@ namespace {
 enum Step : uint64_t { kDescriptors = 0, kReduced = 1, kDoneReading = 2 };
 
 // Why a rank cannot take part, as its descriptor says.
-enum Refusal : int32_t { kTakesPart = 0, kHostMemory = 1, kInPlaceExchange = 2 };
+enum Refusal : int32_t {
+  kTakesPart = 0,
+  kHostMemory = 1,
+  kInPlaceExchange = 2,
+  kCannotShare = 3,  // exporting an IPC handle failed (pool or managed memory, say)
+  kNotReady = 4,     // waiting for its stream failed (a CUDA error, or the deadline)
+};
+
+// What a rank says in each round after the descriptors.
+enum Outcome : uint8_t { kWentOn = 1, kDisagreed = 2, kFailed = 3 };
 
 // What a rank tells one peer about its buffers. Plain bytes on the wire between processes of one
 // host (same build, same byte order).
@@ -47,6 +58,7 @@ struct Descriptor {
   int32_t refusal = kTakesPart;
   int32_t device = -1;
   int64_t pid = 0;
+  uint64_t process = 0;       // ProcessToken(): with the pid, says whether addresses are shared
   uint64_t send_address = 0;  // in the rank's own process; 0: no such buffer on that rank
   uint64_t recv_address = 0;
   // The bytes of the send buffer that go to this peer, from `block_at` (moving collectives).
@@ -56,22 +68,20 @@ struct Descriptor {
   IpcMemory recv;
 };
 
+// A random number per process: pids alone repeat across pid namespaces (containers).
+uint64_t ProcessToken() {
+  static const uint64_t token = absl::Uniform<uint64_t>(absl::BitGen());
+  return token;
+}
+
+// `bytes` into a buffer that may be absent (null then: the work that would use it is not queued).
+char* At(char* base, size_t bytes) { return base == nullptr ? nullptr : base + bytes; }
+const char* At(const char* base, size_t bytes) { return base == nullptr ? nullptr : base + bytes; }
+
 // A block of a buffer, in elements.
 struct Block {
   size_t at = 0;
   size_t count = 0;
-};
-
-// Every rank's buffers, as addresses in this process (null where a rank has none), and each
-// peer's block for this rank in its send buffer.
-struct PeerBuffers {
-  GpuRuntime* runtime = nullptr;
-  int device = -1;
-  void* stream = nullptr;
-  std::vector<const char*> send;
-  std::vector<char*> recv;
-  std::vector<const char*> block_from;
-  std::vector<size_t> block_bytes;
 };
 
 // Where this rank's send buffer holds what goes to `peer` in a collective that moves data
@@ -95,267 +105,361 @@ Block DestinationBlock(const CollectiveArgs& args, const BufferElements& mine,
   return {0, mine.recv};
 }
 
-// A GPU runtime's error as the collective's: its description first; it breaks the communicator,
-// since this rank cannot go on with its peers. (Errors of the messages come from the context,
-// which describes them itself.)
-absl::Status OnDevice(CollectiveContext& ctx, const absl::Status& status) {
-  if (status.ok()) return status;
-  return ctx.Break(
-      MakeError(GetErrorKind(status), absl::StrCat(ctx.Describe(), ": ", status.message())));
+// An alltoall in place cannot read the peers' buffers where they are: the block a rank writes is
+// one a peer still reads.
+bool InPlaceExchange(const CollectiveArgs& args, int rank) {
+  return (args.kind == CollectiveKind::kAllToAll || args.kind == CollectiveKind::kAllToAllV) &&
+         IsInPlace(args, rank);
 }
 
-// The address of rank `rank`'s buffer in this process: its own address when that rank is this
-// process (CUDA refuses to open a process's own handles), else its IPC handle opened.
-absl::StatusOr<char*> PeerBuffer(CollectiveContext& ctx, GpuRuntime& runtime, int device, int rank,
-                                 const Descriptor& peer, uint64_t address,
-                                 const IpcMemory& memory) {
-  if (address == 0) return nullptr;
-  if (peer.pid == getpid()) return reinterpret_cast<char*>(address);
-  absl::StatusOr<void*> opened = runtime.OpenMemory(device, memory);
-  if (!opened.ok()) {
-    return ctx.Break(
-        MakeError(GetErrorKind(opened.status()),
-                  absl::StrCat(ctx.Describe(), ": opening rank ", rank,
-                               "'s buffer through CUDA IPC: ", opened.status().message()),
-                  rank));
+// Whether rank r's call can end at once on every rank: nothing to move, by counts every rank
+// knows alike (not gatherv, scatterv and alltoallv, whose sizes only some ranks know).
+bool NothingToDo(const CollectiveContext& ctx, const CollectiveArgs& args) {
+  return AgreedCounts(args.kind) != Agreement::kNone && PayloadBytes(args, ctx.size()) == 0;
+}
+
+// One rank's part of one collective: the peers' buffers as addresses in this process (null
+// where a rank has none), each peer's block for this rank, and the first failure of this rank's
+// own, after which it queues nothing more but still takes part in every round.
+class IpcCall {
+ public:
+  IpcCall(CollectiveContext& ctx, const CollectiveArgs& args)
+      : ctx_(ctx),
+        args_(args),
+        runtime_(InstalledGpuRuntime()),
+        p_(ctx.size()),
+        r_(ctx.rank()),
+        send_(p_),
+        recv_(p_),
+        block_from_(p_),
+        block_bytes_(p_) {}
+
+  const CollectiveArgs& args() const { return args_; }
+  int rank() const { return r_; }
+  int size() const { return p_; }
+  bool working() const { return failure_.ok(); }
+  const char* send(int rank) const { return send_[rank]; }
+  char* recv(int rank) const { return recv_[rank]; }
+  const char* block_from(int rank) const { return block_from_[rank]; }
+  size_t block_bytes(int rank) const { return block_bytes_[rank]; }
+
+  // Step 1. An error here ends the call on every rank alike (a refusal some rank's descriptor
+  // carries, or a failed transfer).
+  absl::Status Exchange();
+
+  // Records the first failure of this rank's own work (described here).
+  void Fail(const absl::Status& status) {
+    if (status.ok() || !failure_.ok()) return;
+    failure_ =
+        MakeError(GetErrorKind(status), absl::StrCat(ctx_.Describe(), ": ", status.message()),
+                  status_peer(status));
   }
-  return static_cast<char*>(*opened);
-}
 
-// One byte to each peer for `step`, and one from each.
-absl::Status Notify(CollectiveContext& ctx, Step step) {
-  static const uint8_t kByte = 1;
-  std::vector<uint8_t> got(ctx.size());
-  std::vector<Transfer> transfers;
-  for (int peer = 0; peer < ctx.size(); ++peer) {
-    if (peer == ctx.rank()) continue;
-    transfers.push_back(ctx.Recv(peer, step, &got[peer], 1));
-    transfers.push_back(ctx.Send(peer, step, &kByte, 1));
-  }
-  return ctx.WaitAll(transfers);
-}
+  // Queued work, none once this rank has failed.
+  void Reduce(int first, size_t at, size_t count, char* out);
+  void Copy(char* dst, const char* src, size_t bytes);
 
-// This rank's descriptor for each peer.
-absl::StatusOr<std::vector<Descriptor>> Describe(CollectiveContext& ctx, const CollectiveArgs& args,
-                                                 GpuRuntime* runtime) {
-  const int p = ctx.size();
-  const int r = ctx.rank();
-  const BufferElements elements = ElementsOf(args, r, p);
+  // The work queued so far done, then a round: this rank's outcome to every peer, and theirs.
+  absl::Status Round(Step step);
+
+  // After the last round: OK, this rank's failure, or the first failure a peer reported.
+  absl::Status Result() const;
+
+ private:
+  static int status_peer(const absl::Status& status) { return ErrorPeerRank(status).value_or(-1); }
+  absl::StatusOr<std::vector<Descriptor>> Describe();
+  absl::StatusOr<char*> Open(int rank, const Descriptor& peer, uint64_t address,
+                             const IpcMemory& memory);
+
+  CollectiveContext& ctx_;
+  const CollectiveArgs& args_;
+  GpuRuntime* const runtime_;
+  const int p_;
+  const int r_;
+  int device_ = -1;  // -1: this rank has no buffers, and no work
+  std::vector<const char*> send_;
+  std::vector<char*> recv_;
+  std::vector<const char*> block_from_;
+  std::vector<size_t> block_bytes_;
+  absl::Status failure_;
+  int failed_peer_ = -1;  // the first peer that reported a failure
+  Outcome failed_peer_outcome_ = kWentOn;
+};
+
+absl::StatusOr<std::vector<Descriptor>> IpcCall::Describe() {
+  const BufferElements elements = ElementsOf(args_, r_, p_);
   Descriptor mine;
   mine.pid = getpid();
+  mine.process = ProcessToken();
   if (elements.send == 0 && elements.recv == 0) {
     // Nothing to read or write here (a v-collective's empty block): no placement to check, and
     // no peer reads from this rank.
-  } else if (args.cuda_device < 0 || runtime == nullptr) {
+  } else if (args_.cuda_device < 0 || runtime_ == nullptr) {
     mine.refusal = kHostMemory;
-  } else if (!CudaIpcCanRun(args, r)) {
+  } else if (InPlaceExchange(args_, r_)) {
     mine.refusal = kInPlaceExchange;
   } else {
-    mine.device = args.cuda_device;
     // The input must be complete before a peer reads it.
-    CHORUS_RETURN_IF_ERROR(
-        OnDevice(ctx, runtime->WaitStream(args.cuda_device, args.cuda_stream, ctx.deadline())));
-    if (elements.send > 0) {
-      mine.send_address = reinterpret_cast<uint64_t>(args.send);
-      absl::StatusOr<IpcMemory> send = runtime->ExportMemory(args.cuda_device, args.send);
-      CHORUS_RETURN_IF_ERROR(OnDevice(ctx, send.status()));
-      mine.send = *send;
+    Fail(runtime_->WaitStream(args_.cuda_device, args_.cuda_stream, ctx_.deadline()));
+    if (!working()) mine.refusal = kNotReady;
+    for (const bool is_send : {true, false}) {
+      const void* buffer = is_send ? args_.send : args_.recv;
+      if (mine.refusal != kTakesPart || (is_send ? elements.send : elements.recv) == 0) continue;
+      absl::StatusOr<IpcMemory> exported = runtime_->ExportMemory(args_.cuda_device, buffer);
+      Fail(exported.status());
+      if (!exported.ok()) {
+        mine.refusal = kCannotShare;
+        continue;
+      }
+      (is_send ? mine.send_address : mine.recv_address) = reinterpret_cast<uint64_t>(buffer);
+      (is_send ? mine.send : mine.recv) = *exported;
     }
-    if (elements.recv > 0) {
-      mine.recv_address = reinterpret_cast<uint64_t>(args.recv);
-      absl::StatusOr<IpcMemory> recv = runtime->ExportMemory(args.cuda_device, args.recv);
-      CHORUS_RETURN_IF_ERROR(OnDevice(ctx, recv.status()));
-      mine.recv = *recv;
+    if (mine.refusal == kTakesPart) {
+      mine.device = args_.cuda_device;
+      device_ = args_.cuda_device;
     }
   }
-  std::vector<Descriptor> descriptors(p, mine);
-  if (IsReduction(args.kind)) return descriptors;
-  const RankLayout send_blocks = SendBlocks(args, p);
-  for (int peer = 0; peer < p; ++peer) {
-    const Block block = SourceBlock(args, elements, send_blocks, peer);
-    descriptors[peer].block_at = block.at * args.elem();
-    descriptors[peer].block_bytes = block.count * args.elem();
+  std::vector<Descriptor> descriptors(p_, mine);
+  if (IsReduction(args_.kind)) return descriptors;
+  const RankLayout send_blocks = SendBlocks(args_, p_);
+  for (int peer = 0; peer < p_; ++peer) {
+    const Block block = SourceBlock(args_, elements, send_blocks, peer);
+    descriptors[peer].block_at = block.at * args_.elem();
+    descriptors[peer].block_bytes = block.count * args_.elem();
   }
   return descriptors;
 }
 
-// Step 1: waits for this rank's stream, exchanges descriptors and opens the peers' buffers.
-absl::StatusOr<PeerBuffers> ExchangeBuffers(CollectiveContext& ctx, const CollectiveArgs& args) {
-  const int p = ctx.size();
-  const int r = ctx.rank();
-  PeerBuffers buffers;
-  buffers.runtime = InstalledGpuRuntime();
-  buffers.device = args.cuda_device;
-  buffers.stream = args.cuda_stream;
-  CHORUS_ASSIGN_OR_RETURN(std::vector<Descriptor> mine, Describe(ctx, args, buffers.runtime));
-  std::vector<Descriptor> peers(p);
-  std::vector<Transfer> transfers;
-  for (int peer = 0; peer < p; ++peer) {
-    if (peer == r) continue;
-    transfers.push_back(ctx.Recv(peer, kDescriptors, &peers[peer], sizeof(Descriptor)));
-    transfers.push_back(ctx.Send(peer, kDescriptors, &mine[peer], sizeof(Descriptor)));
+absl::StatusOr<char*> IpcCall::Open(int rank, const Descriptor& peer, uint64_t address,
+                                    const IpcMemory& memory) {
+  if (address == 0) return nullptr;
+  // A rank of this process: its own address (CUDA refuses to open a process's own handles).
+  if (peer.pid == getpid() && peer.process == ProcessToken()) {
+    return reinterpret_cast<char*>(address);
   }
-  CHORUS_RETURN_IF_ERROR(ctx.WaitAll(transfers));
-  peers[r] = mine[r];
-  for (int peer = 0; peer < p; ++peer) {
-    if (peers[peer].refusal == kTakesPart) continue;
-    return MakeError(
-        ErrorKind::kInvalidArgument,
-        absl::StrCat(ctx.Describe(), ": the cuda_ipc algorithm ",
-                     peers[peer].refusal == kHostMemory
-                         ? "needs CUDA device buffers on every rank, but rank " +
-                               std::to_string(peer) + " passed host memory"
-                         : "cannot run an alltoall in place (rank " + std::to_string(peer) +
-                               "'s is; without naming cuda_ipc it is staged)"),
-        peer);
+  absl::StatusOr<void*> opened = runtime_->OpenMemory(device_, memory);
+  if (!opened.ok()) {
+    return MakeError(GetErrorKind(opened.status()),
+                     absl::StrCat("opening rank ", rank,
+                                  "'s buffer through CUDA IPC: ", opened.status().message()),
+                     rank);
   }
-  buffers.send.resize(p);
-  buffers.recv.resize(p);
-  buffers.block_from.resize(p);
-  buffers.block_bytes.resize(p);
-  for (int peer = 0; peer < p; ++peer) {
-    const Descriptor& d = peers[peer];
-    CHORUS_ASSIGN_OR_RETURN(char* send, PeerBuffer(ctx, *buffers.runtime, buffers.device, peer, d,
-                                                   d.send_address, d.send));
-    buffers.send[peer] = send;
-    CHORUS_ASSIGN_OR_RETURN(buffers.recv[peer], PeerBuffer(ctx, *buffers.runtime, buffers.device,
-                                                           peer, d, d.recv_address, d.recv));
-    buffers.block_from[peer] = send == nullptr ? nullptr : send + d.block_at;
-    buffers.block_bytes[peer] = d.block_bytes;
-  }
-  return buffers;
+  return static_cast<char*>(*opened);
 }
 
-// Queues out = the reduction of `count` elements at `at` bytes into every rank's input, rank
-// `first`'s input first: when `out` is that input (in place), it is read before it is
-// overwritten, and never again.
-absl::Status ReduceBlock(const CollectiveArgs& args, const PeerBuffers& b, int first, size_t at,
-                         size_t count, char* out) {
-  if (count == 0) return absl::OkStatus();
-  const int p = static_cast<int>(b.send.size());
-  const char* accumulated = b.send[first] + at;
-  for (int peer = 0; peer < p; ++peer) {
+absl::Status IpcCall::Exchange() {
+  CHORUS_ASSIGN_OR_RETURN(std::vector<Descriptor> mine, Describe());
+  std::vector<Descriptor> peers(p_);
+  std::vector<Transfer> transfers;
+  for (int peer = 0; peer < p_; ++peer) {
+    if (peer == r_) continue;
+    transfers.push_back(ctx_.Recv(peer, kDescriptors, &peers[peer], sizeof(Descriptor)));
+    transfers.push_back(ctx_.Send(peer, kDescriptors, &mine[peer], sizeof(Descriptor)));
+  }
+  CHORUS_RETURN_IF_ERROR(ctx_.WaitAll(transfers));
+  peers[r_] = mine[r_];
+  for (int peer = 0; peer < p_; ++peer) {
+    const int32_t refusal = peers[peer].refusal;
+    if (refusal == kTakesPart) continue;
+    if (peer == r_ && !failure_.ok()) return failure_;  // this rank's own error says why
+    const std::string who = absl::StrCat("rank ", peer);
+    std::string why;
+    ErrorKind kind = ErrorKind::kInvalidArgument;
+    switch (refusal) {
+      case kHostMemory:
+        why = "needs CUDA device buffers on every rank, but " + who + " passed host memory";
+        break;
+      case kInPlaceExchange:
+        why = "cannot run an alltoall in place (" + who +
+              "'s is; without naming cuda_ipc it "
+              "is staged)";
+        break;
+      case kCannotShare:
+        why = "cannot share " + who +
+              "'s buffers through CUDA IPC (memory from a pool or "
+              "managed memory?; its error says more): pass cudaMalloc memory, or set "
+              "CHORUS_CUDA_IPC=0 to stage device buffers";
+        break;
+      default:
+        kind = ErrorKind::kAborted;
+        why = "stopped: " + who + " could not make its input ready (its error says why)";
+        break;
+    }
+    return MakeError(kind, absl::StrCat(ctx_.Describe(), ": the cuda_ipc algorithm ", why), peer);
+  }
+  if (device_ < 0) return absl::OkStatus();  // no buffers here: nothing to open
+  const bool reads_outputs =
+      args_.kind == CollectiveKind::kAllReduce || args_.kind == CollectiveKind::kReduce;
+  for (int peer = 0; peer < p_ && working(); ++peer) {
+    const Descriptor& d = peers[peer];
+    absl::StatusOr<char*> send = Open(peer, d, d.send_address, d.send);
+    Fail(send.status());
+    if (!send.ok()) break;
+    send_[peer] = *send;
+    block_from_[peer] = At(*send, d.block_at);
+    block_bytes_[peer] = d.block_bytes;
+    // Every rank writes its own output; the allreduce reads every output, the reduce writes
+    // the root's.
+    if (!reads_outputs && peer != r_) continue;
+    absl::StatusOr<char*> recv = Open(peer, d, d.recv_address, d.recv);
+    Fail(recv.status());
+    if (recv.ok()) recv_[peer] = *recv;
+  }
+  return absl::OkStatus();
+}
+
+void IpcCall::Reduce(int first, size_t at, size_t count, char* out) {
+  // out = the reduction of `count` elements at `at` bytes into every rank's input, rank
+  // `first`'s input first: when `out` is that input (in place), it is read before it is
+  // overwritten, and never again.
+  if (!working() || count == 0) return;
+  const char* accumulated = At(send_[first], at);
+  for (int peer = 0; peer < p_ && working(); ++peer) {
     if (peer == first) continue;
-    CHORUS_RETURN_IF_ERROR(b.runtime->ReduceAsync(
-        args.type, args.op, accumulated, b.send[peer] + at, out, count, b.device, b.stream));
+    Fail(runtime_->ReduceAsync(args_.type, args_.op, accumulated, At(send_[peer], at), out, count,
+                               device_, args_.cuda_stream));
     accumulated = out;
   }
-  if (args.op != ReduceOp::kAvg) return absl::OkStatus();
-  return b.runtime->DivideAsync(args.type, out, count, p, b.device, b.stream);
+  if (working() && args_.op == ReduceOp::kAvg) {
+    Fail(runtime_->DivideAsync(args_.type, out, count, p_, device_, args_.cuda_stream));
+  }
 }
 
-// OnDevice for an error once work is queued on the stream: the work is let finish (within the
-// deadline) first, so that none of it reads or writes a peer's memory after this rank has left.
-absl::Status OnQueued(CollectiveContext& ctx, const PeerBuffers& b, const absl::Status& status) {
-  if (status.ok()) return status;
-  b.runtime->WaitStream(b.device, b.stream, ctx.deadline()).IgnoreError();
-  return OnDevice(ctx, status);
+void IpcCall::Copy(char* dst, const char* src, size_t bytes) {
+  if (!working() || bytes == 0 || dst == src) return;
+  Fail(runtime_->CopyAsync(dst, src, bytes, device_, args_.cuda_stream));
 }
 
-// Waits for the work this rank queued; nothing to wait for on a rank without buffers.
-absl::Status WaitQueued(CollectiveContext& ctx, const PeerBuffers& b) {
-  if (b.device < 0) return absl::OkStatus();
-  return OnQueued(ctx, b, b.runtime->WaitStream(b.device, b.stream, ctx.deadline()));
+absl::Status IpcCall::Round(Step step) {
+  // Whatever was queued finishes before the peers hear from this rank, failed or not: none of
+  // it touches a peer's memory afterwards.
+  if (device_ >= 0) Fail(runtime_->WaitStream(device_, args_.cuda_stream, ctx_.deadline()));
+  const uint8_t outcome = working()                                        ? kWentOn
+                          : GetErrorKind(failure_) == ErrorKind::kMismatch ? kDisagreed
+                                                                           : kFailed;
+  std::vector<uint8_t> got(p_, kWentOn);
+  std::vector<Transfer> transfers;
+  for (int peer = 0; peer < p_; ++peer) {
+    if (peer == r_) continue;
+    transfers.push_back(ctx_.Recv(peer, step, &got[peer], 1));
+    transfers.push_back(ctx_.Send(peer, step, &outcome, 1));
+  }
+  CHORUS_RETURN_IF_ERROR(ctx_.WaitAll(transfers));
+  for (int peer = 0; peer < p_ && failed_peer_ < 0; ++peer) {
+    if (got[peer] == kWentOn) continue;
+    failed_peer_ = peer;
+    failed_peer_outcome_ = got[peer] == kDisagreed ? kDisagreed : kFailed;
+  }
+  return absl::OkStatus();
 }
 
-// Queues a device copy unless it is empty or onto itself.
-absl::Status Copy(const PeerBuffers& b, char* dst, const char* src, size_t bytes) {
-  if (bytes == 0 || dst == src) return absl::OkStatus();
-  return b.runtime->CopyAsync(dst, src, bytes, b.device, b.stream);
-}
-
-// Step 3: the queued work done, every rank done reading.
-absl::Status Finish(CollectiveContext& ctx, const PeerBuffers& b) {
-  CHORUS_RETURN_IF_ERROR(WaitQueued(ctx, b));
-  return Notify(ctx, kDoneReading);
+absl::Status IpcCall::Result() const {
+  if (!failure_.ok()) return failure_;
+  if (failed_peer_ < 0) return absl::OkStatus();
+  if (failed_peer_outcome_ == kDisagreed) {
+    return MismatchError(
+        absl::StrCat(ctx_.Describe(), ": rank ", failed_peer_,
+                     " found that the ranks' counts disagree (its error names them); every rank "
+                     "must pass counts that match the other ranks'"),
+        failed_peer_);
+  }
+  return MakeError(ErrorKind::kAborted,
+                   absl::StrCat(ctx_.Describe(), ": rank ", failed_peer_,
+                                " failed in the cuda_ipc algorithm (its error says why)"),
+                   failed_peer_);
 }
 
 }  // namespace
 
-bool CudaIpcCanRun(const CollectiveArgs& args, int rank) {
-  return !(args.kind == CollectiveKind::kAllToAll || args.kind == CollectiveKind::kAllToAllV) ||
-         !IsInPlace(args, rank);
+bool CudaIpcAutomatic(const CollectiveArgs& args) {
+  switch (args.kind) {
+    case CollectiveKind::kGatherV:
+    case CollectiveKind::kScatterV:
+    case CollectiveKind::kAllToAllV:
+    case CollectiveKind::kAllToAll:
+    case CollectiveKind::kBarrier:
+      return false;
+    default:
+      return true;
+  }
 }
 
 absl::Status CudaIpcAllReduce(CollectiveContext& ctx, const CollectiveArgs& args) {
-  // Every rank agrees on the count (the header checks it); empty buffers have no placement.
-  if (args.count == 0) return absl::OkStatus();
-  CHORUS_ASSIGN_OR_RETURN(const PeerBuffers b, ExchangeBuffers(ctx, args));
-  const int p = ctx.size();
-  const int r = ctx.rank();
+  if (NothingToDo(ctx, args)) return absl::OkStatus();
+  IpcCall call(ctx, args);
+  CHORUS_RETURN_IF_ERROR(call.Exchange());
+  const int r = call.rank();
   const size_t elem = args.elem();
-  const std::vector<size_t> counts = EvenCounts(args.count, p);
+  const std::vector<size_t> counts = EvenCounts(args.count, call.size());
   const std::vector<size_t> offsets = PackedOffsets(counts);
-  CHORUS_RETURN_IF_ERROR(OnQueued(
-      ctx, b,
-      ReduceBlock(args, b, r, offsets[r] * elem, counts[r], b.recv[r] + offsets[r] * elem)));
-  CHORUS_RETURN_IF_ERROR(WaitQueued(ctx, b));
-  CHORUS_RETURN_IF_ERROR(Notify(ctx, kReduced));
-  for (int peer = 0; peer < p; ++peer) {
+  call.Reduce(r, offsets[r] * elem, counts[r], At(call.recv(r), offsets[r] * elem));
+  CHORUS_RETURN_IF_ERROR(call.Round(kReduced));
+  for (int peer = 0; peer < call.size(); ++peer) {
     if (peer == r) continue;
     const size_t at = offsets[peer] * elem;
-    CHORUS_RETURN_IF_ERROR(
-        OnQueued(ctx, b, Copy(b, b.recv[r] + at, b.recv[peer] + at, counts[peer] * elem)));
+    call.Copy(At(call.recv(r), at), At(call.recv(peer), at), counts[peer] * elem);
   }
-  return Finish(ctx, b);
+  CHORUS_RETURN_IF_ERROR(call.Round(kDoneReading));
+  return call.Result();
 }
 
 absl::Status CudaIpcReduce(CollectiveContext& ctx, const CollectiveArgs& args) {
-  if (args.count == 0) return absl::OkStatus();
-  CHORUS_ASSIGN_OR_RETURN(const PeerBuffers b, ExchangeBuffers(ctx, args));
+  if (NothingToDo(ctx, args)) return absl::OkStatus();
+  IpcCall call(ctx, args);
+  CHORUS_RETURN_IF_ERROR(call.Exchange());
   // Rank r reduces block r of every input into the root's output, starting from the root's
   // input: in place, that is the output.
-  const int r = ctx.rank();
+  const int r = call.rank();
   const size_t elem = args.elem();
-  const std::vector<size_t> counts = EvenCounts(args.count, ctx.size());
+  const std::vector<size_t> counts = EvenCounts(args.count, call.size());
   const size_t at = PackedOffsets(counts)[r] * elem;
-  CHORUS_RETURN_IF_ERROR(
-      OnQueued(ctx, b, ReduceBlock(args, b, args.root, at, counts[r], b.recv[args.root] + at)));
-  return Finish(ctx, b);
+  call.Reduce(args.root, at, counts[r], At(call.recv(args.root), at));
+  CHORUS_RETURN_IF_ERROR(call.Round(kDoneReading));
+  return call.Result();
 }
 
 absl::Status CudaIpcReduceScatter(CollectiveContext& ctx, const CollectiveArgs& args) {
+  if (NothingToDo(ctx, args)) return absl::OkStatus();
   // reduce_scatter: blocks of `count`; reduce_scatterv: of counts[r], packed.
-  const int r = ctx.rank();
   const std::vector<size_t> counts =
       args.counts.empty() ? std::vector<size_t>(ctx.size(), args.count) : args.counts;
-  const std::vector<size_t> offsets = PackedOffsets(counts);
-  if (offsets.back() == 0) return absl::OkStatus();
-  CHORUS_ASSIGN_OR_RETURN(const PeerBuffers b, ExchangeBuffers(ctx, args));
-  CHORUS_RETURN_IF_ERROR(
-      OnQueued(ctx, b, ReduceBlock(args, b, r, offsets[r] * args.elem(), counts[r], b.recv[r])));
-  return Finish(ctx, b);
+  IpcCall call(ctx, args);
+  CHORUS_RETURN_IF_ERROR(call.Exchange());
+  const int r = call.rank();
+  call.Reduce(r, PackedOffsets(counts)[r] * args.elem(), counts[r], call.recv(r));
+  CHORUS_RETURN_IF_ERROR(call.Round(kDoneReading));
+  return call.Result();
 }
 
 absl::Status CudaIpcMove(CollectiveContext& ctx, const CollectiveArgs& args) {
-  // An empty collective has no placement, and no rank moves anything.
-  if (PayloadBytes(args, ctx.size()) == 0) return absl::OkStatus();
-  CHORUS_ASSIGN_OR_RETURN(const PeerBuffers b, ExchangeBuffers(ctx, args));
-  const int p = ctx.size();
-  const int r = ctx.rank();
+  if (NothingToDo(ctx, args)) return absl::OkStatus();
+  IpcCall call(ctx, args);
+  CHORUS_RETURN_IF_ERROR(call.Exchange());
+  const int p = call.size();
+  const int r = call.rank();
   const size_t elem = args.elem();
   const BufferElements mine = ElementsOf(args, r, p);
   const RankLayout recv_blocks = RecvBlocks(args, p);
   std::vector<Block> into(p);
   for (int peer = 0; peer < p; ++peer) {
     into[peer] = DestinationBlock(args, mine, recv_blocks, peer);
-    if (into[peer].count * elem != b.block_bytes[peer]) {
-      // Counts that only this rank can compare (gatherv, scatterv, alltoallv): every rank must
-      // learn of it, not only this one. Nothing is queued yet.
-      return ctx.Break(MismatchError(
-          absl::StrCat(ctx.Describe(), ": rank ", peer, " holds ", b.block_bytes[peer],
-                       " bytes for rank ", r, ", which expects ", into[peer].count * elem,
-                       "; every rank must pass counts that match the other ranks' (the same "
-                       "collective with the same arguments)"),
+    if (into[peer].count * elem != call.block_bytes(peer)) {
+      // Counts that only this rank can compare (gatherv, scatterv, alltoallv).
+      call.Fail(MismatchError(
+          absl::StrCat("rank ", peer, " holds ", call.block_bytes(peer), " bytes for rank ", r,
+                       ", which expects ", into[peer].count * elem,
+                       "; every rank must pass counts that match the "
+                       "other ranks' (the same collective with the same "
+                       "arguments)"),
           peer));
     }
   }
   for (int peer = 0; peer < p; ++peer) {
-    CHORUS_RETURN_IF_ERROR(OnQueued(
-        ctx, b,
-        Copy(b, b.recv[r] + into[peer].at * elem, b.block_from[peer], into[peer].count * elem)));
+    call.Copy(At(call.recv(r), into[peer].at * elem), call.block_from(peer),
+              into[peer].count * elem);
   }
-  return Finish(ctx, b);
+  CHORUS_RETURN_IF_ERROR(call.Round(kDoneReading));
+  return call.Result();
 }
 
 }  // namespace chorus

@@ -184,8 +184,8 @@ Transfer CollectiveContext::SendHeaderWith(int peer, Connection& connection, uin
   std::memcpy(message + CollectiveHeader::kWireSize, &step, kStepBytes);  // little-endian
   if (bytes != 0) std::memcpy(message + CollectiveHeader::kWireSize + kStepBytes, data, bytes);
   // Progress and errors speak of the data message it carries.
-  RequestPtr request = connection.Send(CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep),
-                                       message, length);
+  RequestPtr request = connection.Send(
+      CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep), message, length);
   const Transfer transfer{request.get(), peer, bytes, step, false};
   Register(transfer, std::move(request));
   sends_.push_back(transfer);
@@ -205,9 +205,10 @@ CollectiveContext::PeerHeader* CollectiveContext::ExpectHeaderFrom(int peer) {
   headers_.push_back(slot);
   PeerHeader& header = *slot;
   header.peer = peer;
-  RequestPtr request = (*connection)
-                           ->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep),
-                                  header.message, kHeaderMessageCapacity);
+  RequestPtr request =
+      (*connection)
+          ->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep), header.message,
+                 kHeaderMessageCapacity);
   header.request = request.get();
   const Transfer transfer{header.request, peer, CollectiveHeader::kWireSize, kHeaderStep,
                           /*is_recv=*/true};
@@ -571,8 +572,6 @@ absl::Status CollectiveContext::Fatal(absl::Status error) {
   comm_.Break(error);
   return error;
 }
-
-absl::Status CollectiveContext::Break(absl::Status error) { return Fatal(std::move(error)); }
 
 absl::Status CollectiveContext::Failed(const Transfer& transfer, const absl::Status& status) {
   const int peer = transfer.peer;

@@ -143,11 +143,6 @@ class CollectiveContext {
   // Ends the collective early with kAborted (Work::Abort). Thread-safe.
   void Cancel();
 
-  // Fails the collective on every rank with `error`, which is returned: the communicator breaks
-  // (CommState::Break), so peers waiting on this rank fail at once rather than at their
-  // deadlines. For a failure an algorithm finds itself and cannot get past with its peers.
-  absl::Status Break(absl::Status error);
-
   // A scratch buffer (contents undefined) owned by the context until it ends.
   uint8_t* Scratch(size_t bytes);
 
@@ -178,9 +173,9 @@ class CollectiveContext {
     PeerHeader() {}  // the message buffer is left uninitialised
     int peer = -1;
     Request* request = nullptr;  // owned by requests_
-    bool checked = false;        // arrived and agrees with ours
-    bool resolved = false;       // checked, and the early receives got their data or were posted
-    absl::Status failure;        // a disagreement Resolve found, reported by every later wait
+    bool checked = false;   // arrived and agrees with ours
+    bool resolved = false;  // checked, and the early receives got their data or were posted
+    absl::Status failure;   // a disagreement Resolve found, reported by every later wait
     bool has_payload = false;
     bool payload_taken = false;
     uint64_t payload_step = 0;

@@ -3,6 +3,7 @@
 // host stand-in of the GPU runtime (host_gpu_runtime.h), whose streams run their copies only when
 // waited for. The same matrix runs on a real GPU in cuda_device_test.
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -107,7 +108,10 @@ struct DeviceBuffer {
 TEST_CASE("host stand-in: cuda_ipc collectives read the peers' device buffers in place",
           "[stand-in][ipc]") {
   InstalledStandIn stand_in;
-  void* stream = stand_in.runtime().MakeStream(0);
+  // A stream per rank: each runs its work only when its rank waits for it, so a rank that told
+  // its peers it was done before its own work ran is caught.
+  std::vector<void*> streams;
+  for (int rank = 0; rank < 5; ++rank) streams.push_back(stand_in.runtime().MakeStream(0));
   CommunicatorOptions ipc_always;
   ipc_always.cuda_ipc_min_bytes = 0;
   for (int ranks : {2, 3, 5}) {
@@ -115,11 +119,11 @@ TEST_CASE("host stand-in: cuda_ipc collectives read the peers' device buffers in
     base.counts = {0, 1, 7, 1000, 100003};
     std::vector<Case> cases = CudaIpcCases(base, ranks, "cuda_ipc");
     // And the automatic choice, which is cuda_ipc for device buffers of ranks on one host (from
-    // CommunicatorOptions::cuda_ipc_min_bytes, here 0) for the collectives whose sizes every
-    // rank knows: not gatherv, scatterv and alltoallv, which are staged unless it is named.
+    // CommunicatorOptions::cuda_ipc_min_bytes, here 0) where every rank can choose alike: not
+    // gatherv, scatterv, alltoallv and alltoall, which are staged unless it is named.
     for (const Case& c : CudaIpcCases(base, ranks, "")) {
       if (c.kind != CollectiveKind::kGatherV && c.kind != CollectiveKind::kScatterV &&
-          c.kind != CollectiveKind::kAllToAllV) {
+          c.kind != CollectiveKind::kAllToAllV && c.kind != CollectiveKind::kAllToAll) {
         cases.push_back(c);
       }
     }
@@ -128,7 +132,7 @@ TEST_CASE("host stand-in: cuda_ipc collectives read the peers' device buffers in
     CheckAll(RunOnThreadsAll(
         TransportKind::kInproc, ranks,
         [&](Communicator& comm) {
-          return RunCases(comm, cases, CaseMemory{&stand_in.runtime(), 0, stream});
+          return RunCases(comm, cases, CaseMemory{&stand_in.runtime(), 0, streams[comm.rank()]});
         },
         absl::Minutes(2), ipc_always));
     // Nothing was staged through pinned memory.
@@ -220,11 +224,13 @@ TEST_CASE("host stand-in: an alltoall in place is staged, and refused by a named
                  {"cannot run an alltoall in place", "alltoall #1 (cuda_ipc"});
 }
 
-TEST_CASE("host stand-in: cuda_ipc gatherv counts that disagree fail every rank promptly",
+TEST_CASE("host stand-in: cuda_ipc gatherv counts that disagree fail every rank, which go on",
           "[stand-in][ipc]") {
   InstalledStandIn stand_in;
   HostGpuRuntime& runtime = stand_in.runtime();
   constexpr int kRanks = 3;
+  const auto start = std::chrono::steady_clock::now();
+  std::vector<absl::Status> after(kRanks);
   const std::vector<absl::Status> statuses = RunOnThreadsAll(
       TransportKind::kInproc, kRanks,
       [&](Communicator& comm) -> absl::Status {
@@ -237,14 +243,100 @@ TEST_CASE("host stand-in: cuda_ipc gatherv counts that disagree fail every rank 
         CollectiveOptions ipc;
         ipc.algorithm = "cuda_ipc";
         ipc.timeout = absl::Seconds(60);
-        return comm.GatherV(send.data, count, recv.data, counts, displs, DataType::kFloat32,
-                            /*root=*/0, ipc);
+        const absl::Status status = comm.GatherV(send.data, count, recv.data, counts, displs,
+                                                 DataType::kFloat32, /*root=*/0, ipc);
+        // The communicator is not broken: the next collective works.
+        after[comm.rank()] =
+            comm.AllReduce(send.data, send.data, 8, DataType::kFloat32, ReduceOp::kSum, ipc);
+        return status;
       },
       absl::Minutes(1));
-  // The root names the disagreement; the others fail through the broken communicator, long
-  // before the 60 s timeout (RunOnThreadsAll would abort the test at a minute).
-  CheckAllFailed(statuses, ErrorKind::kMismatch,
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  // The root names the disagreement, the others name the root; all at once, not at the 60 s
+  // timeout.
+  CheckAllFailed({statuses[0]}, ErrorKind::kMismatch,
                  {"rank 2 holds 64 bytes for rank 0, which expects 32"});
+  CheckAllFailed({statuses[1], statuses[2]}, ErrorKind::kMismatch,
+                 {"rank 0 found that the ranks' counts disagree"});
+  CHECK(seconds < 10);
+  CheckAll(after);
+}
+
+TEST_CASE("host stand-in: cuda_ipc with vectors only the root passes, and empty blocks",
+          "[stand-in][ipc]") {
+  InstalledStandIn stand_in;
+  HostGpuRuntime& runtime = stand_in.runtime();
+  constexpr int kRanks = 3;
+  std::vector<void*> streams;
+  for (int rank = 0; rank < kRanks; ++rank) streams.push_back(runtime.MakeStream(0));
+  auto to_host = [&](const DeviceBuffer& buffer, size_t bytes, void* stream) {
+    std::vector<uint8_t> host(bytes);
+    runtime.CopyAsync(host.data(), buffer.data, bytes, 0, stream).IgnoreError();
+    runtime.WaitStream(0, stream, Deadline::After(absl::Seconds(5))).IgnoreError();
+    return host;
+  };
+  CheckAll(RunOnThreadsAll(
+      TransportKind::kInproc, kRanks,
+      [&](Communicator& comm) -> absl::Status {
+        const int r = comm.rank();
+        void* stream = streams[r];
+        CollectiveOptions ipc;
+        ipc.algorithm = "cuda_ipc";
+        ipc.cuda_stream = stream;
+        // Gatherv and scatterv with root 0: the other ranks pass no counts or displacements;
+        // rank 1's block is empty.
+        const std::vector<size_t> counts = {3, 0, 5};
+        const std::vector<size_t> displs = {5, 0, 0};
+        DeviceBuffer mine(runtime, 0, 8);
+        DeviceBuffer all(runtime, 0, 8);
+        std::vector<uint8_t> fill(8, static_cast<uint8_t>(10 + r));
+        CHORUS_RETURN_IF_ERROR(runtime.CopyAsync(mine.data, fill.data(), 8, 0, stream));
+        const bool root = r == 0;
+        CHORUS_RETURN_IF_ERROR(
+            comm.GatherV(mine.data, counts[r], all.data,
+                         root ? absl::MakeConstSpan(counts) : absl::Span<const size_t>(),
+                         root ? absl::MakeConstSpan(displs) : absl::Span<const size_t>(),
+                         DataType::kUint8, 0, ipc));
+        if (root) {
+          const std::vector<uint8_t> got = to_host(all, 8, stream);
+          const std::vector<uint8_t> want = {12, 12, 12, 12, 12, 10, 10, 10};
+          if (got != want) return InternalError("gatherv put the blocks in the wrong places");
+        }
+        // Scatterv back: the root's send is `all`, each rank receives its block into `mine`.
+        DeviceBuffer back(runtime, 0, 8);
+        CHORUS_RETURN_IF_ERROR(
+            comm.ScatterV(root ? all.data : nullptr,
+                          root ? absl::MakeConstSpan(counts) : absl::Span<const size_t>(),
+                          root ? absl::MakeConstSpan(displs) : absl::Span<const size_t>(),
+                          back.data, counts[r], DataType::kUint8, 0, ipc));
+        const std::vector<uint8_t> got = to_host(back, counts[r], stream);
+        if (got != std::vector<uint8_t>(counts[r], static_cast<uint8_t>(10 + r))) {
+          return InternalError(absl::StrCat("scatterv gave rank ", r, " the wrong block"));
+        }
+        // Alltoallv in which rank 1 receives nothing but sends to everyone.
+        std::vector<size_t> send_counts(kRanks), send_displs(kRanks), recv_counts(kRanks),
+            recv_displs(kRanks);
+        for (int q = 0; q < kRanks; ++q) {
+          send_counts[q] = q == 1 ? 0 : 2;
+          send_displs[q] = 2 * q;
+          recv_counts[q] = r == 1 ? 0 : 2;
+          recv_displs[q] = 2 * q;
+        }
+        DeviceBuffer out(runtime, 0, 2 * kRanks);
+        CHORUS_RETURN_IF_ERROR(comm.AllToAllV(mine.data, send_counts, send_displs, out.data,
+                                              recv_counts, recv_displs, DataType::kUint8, ipc));
+        if (r != 1) {
+          const std::vector<uint8_t> all_got = to_host(out, 2 * kRanks, stream);
+          for (int q = 0; q < kRanks; ++q) {
+            if (all_got[2 * q] != 10 + q || all_got[2 * q + 1] != 10 + q) {
+              return InternalError(absl::StrCat("alltoallv: rank ", r, "'s block from ", q));
+            }
+          }
+        }
+        return absl::OkStatus();
+      },
+      absl::Minutes(1)));
 }
 
 TEST_CASE("host stand-in: point-to-point and asynchronous collectives on device buffers",
