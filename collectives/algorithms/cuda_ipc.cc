@@ -28,6 +28,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/functional/function_ref.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
 #include "chorus/collectives/algorithms/algorithms.h"
@@ -369,6 +370,18 @@ absl::Status IpcCall::Result() const {
                    failed_peer_);
 }
 
+// Steps 1 and 3 around `work`, which queues this rank's part (step 2) and may hold rounds of its
+// own; ends at once on every rank alike when there is nothing to move.
+absl::Status RunCall(CollectiveContext& ctx, const CollectiveArgs& args,
+                     absl::FunctionRef<absl::Status(IpcCall&)> work) {
+  if (NothingToDo(ctx, args)) return absl::OkStatus();
+  IpcCall call(ctx, args);
+  CHORUS_RETURN_IF_ERROR(call.Exchange());
+  CHORUS_RETURN_IF_ERROR(work(call));
+  CHORUS_RETURN_IF_ERROR(call.Round(kDoneReading));
+  return call.Result();
+}
+
 }  // namespace
 
 bool CudaIpcAutomatic(const CollectiveArgs& args) {
@@ -385,81 +398,72 @@ bool CudaIpcAutomatic(const CollectiveArgs& args) {
 }
 
 absl::Status CudaIpcAllReduce(CollectiveContext& ctx, const CollectiveArgs& args) {
-  if (NothingToDo(ctx, args)) return absl::OkStatus();
-  IpcCall call(ctx, args);
-  CHORUS_RETURN_IF_ERROR(call.Exchange());
-  const int r = call.rank();
-  const size_t elem = args.elem();
-  const std::vector<size_t> counts = EvenCounts(args.count, call.size());
-  const std::vector<size_t> offsets = PackedOffsets(counts);
-  call.Reduce(r, offsets[r] * elem, counts[r], At(call.recv(r), offsets[r] * elem));
-  CHORUS_RETURN_IF_ERROR(call.Round(kReduced));
-  for (int peer = 0; peer < call.size(); ++peer) {
-    if (peer == r) continue;
-    const size_t at = offsets[peer] * elem;
-    call.Copy(At(call.recv(r), at), At(call.recv(peer), at), counts[peer] * elem);
-  }
-  CHORUS_RETURN_IF_ERROR(call.Round(kDoneReading));
-  return call.Result();
+  return RunCall(ctx, args, [&](IpcCall& call) -> absl::Status {
+    const int r = call.rank();
+    const size_t elem = args.elem();
+    const std::vector<size_t> counts = EvenCounts(args.count, call.size());
+    const std::vector<size_t> offsets = PackedOffsets(counts);
+    call.Reduce(r, offsets[r] * elem, counts[r], At(call.recv(r), offsets[r] * elem));
+    CHORUS_RETURN_IF_ERROR(call.Round(kReduced));
+    for (int peer = 0; peer < call.size(); ++peer) {
+      if (peer == r) continue;
+      const size_t at = offsets[peer] * elem;
+      call.Copy(At(call.recv(r), at), At(call.recv(peer), at), counts[peer] * elem);
+    }
+    return absl::OkStatus();
+  });
 }
 
 absl::Status CudaIpcReduce(CollectiveContext& ctx, const CollectiveArgs& args) {
-  if (NothingToDo(ctx, args)) return absl::OkStatus();
-  IpcCall call(ctx, args);
-  CHORUS_RETURN_IF_ERROR(call.Exchange());
-  // Rank r reduces block r of every input into the root's output, starting from the root's
-  // input: in place, that is the output.
-  const int r = call.rank();
-  const size_t elem = args.elem();
-  const std::vector<size_t> counts = EvenCounts(args.count, call.size());
-  const size_t at = PackedOffsets(counts)[r] * elem;
-  call.Reduce(args.root, at, counts[r], At(call.recv(args.root), at));
-  CHORUS_RETURN_IF_ERROR(call.Round(kDoneReading));
-  return call.Result();
+  return RunCall(ctx, args, [&](IpcCall& call) {
+    // Rank r reduces block r of every input into the root's output, starting from the root's
+    // input: in place, that is the output.
+    const int r = call.rank();
+    const std::vector<size_t> counts = EvenCounts(args.count, call.size());
+    const size_t at = PackedOffsets(counts)[r] * args.elem();
+    call.Reduce(args.root, at, counts[r], At(call.recv(args.root), at));
+    return absl::OkStatus();
+  });
 }
 
 absl::Status CudaIpcReduceScatter(CollectiveContext& ctx, const CollectiveArgs& args) {
-  if (NothingToDo(ctx, args)) return absl::OkStatus();
-  // reduce_scatter: blocks of `count`; reduce_scatterv: of counts[r], packed.
-  const std::vector<size_t> counts =
-      args.counts.empty() ? std::vector<size_t>(ctx.size(), args.count) : args.counts;
-  IpcCall call(ctx, args);
-  CHORUS_RETURN_IF_ERROR(call.Exchange());
-  const int r = call.rank();
-  call.Reduce(r, PackedOffsets(counts)[r] * args.elem(), counts[r], call.recv(r));
-  CHORUS_RETURN_IF_ERROR(call.Round(kDoneReading));
-  return call.Result();
+  return RunCall(ctx, args, [&](IpcCall& call) {
+    // reduce_scatter: blocks of `count`; reduce_scatterv: of counts[r], packed.
+    const std::vector<size_t> counts =
+        args.counts.empty() ? std::vector<size_t>(call.size(), args.count) : args.counts;
+    const int r = call.rank();
+    call.Reduce(r, PackedOffsets(counts)[r] * args.elem(), counts[r], call.recv(r));
+    return absl::OkStatus();
+  });
 }
 
 absl::Status CudaIpcMove(CollectiveContext& ctx, const CollectiveArgs& args) {
-  if (NothingToDo(ctx, args)) return absl::OkStatus();
-  IpcCall call(ctx, args);
-  CHORUS_RETURN_IF_ERROR(call.Exchange());
-  const int p = call.size();
-  const int r = call.rank();
-  const size_t elem = args.elem();
-  const BufferElements mine = ElementsOf(args, r, p);
-  const RankLayout recv_blocks = RecvBlocks(args, p);
-  std::vector<Block> into(p);
-  for (int peer = 0; peer < p; ++peer) {
-    into[peer] = DestinationBlock(args, mine, recv_blocks, peer);
-    if (into[peer].count * elem != call.block_bytes(peer)) {
-      // Counts that only this rank can compare (gatherv, scatterv, alltoallv).
-      call.Fail(MismatchError(
-          absl::StrCat("rank ", peer, " holds ", call.block_bytes(peer), " bytes for rank ", r,
-                       ", which expects ", into[peer].count * elem,
-                       "; every rank must pass counts that match the "
-                       "other ranks' (the same collective with the same "
-                       "arguments)"),
-          peer));
+  return RunCall(ctx, args, [&](IpcCall& call) {
+    const int p = call.size();
+    const int r = call.rank();
+    const size_t elem = args.elem();
+    const BufferElements mine = ElementsOf(args, r, p);
+    const RankLayout recv_blocks = RecvBlocks(args, p);
+    std::vector<Block> into(p);
+    for (int peer = 0; peer < p; ++peer) {
+      into[peer] = DestinationBlock(args, mine, recv_blocks, peer);
+      if (into[peer].count * elem != call.block_bytes(peer)) {
+        // Counts that only this rank can compare (gatherv, scatterv, alltoallv).
+        call.Fail(MismatchError(
+            absl::StrCat("rank ", peer, " holds ", call.block_bytes(peer), " bytes for rank ", r,
+                         ", which expects ", into[peer].count * elem,
+                         "; every rank must pass counts that match the "
+                         "other ranks' (the same collective with the same "
+                         "arguments)"),
+            peer));
+      }
     }
-  }
-  for (int peer = 0; peer < p; ++peer) {
-    call.Copy(At(call.recv(r), into[peer].at * elem), call.block_from(peer),
-              into[peer].count * elem);
-  }
-  CHORUS_RETURN_IF_ERROR(call.Round(kDoneReading));
-  return call.Result();
+    for (int peer = 0; peer < p; ++peer) {
+      call.Copy(At(call.recv(r), into[peer].at * elem), call.block_from(peer),
+                into[peer].count * elem);
+    }
+    return absl::OkStatus();
+  });
 }
 
 }  // namespace chorus
