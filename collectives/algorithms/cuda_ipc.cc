@@ -272,14 +272,13 @@ absl::Status IpcCall::Exchange() {
         break;
       case kInPlaceExchange:
         why = "cannot run an alltoall in place (" + who +
-              "'s is; without naming cuda_ipc it "
-              "is staged)";
+              "'s is; without naming cuda_ipc it is staged)";
         break;
       case kCannotShare:
         why = "cannot share " + who +
-              "'s buffers through CUDA IPC (memory from a pool or "
-              "managed memory?; its error says more): pass cudaMalloc memory, or set "
-              "CHORUS_CUDA_IPC=0 to stage device buffers";
+              "'s buffers through CUDA IPC (memory from a pool, or managed memory? its error "
+              "says more): pass cudaMalloc memory, or set CHORUS_CUDA_IPC=0 to stage device "
+              "buffers";
         break;
       default:
         kind = ErrorKind::kAborted;
