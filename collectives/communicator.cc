@@ -214,7 +214,7 @@ absl::string_view Communicator::NamedAlgorithm(const CollectiveArgs& args,
                                                const CollectiveOptions& options) const {
   if (!options.algorithm.empty()) return options.algorithm;
   const bool ipc = args.cuda_device >= 0 && FindAlgorithm(args.kind, AlgorithmId::kCudaIpc) &&
-                   CudaIpcAutomatic(args) && size() > 1 && state_->tuning().cuda_ipc &&
+                   CudaIpcAutomatic(args.kind) && size() > 1 && state_->tuning().cuda_ipc &&
                    PayloadBytes(args, size()) >= state_->tuning().cuda_ipc_min_bytes;
   return ipc ? AlgorithmName(AlgorithmId::kCudaIpc) : absl::string_view();
 }

@@ -52,7 +52,7 @@ absl::Status CudaIpcMove(CollectiveContext& ctx, const CollectiveArgs& args);
 // make the same choice from what it knows, so not for gatherv, scatterv and alltoallv (only some
 // ranks know their sizes, and so their placement) nor alltoall (whether a rank's call is in place,
 // which cuda_ipc refuses, is its own); those are staged unless a call names cuda_ipc.
-bool CudaIpcAutomatic(const CollectiveArgs& args);
+bool CudaIpcAutomatic(CollectiveKind kind);
 
 // hierarchical.cc: phases within hosts and between hosts (ctx.topology()), each run by a flat
 // algorithm above on a group of ranks (GroupView). Any layout, also one host.

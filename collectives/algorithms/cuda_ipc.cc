@@ -153,7 +153,7 @@ class IpcCall {
     if (status.ok() || !failure_.ok()) return;
     failure_ =
         MakeError(GetErrorKind(status), absl::StrCat(ctx_.Describe(), ": ", status.message()),
-                  status_peer(status));
+                  ErrorPeerRank(status).value_or(-1));
   }
 
   // Queued work, none once this rank has failed.
@@ -167,7 +167,6 @@ class IpcCall {
   absl::Status Result() const;
 
  private:
-  static int status_peer(const absl::Status& status) { return ErrorPeerRank(status).value_or(-1); }
   absl::StatusOr<std::vector<Descriptor>> Describe();
   absl::StatusOr<char*> Open(int rank, const Descriptor& peer, uint64_t address,
                              const IpcMemory& memory);
@@ -203,18 +202,19 @@ absl::StatusOr<std::vector<Descriptor>> IpcCall::Describe() {
     // The input must be complete before a peer reads it.
     Fail(runtime_->WaitStream(args_.cuda_device, args_.cuda_stream, ctx_.deadline()));
     if (!working()) mine.refusal = kNotReady;
-    for (const bool is_send : {true, false}) {
-      const void* buffer = is_send ? args_.send : args_.recv;
-      if (mine.refusal != kTakesPart || (is_send ? elements.send : elements.recv) == 0) continue;
+    auto share = [&](const void* buffer, size_t elements, uint64_t& address, IpcMemory& memory) {
+      if (mine.refusal != kTakesPart || elements == 0) return;
       absl::StatusOr<IpcMemory> exported = runtime_->ExportMemory(args_.cuda_device, buffer);
       Fail(exported.status());
       if (!exported.ok()) {
         mine.refusal = kCannotShare;
-        continue;
+        return;
       }
-      (is_send ? mine.send_address : mine.recv_address) = reinterpret_cast<uint64_t>(buffer);
-      (is_send ? mine.send : mine.recv) = *exported;
-    }
+      address = reinterpret_cast<uint64_t>(buffer);
+      memory = *exported;
+    };
+    share(args_.send, elements.send, mine.send_address, mine.send);
+    share(args_.recv, elements.recv, mine.recv_address, mine.recv);
     if (mine.refusal == kTakesPart) {
       mine.device = args_.cuda_device;
       device_ = args_.cuda_device;
@@ -383,8 +383,8 @@ absl::Status RunCall(CollectiveContext& ctx, const CollectiveArgs& args,
 
 }  // namespace
 
-bool CudaIpcAutomatic(const CollectiveArgs& args) {
-  switch (args.kind) {
+bool CudaIpcAutomatic(CollectiveKind kind) {
+  switch (kind) {
     case CollectiveKind::kGatherV:
     case CollectiveKind::kScatterV:
     case CollectiveKind::kAllToAllV:

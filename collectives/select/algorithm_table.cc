@@ -27,6 +27,9 @@ double Folds(const CostInputs& in) {
 double Fill(const CostInputs& in, double depth) {
   return depth * std::min(in.bytes, in.segment_bytes) * in.beta;
 }
+// cuda_ipc: its rounds of small messages to every peer (the data never crosses a link).
+double IpcRounds(const CostInputs& in, double rounds) { return rounds * (in.ranks - 1) * in.alpha; }
+double TwoIpcRounds(const CostInputs& in) { return IpcRounds(in, 2); }
 
 // Formulas (n bytes, p ranks, L = ceil(log2 p), a/b/g = alpha/beta/gamma; the recursive
 // algorithms that fold use floor(log2 p) core steps plus the fold); see
@@ -140,33 +143,21 @@ const AlgorithmEntry kTable[] = {
     {K::kBarrier, A::kDissemination, DisseminationBarrier,
      [](const CostInputs& in) { return Log2(in) * in.alpha; }},
     // CUDA device buffers on one host only, named by the communicator, never chosen by cost
-    // (CheapestFlat skips it): three rounds of messages; the data never crosses a link.
+    // (CheapestFlat skips it): two or three rounds of messages; the data never crosses a link.
     {K::kAllReduce, A::kCudaIpc, CudaIpcAllReduce,
-     [](const CostInputs& in) { return 3 * (in.ranks - 1) * in.alpha; }},
-    {K::kReduce, A::kCudaIpc, CudaIpcReduce,
-     [](const CostInputs& in) { return 2 * (in.ranks - 1) * in.alpha; }},
-    {K::kReduceScatter, A::kCudaIpc, CudaIpcReduceScatter,
-     [](const CostInputs& in) { return 2 * (in.ranks - 1) * in.alpha; }},
-    {K::kReduceScatterV, A::kCudaIpc, CudaIpcReduceScatter,
-     [](const CostInputs& in) { return 2 * (in.ranks - 1) * in.alpha; }},
-    {K::kBroadcast, A::kCudaIpc, CudaIpcMove,
-     [](const CostInputs& in) { return 2 * (in.ranks - 1) * in.alpha; }},
-    {K::kAllGather, A::kCudaIpc, CudaIpcMove,
-     [](const CostInputs& in) { return 2 * (in.ranks - 1) * in.alpha; }},
-    {K::kAllGatherV, A::kCudaIpc, CudaIpcMove,
-     [](const CostInputs& in) { return 2 * (in.ranks - 1) * in.alpha; }},
-    {K::kGather, A::kCudaIpc, CudaIpcMove,
-     [](const CostInputs& in) { return 2 * (in.ranks - 1) * in.alpha; }},
-    {K::kGatherV, A::kCudaIpc, CudaIpcMove,
-     [](const CostInputs& in) { return 2 * (in.ranks - 1) * in.alpha; }},
-    {K::kScatter, A::kCudaIpc, CudaIpcMove,
-     [](const CostInputs& in) { return 2 * (in.ranks - 1) * in.alpha; }},
-    {K::kScatterV, A::kCudaIpc, CudaIpcMove,
-     [](const CostInputs& in) { return 2 * (in.ranks - 1) * in.alpha; }},
-    {K::kAllToAll, A::kCudaIpc, CudaIpcMove,
-     [](const CostInputs& in) { return 2 * (in.ranks - 1) * in.alpha; }},
-    {K::kAllToAllV, A::kCudaIpc, CudaIpcMove,
-     [](const CostInputs& in) { return 2 * (in.ranks - 1) * in.alpha; }},
+     [](const CostInputs& in) { return IpcRounds(in, 3); }},
+    {K::kReduce, A::kCudaIpc, CudaIpcReduce, TwoIpcRounds},
+    {K::kReduceScatter, A::kCudaIpc, CudaIpcReduceScatter, TwoIpcRounds},
+    {K::kReduceScatterV, A::kCudaIpc, CudaIpcReduceScatter, TwoIpcRounds},
+    {K::kBroadcast, A::kCudaIpc, CudaIpcMove, TwoIpcRounds},
+    {K::kAllGather, A::kCudaIpc, CudaIpcMove, TwoIpcRounds},
+    {K::kAllGatherV, A::kCudaIpc, CudaIpcMove, TwoIpcRounds},
+    {K::kGather, A::kCudaIpc, CudaIpcMove, TwoIpcRounds},
+    {K::kGatherV, A::kCudaIpc, CudaIpcMove, TwoIpcRounds},
+    {K::kScatter, A::kCudaIpc, CudaIpcMove, TwoIpcRounds},
+    {K::kScatterV, A::kCudaIpc, CudaIpcMove, TwoIpcRounds},
+    {K::kAllToAll, A::kCudaIpc, CudaIpcMove, TwoIpcRounds},
+    {K::kAllToAllV, A::kCudaIpc, CudaIpcMove, TwoIpcRounds},
     // hierarchical: the sum of its phases' cheapest flat costs (hierarchical.cc)
     {K::kAllReduce, A::kHierarchical, HierarchicalAllReduce,
      [](const CostInputs& in) { return HierarchicalCost(K::kAllReduce, in); }},

@@ -5,16 +5,13 @@
 // (tests/transport:conformance_test with CHORUS_TEST_TRANSPORTS=ibverbs).
 #include "chorus/transport/ibverbs/verbs_device.h"
 
-#include <fcntl.h>
 #include <linux/capability.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/mman.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -31,6 +28,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "chorus/core/host_identity.h"
+#include "chorus/core/logging.h"
 #include "chorus/core/status.h"
 #include "chorus/rendezvous/file_store.h"
 #include "tests/collectives/cases.h"
@@ -223,43 +221,28 @@ absl::StatusOr<PairEnd> OpenPairEnd(const std::string& store_dir, int rank) {
 // Runs `body` in a child process in a new pid namespace, as a rank on another host looks to
 // this one: its host identity differs, so peers cannot watch its pid and must find its death
 // through the queue pair. The child dies with this process (which is the rank the test kills).
-absl::Status RunInOwnPidNamespace(const std::function<absl::Status()>& body) {
+absl::Status RunInOwnPidNamespace(int rank, const std::function<absl::Status()>& body) {
   const std::string outer_namespace = NamespaceInode("pid");
   if (unshare(CLONE_NEWPID) != 0) {
     return InternalError(absl::StrCat("unshare(CLONE_NEWPID): ", std::strerror(errno)));
   }
-  int message[2];
-  if (pipe2(message, O_CLOEXEC) != 0) return InternalError("pipe2");
-  const pid_t child = fork();
-  if (child < 0) return InternalError(absl::StrCat("fork: ", std::strerror(errno)));
-  if (child == 0) {
-    close(message[0]);
-    prctl(PR_SET_PDEATHSIG, SIGKILL);
-    absl::Status status;
-    if (NamespaceInode("pid") == outer_namespace ||
-        !absl::EndsWith(LocalHostIdentity(), "/" + NamespaceInode("pid"))) {
-      // The identity was computed before the fork: the peers would take this rank for a
-      // process of their own host, and the case would test the pid watch instead.
-      status = InternalError(
-          absl::StrCat("the new pid namespace is not in the host identity ", LocalHostIdentity()));
-    } else {
-      status = body();
-    }
-    const std::string text = status.ToString();
-    const ssize_t ignored = write(message[1], text.data(), status.ok() ? 0 : text.size());
-    (void)ignored;
-    _exit(status.ok() ? 0 : 1);
-  }
-  close(message[1]);
-  int wait_status = 0;
-  waitpid(child, &wait_status, 0);
-  std::string text;
-  char buffer[1024];
-  ssize_t n;
-  while ((n = read(message[0], buffer, sizeof(buffer))) > 0) text.append(buffer, n);
-  close(message[0]);
-  if (WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0) return absl::OkStatus();
-  return InternalError(absl::StrCat("the rank in its own pid namespace failed: ", text));
+  // The one process forked now is the new namespace's first.
+  const std::vector<ProcessOutcome> outcomes = RunRanksAsProcesses(
+      1,
+      [&](int) -> absl::Status {
+        SetThreadLogRank(rank);
+        if (NamespaceInode("pid") == outer_namespace ||
+            !absl::EndsWith(LocalHostIdentity(), "/" + NamespaceInode("pid"))) {
+          // The identity was computed before the fork: the peers would take this rank for a
+          // process of their own host, and the case would test the pid watch instead.
+          return InternalError(absl::StrCat("the new pid namespace is not in the host identity ",
+                                            LocalHostIdentity()));
+        }
+        return body();
+      },
+      absl::Minutes(5));
+  if (outcomes.front().ok()) return absl::OkStatus();
+  return InternalError("the rank in its own pid namespace failed: " + outcomes.front().Describe());
 }
 
 // Rank `victim` of two is SIGKILLed while the other moves 64 MiB messages to or from it; the
@@ -285,7 +268,7 @@ void ExpectPromptFailure(bool survivor_sends, bool victim_on_other_host) {
       return status;
     };
     if (rank == kVictim) {  // killed before either returns
-      return victim_on_other_host ? RunInOwnPidNamespace(transfer) : transfer();
+      return victim_on_other_host ? RunInOwnPidNamespace(rank, transfer) : transfer();
     }
     const absl::Status status = transfer();
     std::ofstream(noticed_file) << MonotonicNs();

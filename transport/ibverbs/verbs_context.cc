@@ -204,7 +204,7 @@ absl::StatusOr<std::unique_ptr<VerbsContext>> VerbsContext::Open(
   }
   if (port_attr.state != IBV_PORT_ACTIVE) {
     return PeerUnavailableError(absl::StrCat("ibverbs: ", self->name_, " port ", self->port_,
-                                             " is ", Verbs().port_state_str(port_attr.state),
+                                             " is ", verbs->port_state_str(port_attr.state),
                                              ", not ACTIVE; check its link with `ibv_devinfo -d ",
                                              self->name_, "`"));
   }
