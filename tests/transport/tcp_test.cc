@@ -26,11 +26,12 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "chorus/core/logging.h"
+#include "chorus/core/security/auth_exchange.h"
+#include "chorus/core/socket.h"
 #include "chorus/core/status.h"
 #include "chorus/rendezvous/file_store.h"
 #include "chorus/rendezvous/memory_store.h"
 #include "chorus/transport/tcp/handshake.h"
-#include "chorus/core/socket.h"
 #include "chorus/transport/tcp/tcp_device.h"
 #include "chorus/transport/tcp/tcp_mesh.h"
 #include "chorus/transport/tcp/wire_format.h"
@@ -542,6 +543,34 @@ TEST_CASE("garbage and forged handshakes are refused and logged; real peers keep
   CHECK(absl::StrContains(text, "bad magic"));
   CHECK((absl::StrContains(text, "handshake truncated") ||
          absl::StrContains(text, "no complete handshake")));
+}
+
+// A dialer may drop its connection at any step of the handshake: the loser of two crossing
+// dials does, at whatever step it had reached. Nothing it sent was wrong, so the acceptor notes
+// it at info level instead of warning of a refused connection.
+TEST_CASE("a dialer that hangs up during the handshake is noted and not refused") {
+  CapturedLog log;
+  LoopbackPair pair(Loopback(), /*dial_id=*/43);
+  const std::string handshake = HelloBytes(pair.hello);
+  const std::string offer = handshake.substr(0, security::kOfferBytes);
+  const std::string authentication = handshake.substr(0, handshake.size() - tcp::kHelloSize);
+  // Nothing, the offer, the whole authentication (the acceptor may still be sending its
+  // verdict when the dialer hangs up, or already reading the hello).
+  for (const std::string& bytes : {std::string(), offer, authentication}) {
+    INFO(bytes.size() << " bytes sent");
+    const AttackOutcome outcome =
+        Attack(pair.target, bytes, /*wait_for_close=*/absl::ZeroDuration());
+    REQUIRE(outcome.sent);
+    const std::string noted =
+        absl::StrCat("connection from 127.0.0.1:", outcome.local_port, " ended");
+    const std::string text = log.ReadOnce(noted);
+    INFO(text);
+    CHECK(absl::StrContains(text, noted));
+    CHECK_FALSE(absl::StrContains(
+        text, absl::StrCat("refused connection from 127.0.0.1:", outcome.local_port)));
+  }
+  // The real connection is untouched.
+  CHECK(Transfer(*pair.ranks.meshes[0], *pair.ranks.meshes[1], 1, 100, 1).ok());
 }
 
 // Two forked ranks over a FileStore in `directory`, connected by a ping from rank 0 to rank 1;

@@ -22,6 +22,14 @@ constexpr absl::Duration kAcceptPause = absl::Milliseconds(100);
 
 using security::IoResult;
 
+// Whether the dialer ended the connection: closed it, or reset it (a dialer that closes a socket
+// with bytes of ours still unread resets it, and our next write then fails with EPIPE).
+bool EndedByDialer(const IoResult& result) {
+  return result.kind == IoResult::Kind::kClosed ||
+         (result.kind == IoResult::Kind::kError &&
+          (result.error_number == ECONNRESET || result.error_number == EPIPE));
+}
+
 }  // namespace
 
 class Acceptor::Handshake : public EventHandler {
@@ -138,12 +146,12 @@ bool Acceptor::StepStopped(Handshake& handshake, const IoResult& result, absl::s
     handshake.Want(result.kind == IoResult::Kind::kWantWrite ? EPOLLOUT : EPOLLIN);
     return true;
   }
-  if (result.kind == IoResult::Kind::kClosed && step == "authentication" &&
-      handshake.auth.input().size() == security::kOfferBytes) {
-    // Closed before a byte of its response: an abandoned dial (the other side of a
-    // simultaneous dial), a port probe, or a dialer that refused our TLS certificate.
+  if (EndedByDialer(result) && step == "authentication") {
+    // Ended by the dialer, with nothing wrong in what it sent: an abandoned dial (the other
+    // side of a simultaneous dial, dropped at whatever step it had reached), a port probe, or
+    // a dialer that refused our TLS certificate (it logs why).
     CHORUS_LOG(kInfo, "tcp") << "connection from " << handshake.remote
-                             << " closed without a handshake";
+                             << " ended during the authentication";
   } else {
     // Errors name their call ("recv: ...", "TLS handshake: ...").
     CHORUS_LOG(kWarn, "tcp") << "refused connection from " << handshake.remote << ": "
@@ -157,11 +165,10 @@ bool Acceptor::StepStopped(Handshake& handshake, const IoResult& result, absl::s
 }
 
 bool Acceptor::Secure(Handshake& handshake) {
+  // Read `stage` only once DriveSecuring has set it (argument order is unspecified).
   const char* stage = nullptr;
-  if (StepStopped(handshake, security::DriveSecuring(handshake.channel, handshake.auth, &stage),
-                  stage)) {
-    return false;
-  }
+  const IoResult secured = security::DriveSecuring(handshake.channel, handshake.auth, &stage);
+  if (StepStopped(handshake, secured, stage)) return false;
   if (!handshake.auth.result().ok()) {
     CHORUS_LOG(kWarn, "tcp") << "refused connection from " << handshake.remote << ": "
                              << handshake.auth.result().message();
@@ -186,10 +193,13 @@ void Acceptor::ReadHello(Handshake& handshake) {
       handshake.Want(got.kind == IoResult::Kind::kWantWrite ? EPOLLOUT : EPOLLIN);
       return;
     }
-    if (got.kind == IoResult::Kind::kClosed && handshake.received == 0) {
+    if (EndedByDialer(got) && handshake.received == 0) {
       // A dial abandoned once the peer's own dial was accepted (crossing dials).
       CHORUS_LOG(kInfo, "tcp") << "connection from " << handshake.remote
-                               << " closed before its hello";
+                               << " ended before its hello"
+                               << (got.kind == IoResult::Kind::kError
+                                       ? absl::StrCat(" (", got.error, ")")
+                                       : "");
     } else {
       CHORUS_LOG(kWarn, "tcp") << "refused connection from " << handshake.remote
                                << ": handshake truncated at " << handshake.received << " of "

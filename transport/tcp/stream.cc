@@ -181,8 +181,10 @@ bool Stream::DialStepStopped(const IoResult& result, absl::string_view step) {
 }
 
 void Stream::Secure() {
+  // Read `stage` only once DriveSecuring has set it (argument order is unspecified).
   const char* stage = nullptr;
-  if (DialStepStopped(security::DriveSecuring(channel_, *auth_, &stage), stage)) return;
+  const IoResult secured = security::DriveSecuring(channel_, *auth_, &stage);
+  if (DialStepStopped(secured, stage)) return;
   if (!auth_->result().ok()) {
     DialRefused(auth_->result().message());
     return;
