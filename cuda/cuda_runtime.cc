@@ -54,6 +54,12 @@ class ScopedDevice {
 
 }  // namespace
 
+CudaRuntime::CudaRuntime()
+    : mappings_(kMaxOpenAllocations, [](void* base, int device) {
+        ScopedDevice scoped(device);
+        cudaIpcCloseMemHandle(base);
+      }) {}
+
 absl::Status CudaRuntime::Available() {
   std::call_once(probe_once_, [this] {
     const cudaError_t error = cudaGetDeviceCount(&devices_);
@@ -163,18 +169,7 @@ absl::StatusOr<IpcMemory> CudaRuntime::ExportMemory(int device, const void* poin
 
 absl::StatusOr<void*> CudaRuntime::OpenMemory(int device, const IpcMemory& memory) {
   CHORUS_RETURN_IF_ERROR(Available());
-  std::lock_guard<std::mutex> lock(open_mu_);
-  auto it = open_.find(memory.handle);
-  if (it == open_.end()) {
-    if (open_.size() >= kMaxOpenAllocations) {
-      auto oldest = open_.begin();
-      for (auto i = open_.begin(); i != open_.end(); ++i) {
-        if (i->second.last_use < oldest->second.last_use) oldest = i;
-      }
-      ScopedDevice scoped(oldest->second.device);
-      cudaIpcCloseMemHandle(oldest->second.base);
-      open_.erase(oldest);
-    }
+  auto open = [&]() -> absl::StatusOr<void*> {
     ScopedDevice scoped(device);
     CHORUS_RETURN_IF_ERROR(scoped.status());
     cudaIpcMemHandle_t handle;
@@ -182,11 +177,13 @@ absl::StatusOr<void*> CudaRuntime::OpenMemory(int device, const IpcMemory& memor
     void* base = nullptr;
     CHORUS_CUDA_RETURN_IF_ERROR(
         cudaIpcOpenMemHandle(&base, handle, cudaIpcMemLazyEnablePeerAccess));
-    it = open_.emplace(memory.handle, OpenAllocation{base, device, 0}).first;
-  }
-  it->second.last_use = ++uses_;
-  return static_cast<char*>(it->second.base) + memory.offset;
+    return base;
+  };
+  CHORUS_ASSIGN_OR_RETURN(void* base, mappings_.Acquire(memory.handle, device, open));
+  return static_cast<char*>(base) + memory.offset;
 }
+
+void CudaRuntime::ReleaseMemory(const IpcMemory& memory) { mappings_.Release(memory.handle); }
 
 absl::StatusOr<void*> CudaRuntime::AllocateDevice(int device, size_t bytes) {
   CHORUS_RETURN_IF_ERROR(Available());

@@ -6,18 +6,18 @@
 #ifndef CHORUS_CUDA_CUDA_RUNTIME_H_
 #define CHORUS_CUDA_CUDA_RUNTIME_H_
 
-#include <array>
-#include <cstdint>
-#include <map>
+#include <cstddef>
 #include <mutex>
 #include <string>
 
 #include "chorus/cuda/gpu_runtime.h"
+#include "chorus/cuda/ipc_mappings.h"
 
 namespace chorus {
 
 class CudaRuntime : public GpuRuntime {
  public:
+  CudaRuntime();
   std::string Describe() override;
   absl::Status Available() override;
   int DeviceCount() override;
@@ -29,6 +29,7 @@ class CudaRuntime : public GpuRuntime {
   void FreeDevice(int device, void* pointer) override;
   absl::StatusOr<IpcMemory> ExportMemory(int device, const void* pointer) override;
   absl::StatusOr<void*> OpenMemory(int device, const IpcMemory& memory) override;
+  void ReleaseMemory(const IpcMemory& memory) override;
   absl::Status CopyAsync(void* dst, const void* src, size_t bytes, int device,
                          void* stream) override;
   absl::Status ReduceAsync(DataType type, ReduceOp op, const void* a, const void* b, void* dst,
@@ -38,21 +39,14 @@ class CudaRuntime : public GpuRuntime {
   absl::Status WaitStream(int device, void* stream, Deadline deadline) override;
 
  private:
-  // At most this many peer allocations stay open; the least recently used is closed first.
+  // Peer allocations kept open while unused; the least recently used is closed first.
   static constexpr size_t kMaxOpenAllocations = 256;
 
   std::once_flag probe_once_;
   absl::Status available_;
   int devices_ = 0;
 
-  std::mutex open_mu_;
-  struct OpenAllocation {
-    void* base = nullptr;
-    int device = -1;
-    uint64_t last_use = 0;
-  };
-  std::map<std::array<uint8_t, 64>, OpenAllocation> open_;  // by IPC handle
-  uint64_t uses_ = 0;
+  IpcMappings mappings_;
 };
 
 }  // namespace chorus

@@ -65,11 +65,15 @@ class GpuRuntime {
   // The IPC handle of the device memory at `pointer` (memory of `device`).
   virtual absl::StatusOr<IpcMemory> ExportMemory(int device, const void* pointer) = 0;
 
-  // The address in this process of memory that another process exported. Opened allocations
-  // are cached, so a buffer used call after call is opened once; they are closed when the cache
-  // evicts them or the runtime ends. Memory this process exported itself cannot be opened
-  // (CUDA refuses it): use its own address.
+  // The address in this process of memory that another process exported, usable until the
+  // matching ReleaseMemory. Opened allocations are cached, so a buffer used call after call is
+  // opened once; one is closed only when no OpenMemory of it is unreleased and the cache needs
+  // room, or when the runtime ends. Memory this process exported itself cannot be opened (CUDA
+  // refuses it): use its own address.
   virtual absl::StatusOr<void*> OpenMemory(int device, const IpcMemory& memory) = 0;
+  // One OpenMemory of `memory` is over: every piece of work queued on it has finished. Work
+  // that may still run (a stream that missed its deadline) must not be followed by this call.
+  virtual void ReleaseMemory(const IpcMemory& memory) = 0;
 
   // Queues a copy of `bytes` between any two memories on `stream` of `device`: it starts after the
   // work queued there before it.

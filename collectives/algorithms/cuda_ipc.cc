@@ -134,6 +134,15 @@ class IpcCall {
         recv_(p_),
         block_from_(p_),
         block_bytes_(p_) {}
+  // Releases the peers' buffers it opened once no work of this call can still use them: after
+  // a wait for the stream that followed the last work queued. Otherwise (the wait failed or
+  // never came) they stay open for the rest of the process, never closed under running work.
+  ~IpcCall() {
+    if (!stream_idle_) return;
+    for (const IpcMemory& memory : opened_) runtime_->ReleaseMemory(memory);
+  }
+  IpcCall(const IpcCall&) = delete;
+  IpcCall& operator=(const IpcCall&) = delete;
 
   const CollectiveArgs& args() const { return args_; }
   int rank() const { return r_; }
@@ -181,6 +190,8 @@ class IpcCall {
   std::vector<char*> recv_;
   std::vector<const char*> block_from_;
   std::vector<size_t> block_bytes_;
+  std::vector<IpcMemory> opened_;  // by OpenMemory, each to be released once
+  bool stream_idle_ = true;        // no work queued since the last successful wait
   absl::Status failure_;
   int failed_peer_ = -1;  // the first peer that reported a failure
   Outcome failed_peer_outcome_ = kWentOn;
@@ -245,6 +256,7 @@ absl::StatusOr<char*> IpcCall::Open(int rank, const Descriptor& peer, uint64_t a
                                   "'s buffer through CUDA IPC: ", opened.status().message()),
                      rank);
   }
+  opened_.push_back(memory);
   return static_cast<char*>(*opened);
 }
 
@@ -314,6 +326,7 @@ void IpcCall::Reduce(int first, size_t at, size_t count, char* out) {
   // overwritten, and never again.
   if (!working() || count == 0) return;
   const char* accumulated = At(send_[first], at);
+  stream_idle_ = false;
   for (int peer = 0; peer < p_ && working(); ++peer) {
     if (peer == first) continue;
     Fail(runtime_->ReduceAsync(args_.type, args_.op, accumulated, At(send_[peer], at), out, count,
@@ -327,13 +340,18 @@ void IpcCall::Reduce(int first, size_t at, size_t count, char* out) {
 
 void IpcCall::Copy(char* dst, const char* src, size_t bytes) {
   if (!working() || bytes == 0 || dst == src) return;
+  stream_idle_ = false;
   Fail(runtime_->CopyAsync(dst, src, bytes, device_, args_.cuda_stream));
 }
 
 absl::Status IpcCall::Round(Step step) {
   // Whatever was queued finishes before the peers hear from this rank, failed or not: none of
   // it touches a peer's memory afterwards.
-  if (device_ >= 0) Fail(runtime_->WaitStream(device_, args_.cuda_stream, ctx_.deadline()));
+  if (device_ >= 0) {
+    const absl::Status waited = runtime_->WaitStream(device_, args_.cuda_stream, ctx_.deadline());
+    if (waited.ok()) stream_idle_ = true;
+    Fail(waited);
+  }
   const uint8_t outcome = working()                                        ? kWentOn
                           : GetErrorKind(failure_) == ErrorKind::kMismatch ? kDisagreed
                                                                            : kFailed;

@@ -47,6 +47,8 @@ class HostGpuRuntime : public GpuRuntime {
   // The "handle" is the address and the process: only threads of one process share memory.
   absl::StatusOr<IpcMemory> ExportMemory(int device, const void* pointer) override;
   absl::StatusOr<void*> OpenMemory(int device, const IpcMemory& memory) override;
+  // Opening maps nothing here, so there is nothing to release.
+  void ReleaseMemory(const IpcMemory& memory) override {}
   absl::Status CopyAsync(void* dst, const void* src, size_t bytes, int device,
                          void* stream) override;
   absl::Status ReduceAsync(DataType type, ReduceOp op, const void* a, const void* b, void* dst,
