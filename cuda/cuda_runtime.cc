@@ -185,6 +185,25 @@ absl::StatusOr<void*> CudaRuntime::OpenMemory(int device, const IpcMemory& memor
 
 void CudaRuntime::ReleaseMemory(const IpcMemory& memory) { mappings_.Release(memory.handle); }
 
+absl::Status CudaRuntime::EnablePeerAccess(int device, int peer) {
+  if (device == peer) return absl::OkStatus();
+  CHORUS_RETURN_IF_ERROR(Available());
+  int can_access = 0;
+  CHORUS_CUDA_RETURN_IF_ERROR(cudaDeviceCanAccessPeer(&can_access, device, peer));
+  if (can_access == 0) {
+    return InvalidArgumentError(absl::StrCat("GPU ", device, " cannot reach GPU ", peer,
+                                             "'s memory directly (cudaDeviceCanAccessPeer)"));
+  }
+  ScopedDevice scoped(device);
+  CHORUS_RETURN_IF_ERROR(scoped.status());
+  const cudaError_t error = cudaDeviceEnablePeerAccess(peer, 0);
+  if (error == cudaErrorPeerAccessAlreadyEnabled) {
+    (void)cudaGetLastError();  // not an error here: clear it from the thread's state
+    return absl::OkStatus();
+  }
+  return CudaStatus(error, "cudaDeviceEnablePeerAccess");
+}
+
 absl::StatusOr<void*> CudaRuntime::AllocateDevice(int device, size_t bytes) {
   CHORUS_RETURN_IF_ERROR(Available());
   ScopedDevice scoped(device);

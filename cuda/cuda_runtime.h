@@ -30,6 +30,7 @@ class CudaRuntime : public GpuRuntime {
   absl::StatusOr<IpcMemory> ExportMemory(int device, const void* pointer) override;
   absl::StatusOr<void*> OpenMemory(int device, const IpcMemory& memory) override;
   void ReleaseMemory(const IpcMemory& memory) override;
+  absl::Status EnablePeerAccess(int device, int peer) override;
   absl::Status CopyAsync(void* dst, const void* src, size_t bytes, int device,
                          void* stream) override;
   absl::Status ReduceAsync(DataType type, ReduceOp op, const void* a, const void* b, void* dst,

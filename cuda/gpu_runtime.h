@@ -75,6 +75,11 @@ class GpuRuntime {
   // that may still run (a stream that missed its deadline) must not be followed by this call.
   virtual void ReleaseMemory(const IpcMemory& memory) = 0;
 
+  // Lets work queued on `device` read and write memory of `peer` directly (peer to peer), for
+  // ranks of one process on different GPUs. OK at once for the same device, or when access is
+  // already enabled; an error when the two GPUs cannot reach each other.
+  virtual absl::Status EnablePeerAccess(int device, int peer) = 0;
+
   // Queues a copy of `bytes` between any two memories on `stream` of `device`: it starts after the
   // work queued there before it.
   virtual absl::Status CopyAsync(void* dst, const void* src, size_t bytes, int device,

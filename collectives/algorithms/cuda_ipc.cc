@@ -245,8 +245,18 @@ absl::StatusOr<std::vector<Descriptor>> IpcCall::Describe() {
 absl::StatusOr<char*> IpcCall::Open(int rank, const Descriptor& peer, uint64_t address,
                                     const IpcMemory& memory) {
   if (address == 0) return nullptr;
-  // A rank of this process: its own address (CUDA refuses to open a process's own handles).
+  // A rank of this process: its own address (CUDA refuses to open a process's own handles),
+  // which this rank's kernels reach only with peer access when it is on another GPU.
   if (peer.pid == getpid() && peer.process == ProcessToken()) {
+    const absl::Status access = runtime_->EnablePeerAccess(device_, peer.device);
+    if (!access.ok()) {
+      return MakeError(GetErrorKind(access),
+                       absl::StrCat("reading rank ", rank, "'s buffer on GPU ", peer.device,
+                                    " from GPU ", device_, ": ", access.message(),
+                                    "; set CHORUS_CUDA_IPC=0 (and name no cuda_ipc) to stage "
+                                    "device buffers instead"),
+                       rank);
+    }
     return reinterpret_cast<char*>(address);
   }
   absl::StatusOr<void*> opened = runtime_->OpenMemory(device_, memory);

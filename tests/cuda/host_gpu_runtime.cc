@@ -107,6 +107,22 @@ absl::StatusOr<void*> HostGpuRuntime::OpenMemory(int device, const IpcMemory& me
   return static_cast<char*>(pointer) + memory.offset;
 }
 
+absl::Status HostGpuRuntime::EnablePeerAccess(int device, int peer) {
+  if (device == peer) return absl::OkStatus();
+  if (refusing_peer_access_.load()) {
+    return InvalidArgumentError(absl::StrCat("device ", device, " cannot reach device ", peer,
+                                             "'s memory (refused by the test)"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  peer_access_.insert({device, peer});
+  return absl::OkStatus();
+}
+
+bool HostGpuRuntime::peer_access(int device, int peer) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return peer_access_.count({device, peer}) > 0;
+}
+
 void HostGpuRuntime::Enqueue(int device, void* stream, std::function<void()> work) {
   std::lock_guard<std::mutex> lock(mu_);
   queues_[{device, stream}].work.push_back(std::move(work));

@@ -14,7 +14,9 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chorus/cuda/gpu_runtime.h"
@@ -31,6 +33,11 @@ class HostGpuRuntime : public GpuRuntime {
 
   // The next `count` copies fail with an Internal error, as a failed cudaMemcpyAsync would.
   void FailCopies(int count) { failing_copies_.store(count); }
+  // EnablePeerAccess between different devices fails while `refuse`, as between GPUs without
+  // a peer-to-peer path.
+  void RefusePeerAccess(bool refuse) { refusing_peer_access_.store(refuse); }
+  // Whether EnablePeerAccess(device, peer) succeeded.
+  bool peer_access(int device, int peer) const;
 
   int pinned_allocations() const { return pinned_allocations_.load(); }
   int pinned_blocks_live() const;
@@ -49,6 +56,7 @@ class HostGpuRuntime : public GpuRuntime {
   absl::StatusOr<void*> OpenMemory(int device, const IpcMemory& memory) override;
   // Opening maps nothing here, so there is nothing to release.
   void ReleaseMemory(const IpcMemory& memory) override {}
+  absl::Status EnablePeerAccess(int device, int peer) override;
   absl::Status CopyAsync(void* dst, const void* src, size_t bytes, int device,
                          void* stream) override;
   absl::Status ReduceAsync(DataType type, ReduceOp op, const void* a, const void* b, void* dst,
@@ -67,10 +75,12 @@ class HostGpuRuntime : public GpuRuntime {
 
   const int devices_;
   std::atomic<int> failing_copies_{0};
+  std::atomic<bool> refusing_peer_access_{false};
   std::atomic<int> pinned_allocations_{0};
   mutable std::mutex mu_;
   std::map<const char*, Allocation> allocations_;  // by start address
   std::map<void*, int> streams_;                   // made streams and their devices
+  std::set<std::pair<int, int>> peer_access_;      // (device, peer) pairs enabled
   std::vector<std::unique_ptr<int>> stream_handles_;
   struct Queue {
     std::vector<std::function<void()>> work;  // guarded by mu_

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "chorus/collectives/communicator.h"
 #include "chorus/core/status.h"
@@ -139,6 +140,76 @@ TEST_CASE("host stand-in: cuda_ipc collectives read the peers' device buffers in
     // Nothing was staged through pinned memory.
     CHECK(stand_in.runtime().pinned_allocations() == pinned_before);
   }
+}
+
+// Rank r's device buffer of `count` floats, each r + 1, on device r; the allreduce's result is
+// read back into `out`.
+absl::Status AllReduceOnOwnDevice(Communicator& comm, HostGpuRuntime& runtime, size_t count,
+                                  std::vector<float>& out) {
+  const int device = comm.rank();
+  DeviceBuffer buffer(runtime, device, count * sizeof(float));
+  const Deadline deadline = Deadline::After(absl::Seconds(5));
+  std::vector<float> host(count, static_cast<float>(comm.rank() + 1));
+  CHORUS_RETURN_IF_ERROR(
+      runtime.CopyAsync(buffer.data, host.data(), host.size() * sizeof(float), device, nullptr));
+  CHORUS_RETURN_IF_ERROR(runtime.WaitStream(device, nullptr, deadline));
+  CollectiveOptions ipc;
+  ipc.algorithm = "cuda_ipc";
+  CHORUS_RETURN_IF_ERROR(
+      comm.AllReduce(buffer.data, buffer.data, count, DataType::kFloat32, ReduceOp::kSum, ipc));
+  out.resize(count);
+  CHORUS_RETURN_IF_ERROR(
+      runtime.CopyAsync(out.data(), buffer.data, count * sizeof(float), device, nullptr));
+  return runtime.WaitStream(device, nullptr, deadline);
+}
+
+TEST_CASE("host stand-in: cuda_ipc between thread ranks on different GPUs enables peer access",
+          "[stand-in][ipc]") {
+  InstalledStandIn stand_in;
+  HostGpuRuntime& runtime = stand_in.runtime();
+  constexpr size_t kCount = 1000;
+  std::vector<std::vector<float>> results(2);
+  CheckAll(RunOnThreadsAll(
+      TransportKind::kInproc, 2,
+      [&](Communicator& comm) {
+        return AllReduceOnOwnDevice(comm, runtime, kCount, results[comm.rank()]);
+      },
+      absl::Minutes(1)));
+  for (const std::vector<float>& result : results) {
+    REQUIRE(result.size() == kCount);
+    CHECK(result.front() == 3.0f);
+    CHECK(result.back() == 3.0f);
+  }
+  CHECK(runtime.peer_access(0, 1));
+  CHECK(runtime.peer_access(1, 0));
+
+  // GPUs that cannot reach each other: every rank fails, naming the way out, and the
+  // communicator still works once they can.
+  runtime.RefusePeerAccess(true);
+  std::vector<absl::Status> after(2);
+  const std::vector<absl::Status> statuses = RunOnThreadsAll(
+      TransportKind::kInproc, 2,
+      [&](Communicator& comm) {
+        const absl::Status refused =
+            AllReduceOnOwnDevice(comm, runtime, kCount, results[comm.rank()]);
+        // Both ranks have failed before either goes on.
+        CHORUS_RETURN_IF_ERROR(comm.Barrier());
+        if (comm.rank() == 0) runtime.RefusePeerAccess(false);
+        CHORUS_RETURN_IF_ERROR(comm.Barrier());
+        after[comm.rank()] = AllReduceOnOwnDevice(comm, runtime, kCount, results[comm.rank()]);
+        return refused;
+      },
+      absl::Minutes(1));
+  for (const absl::Status& status : statuses) {
+    INFO(status.ToString());
+    CHECK_FALSE(status.ok());
+    CHECK(absl::StrContains(status.message(), "allreduce #"));
+  }
+  // Each rank's own error says what happened and what to do; a peer's names the rank to read.
+  const bool named_here = absl::StrContains(statuses[0].message(), "CHORUS_CUDA_IPC=0") ||
+                          absl::StrContains(statuses[1].message(), "CHORUS_CUDA_IPC=0");
+  CHECK(named_here);
+  CheckAll(after);
 }
 
 TEST_CASE("host stand-in: allreduces below cuda_ipc_min_bytes are staged, larger ones are not",
