@@ -11,8 +11,11 @@ namespace chorus {
 namespace {
 
 constexpr std::array<absl::string_view, kNumAlgorithmIds> kAlgorithmNames = {
-    "none",     "ring",   "recursive_doubling", "rabenseifner", "binomial",    "double_binary_tree",
-    "pairwise", "linear", "dissemination",      "direct",       "hierarchical", "cuda_ipc"};
+    "none",         "ring",         "recursive_doubling",
+    "rabenseifner", "binomial",     "double_binary_tree",
+    "pairwise",     "linear",       "dissemination",
+    "direct",       "hierarchical", "cuda_ipc",
+    "shared_slots"};
 
 }  // namespace
 

@@ -43,8 +43,9 @@ enum class AlgorithmId : uint8_t {
   kDirect = 9,  // point-to-point
   kHierarchical = 10,
   kCudaIpc = 11,  // CUDA device buffers of ranks on one host, read in place (docs/cuda.md)
+  kSharedSlots = 12,  // small calls between ranks that share memory, without messages
 };
-inline constexpr int kNumAlgorithmIds = 12;
+inline constexpr int kNumAlgorithmIds = 13;
 
 // Names and properties of a collective, read from its row of the shape table (shape.h):
 // "allreduce", "broadcast", "reduce", "allgather", "allgatherv", "reduce_scatter",
@@ -54,7 +55,8 @@ absl::string_view CollectiveKindName(CollectiveKind kind);
 absl::StatusOr<CollectiveKind> ParseCollectiveKind(absl::string_view name);
 
 // "ring", "recursive_doubling", "rabenseifner", "binomial", "double_binary_tree", "pairwise",
-// "linear", "dissemination", "direct", "hierarchical", "cuda_ipc" ("none" for kNone).
+// "linear", "dissemination", "direct", "hierarchical", "cuda_ipc", "shared_slots" ("none" for
+// kNone).
 absl::string_view AlgorithmName(AlgorithmId id);
 absl::StatusOr<AlgorithmId> ParseAlgorithmName(absl::string_view name);
 

@@ -108,8 +108,11 @@ void Communicator::Abort(absl::string_view reason) {
 std::vector<std::string> Communicator::Algorithms(CollectiveKind kind) {
   std::vector<std::string> names;
   for (AlgorithmId id : AlgorithmsFor(kind)) {
-    // Device buffers only (docs/cuda.md): not a choice for the host algorithms' lists.
-    if (id != AlgorithmId::kCudaIpc) names.emplace_back(AlgorithmName(id));
+    // Not a choice on every communicator: cuda_ipc needs device buffers (docs/cuda.md),
+    // shared_slots ranks that share memory.
+    if (id != AlgorithmId::kCudaIpc && id != AlgorithmId::kSharedSlots) {
+      names.emplace_back(AlgorithmName(id));
+    }
   }
   return names;
 }
@@ -195,7 +198,8 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
         << ctx.Describe() << ": " << PayloadBytes(args, size()) << " bytes, algorithm "
         << AlgorithmName(algorithm.id) << (staged ? ", staged from a CUDA device" : "");
     if (record != nullptr) record->Start(&ctx, started);
-    ctx.Start();
+    // The shared slots carry the headers themselves.
+    if (algorithm.id != AlgorithmId::kSharedSlots) ctx.Start();
     status =
         size() == 1 ? (CopyOwnBlock(run_args), absl::OkStatus()) : algorithm.run(ctx, run_args);
     if (status.ok()) status = ctx.Finish();

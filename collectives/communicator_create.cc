@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "chorus/collectives/algorithms/algorithms.h"
 #include "chorus/collectives/communicator.h"
 #include "chorus/collectives/diagnostics/flight_recorder.h"
 #include "chorus/collectives/diagnostics/flight_recorder_signal.h"
@@ -61,6 +62,9 @@ absl::Status ApplyEnvironment(CommunicatorOptions& options) {
                                       static_cast<int64_t>(options.pinned_cache_bytes)));
   if (pinned < 0) return InvalidArgumentError("CHORUS_CUDA_PINNED_CACHE_BYTES is negative");
   options.pinned_cache_bytes = static_cast<size_t>(pinned);
+  CHORUS_ASSIGN_OR_RETURN(const int64_t shared_slots,
+                          GetEnvInt("CHORUS_SHARED_SLOTS", options.shared_slots ? 1 : 0, 0, 1));
+  options.shared_slots = shared_slots == 1;
   CHORUS_ASSIGN_OR_RETURN(const int64_t cuda_ipc,
                           GetEnvInt("CHORUS_CUDA_IPC", options.cuda_ipc ? 1 : 0, 0, 1));
   options.cuda_ipc = cuda_ipc == 1;
@@ -197,10 +201,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Assemble(
     trace = std::make_unique<TraceLog>(*path, rank, name);
   }
   const std::string layout = topology->Describe();
-  auto selector = std::make_unique<Selector>(settings.rules, settings.cost, tuning.segment_bytes,
-                                             *topology, local_cost);
-  auto state = std::make_unique<CommState>(name, rank, size, std::move(store), std::move(mesh),
-                                           tuning, *std::move(topology), std::move(trace));
+  SharedSlots* const shared_slots = options.shared_slots ? mesh->ClaimSharedSlots() : nullptr;
+  auto selector = std::make_unique<Selector>(
+      settings.rules, settings.cost, tuning.segment_bytes, *topology, local_cost,
+      shared_slots != nullptr ? SharedSlotPayloadBytes() : 0);
+  auto state =
+      std::make_unique<CommState>(name, rank, size, std::move(store), std::move(mesh), tuning,
+                                  *std::move(topology), std::move(trace), shared_slots);
   auto recorder = std::make_unique<FlightRecorder>(
       rank, name, static_cast<size_t>(options.flight_recorder_entries),
       GetEnv("CHORUS_FLIGHT_RECORDER_FILE").value_or(""));

@@ -23,6 +23,7 @@
 #include "chorus/rendezvous/store.h"
 #include "chorus/transport/receive_claim.h"
 #include "chorus/transport/request.h"
+#include "chorus/transport/shared_slots.h"
 
 namespace chorus {
 
@@ -136,6 +137,12 @@ class Mesh {
   // for ranks on one host, identical on every rank. Empty (the default) when unknown. The
   // collectives layer reads it once, when a communicator is created.
   virtual std::vector<int> HostOfRanks() const { return {}; }
+
+  // The mesh's shared slots (shared_slots.h) for the first caller, which keeps them for the
+  // mesh's life; null for every later caller, and for meshes whose ranks do not all share
+  // memory (the default). Every rank of a mesh gets the same answer when its communicators are
+  // built alike.
+  virtual SharedSlots* ClaimSharedSlots() { return nullptr; }
 };
 
 struct MeshOptions {

@@ -54,6 +54,14 @@ absl::Status CudaIpcMove(CollectiveContext& ctx, const CollectiveArgs& args);
 // which cuda_ipc refuses, is its own); those are staged unless a call names cuda_ipc.
 bool CudaIpcAutomatic(CollectiveKind kind);
 
+// shared_slots.cc: calls of at most SharedSlotPayloadBytes() between ranks that share memory,
+// through the communicator's shared slots (ctx.shared_slots()) instead of messages; an
+// InvalidArgument error on a communicator without them.
+absl::Status SharedSlotsAllReduce(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status SharedSlotsBroadcast(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status SharedSlotsBarrier(CollectiveContext& ctx, const CollectiveArgs& args);
+size_t SharedSlotPayloadBytes();
+
 // hierarchical.cc: phases within hosts and between hosts (ctx.topology()), each run by a flat
 // algorithm above on a group of ranks (GroupView). Any layout, also one host.
 absl::Status HierarchicalAllReduce(CollectiveContext& ctx, const CollectiveArgs& args);

@@ -18,7 +18,7 @@ constexpr absl::string_view kFailureClaimsKey = "failure/claims";
 
 CommState::CommState(std::string name, int rank, int size, std::shared_ptr<Store> store,
                      std::shared_ptr<Mesh> mesh, CommTuning tuning, Topology topology,
-                     std::unique_ptr<TraceLog> trace)
+                     std::unique_ptr<TraceLog> trace, SharedSlots* shared_slots)
     : name_(std::move(name)),
       rank_(rank),
       size_(size),
@@ -28,6 +28,7 @@ CommState::CommState(std::string name, int rank, int size, std::shared_ptr<Store
       tuning_(tuning),
       topology_(std::move(topology)),
       trace_(std::move(trace)),
+      shared_slots_(shared_slots),
       connections_(new std::atomic<Connection*>[size]()) {}
 
 absl::StatusOr<Connection*> CommState::GetConnection(int peer) {

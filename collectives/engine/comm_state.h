@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "chorus/collectives/diagnostics/trace.h"
+#include "chorus/collectives/engine/slot_debts.h"
 #include "chorus/collectives/engine/topology.h"
 #include "chorus/collectives/options.h"
 #include "chorus/rendezvous/store.h"
@@ -46,15 +47,20 @@ struct CommTuning {
 class CommState {
  public:
   // `store` and `mesh` may be shared with sub-communicators (Communicator::Split, ...).
+  // `shared_slots`: the mesh's, claimed for this communicator (Mesh::ClaimSharedSlots), or null.
   CommState(std::string name, int rank, int size, std::shared_ptr<Store> store,
             std::shared_ptr<Mesh> mesh, CommTuning tuning, Topology topology,
-            std::unique_ptr<TraceLog> trace);
+            std::unique_ptr<TraceLog> trace, SharedSlots* shared_slots = nullptr);
 
   const std::string& name() const { return name_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
   uint16_t tag_id() const { return tag_id_; }
   Mesh& mesh() { return *mesh_; }
+  // The mesh's shared slots when this communicator holds them; null otherwise.
+  SharedSlots* shared_slots() const { return shared_slots_; }
+  // The reads of those slots that its collectives owe (slot_debts.h).
+  SlotDebts& slot_debts() { return slot_debts_; }
   const std::shared_ptr<Mesh>& shared_mesh() const { return mesh_; }
   // mesh().GetConnection(peer), remembered once it succeeds (the mesh returns the same object
   // for its whole life), so that a collective finds its peers without a transport's lock.
@@ -99,6 +105,8 @@ class CommState {
   const CommTuning tuning_;
   const Topology topology_;
   const std::unique_ptr<TraceLog> trace_;
+  SharedSlots* const shared_slots_;  // owned by mesh_
+  SlotDebts slot_debts_;
   const std::unique_ptr<std::atomic<Connection*>[]> connections_;  // by rank; null: not yet
   mutable std::mutex mu_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);

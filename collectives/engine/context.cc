@@ -382,6 +382,7 @@ uint8_t* CollectiveContext::Scratch(size_t bytes) {
 void CollectiveContext::Cancel() {
   std::lock_guard<std::mutex> lock(mu_);
   cancelled_ = true;
+  cancel_seen_.store(true, std::memory_order_release);
   // Requests that are done need no cancel (and cancelling one may take a transport lock).
   for (const Transfer& transfer : posted_) {
     Request* request =
@@ -533,25 +534,8 @@ absl::Status CollectiveContext::CheckHeader(int peer, PeerHeader& header) {
   // The header alone, or the header, a step and a payload (see the top of context.h).
   const size_t length = header.request->bytes();
   const bool with_payload = length >= CollectiveHeader::kWireSize + kStepBytes;
-  absl::StatusOr<CollectiveHeader> theirs =
-      CollectiveHeader::Decode(header.message, with_payload ? CollectiveHeader::kWireSize : length);
-  if (!theirs.ok()) {
-    return Fatal(MismatchError(
-        absl::StrCat(Describe(), ": rank ", peer, " sent a malformed collective header (",
-                     theirs.status().message(), "); is it running a different Chorus version?"),
-        peer));
-  }
-  // Equal wires agree; only a disagreement is worth describing.
-  const std::string differences =
-      std::memcmp(header.message, header_wire_.data(), CollectiveHeader::kWireSize) == 0
-          ? std::string()
-          : header_.Differences(*theirs);
-  if (!differences.empty()) {
-    return Fatal(
-        MismatchError(absl::StrCat(Describe(), " but rank ", peer, " called ", theirs->Describe(),
-                                   " (", differences, "); ", kSameCallsAdvice),
-                      peer));
-  }
+  CHORUS_RETURN_IF_ERROR(
+      CheckWire(peer, header.message, with_payload ? CollectiveHeader::kWireSize : length));
   header.checked = true;
   if (with_payload) {
     header.has_payload = true;
@@ -568,18 +552,55 @@ absl::Status CollectiveContext::Reported(const absl::Status& published, int peer
       ErrorPeerRank(published).value_or(peer)));
 }
 
-absl::Status CollectiveContext::Fatal(absl::Status error) {
-  comm_.Break(error);
-  return error;
+absl::Status CollectiveContext::CheckWire(int peer, const uint8_t* wire, size_t bytes) {
+  // Equal wires agree; only a disagreement is worth decoding and describing.
+  if (bytes == CollectiveHeader::kWireSize &&
+      std::memcmp(wire, header_wire_.data(), CollectiveHeader::kWireSize) == 0) {
+    return absl::OkStatus();
+  }
+  absl::StatusOr<CollectiveHeader> theirs = CollectiveHeader::Decode(wire, bytes);
+  if (!theirs.ok()) {
+    return Fatal(MismatchError(
+        absl::StrCat(Describe(), ": rank ", peer, " sent a malformed collective header (",
+                     theirs.status().message(), "); is it running a different Chorus version?"),
+        peer));
+  }
+  const std::string differences = header_.Differences(*theirs);
+  if (differences.empty()) return absl::OkStatus();
+  return Fatal(
+      MismatchError(absl::StrCat(Describe(), " but rank ", peer, " called ", theirs->Describe(),
+                                 " (", differences, "); ", kSameCallsAdvice),
+                    peer));
 }
 
-absl::Status CollectiveContext::Failed(const Transfer& transfer, const absl::Status& status) {
-  const int peer = transfer.peer;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (cancelled_) {
-      return AbortedError(absl::StrCat(Describe(), ": aborted by the caller (Work::Abort)"));
-    }
+absl::Status CollectiveContext::CheckHeaderMessage(int peer) {
+  PeerHeader* header = ExpectHeaderFrom(peer);
+  if (header == nullptr) {
+    return Fatal(MismatchError(absl::StrCat(Describe(), ": rank ", peer,
+                                            " sent its header as a message; ", kSameCallsAdvice),
+                               peer));
+  }
+  const Transfer transfer{header->request, peer, CollectiveHeader::kWireSize, kHeaderStep,
+                          /*is_recv=*/true};
+  const absl::Status received = header->request->Wait(deadline_);
+  if (!received.ok()) return Failed(transfer, received);
+  CHORUS_RETURN_IF_ERROR(CheckHeader(peer, *header));
+  // Its header agrees (the algorithm apart, which headers of one kind of path never differ in):
+  // still a disagreement, since no rank of this collective sends one.
+  return Fatal(MismatchError(
+      absl::StrCat(Describe(), " but rank ", peer, " called it with messages; ", kSameCallsAdvice),
+      peer));
+}
+
+Tag CollectiveContext::header_tag() const {
+  return CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep);
+}
+
+bool CollectiveContext::cancelled() const { return cancel_seen_.load(std::memory_order_acquire); }
+
+std::optional<absl::Status> CollectiveContext::Interrupted() const {
+  if (cancelled()) {
+    return AbortedError(absl::StrCat(Describe(), ": aborted by the caller (Work::Abort)"));
   }
   const absl::Status broken = comm_.broken();
   if (!broken.ok()) {
@@ -587,6 +608,29 @@ absl::Status CollectiveContext::Failed(const Transfer& transfer, const absl::Sta
                      absl::StrCat(Describe(), ": the communicator is broken: ", broken.message()),
                      ErrorPeerRank(broken).value_or(-1));
   }
+  return std::nullopt;
+}
+
+absl::Status CollectiveContext::PeerLost(int peer, const absl::Status& status,
+                                         absl::string_view during) {
+  // Another rank may have broken the communicator on purpose; report its reason.
+  if (std::optional<absl::Status> published = comm_.PublishedFailure()) {
+    return Reported(*published, peer);
+  }
+  return Fatal(PeerUnavailableError(
+      absl::StrCat(Describe(), ": rank ", peer, " closed its connection or died during ", during,
+                   " (", status.message(), "); check rank ", peer, "'s log"),
+      peer));
+}
+
+absl::Status CollectiveContext::Fatal(absl::Status error) {
+  comm_.Break(error);
+  return error;
+}
+
+absl::Status CollectiveContext::Failed(const Transfer& transfer, const absl::Status& status) {
+  const int peer = transfer.peer;
+  if (std::optional<absl::Status> interrupted = Interrupted()) return *interrupted;
   const ErrorKind kind = GetErrorKind(status);
   if (kind == ErrorKind::kInvalidArgument && transfer.is_recv) {
     // A longer message than expected: most likely the peer runs a different collective.
@@ -601,16 +645,9 @@ absl::Status CollectiveContext::Failed(const Transfer& transfer, const absl::Sta
                       peer));
   }
   if (kind == ErrorKind::kPeerUnavailable || kind == ErrorKind::kAborted) {
-    // Another rank may have broken the communicator on purpose; report its reason.
-    if (std::optional<absl::Status> published = comm_.PublishedFailure()) {
-      return Reported(*published, peer);
-    }
-    return Fatal(PeerUnavailableError(
-        absl::StrCat(Describe(), ": rank ", peer, " closed its connection or died during ",
-                     transfer.is_recv ? "a receive" : "a send", " at step ",
-                     StepName(transfer.step), " (", status.message(), "); check rank ", peer,
-                     "'s log"),
-        peer));
+    return PeerLost(peer, status,
+                    absl::StrCat(transfer.is_recv ? "a receive" : "a send", " at step ",
+                                 StepName(transfer.step)));
   }
   if (kind == ErrorKind::kDeadlineExceeded) return TimedOut({&transfer, 1});
   return Fatal(MakeError(

@@ -146,6 +146,30 @@ class CollectiveContext {
   // A scratch buffer (contents undefined) owned by the context until it ends.
   uint8_t* Scratch(size_t bytes);
 
+  // For algorithms that read their peers' data in shared memory instead of receiving messages
+  // (shared_slots.cc), and so check headers and report failures themselves:
+  // The communicator's shared slots; null when its mesh has none.
+  SharedSlots* shared_slots() const { return comm_.shared_slots(); }
+  SlotDebts& slot_debts() { return comm_.slot_debts(); }
+  const CollectiveHeader::Wire& header_wire() const { return header_wire_; }
+  // The tag of this collective's header message, which a peer that runs it over messages sends.
+  Tag header_tag() const;
+  // Checks a peer's header in wire form against this rank's; a disagreement breaks the
+  // communicator and is returned (as for a header message).
+  absl::Status CheckWire(int peer, const uint8_t* wire, size_t bytes);
+  // `peer` sent this collective's header as a message where this rank expects none: receives
+  // and checks it, and returns the disagreement (always an error; breaks the communicator).
+  absl::Status CheckHeaderMessage(int peer);
+  // Why a wait must stop at once, if it must: the caller aborted (Work::Abort), or the
+  // communicator broke.
+  std::optional<absl::Status> Interrupted() const;
+  // `peer` died or closed its mesh (`status`, from the transport) during `during`: the reason
+  // another rank published when it broke the communicator, else this; breaks the communicator.
+  absl::Status PeerLost(int peer, const absl::Status& status, absl::string_view during);
+  bool cancelled() const;
+  // Breaks the communicator with `error` (the first error wins) and returns it.
+  absl::Status Fatal(absl::Status error);
+
   // "allreduce #17 (ring, 1000 x float32 (3.9 KiB), sum) on rank 2".
   std::string Describe() const;
 
@@ -231,7 +255,6 @@ class CollectiveContext {
   absl::Status Failed(const Transfer& transfer, const absl::Status& status);
   absl::Status WrongLength(const Transfer& transfer, size_t got);
   absl::Status TimedOut(absl::Span<const Transfer> transfers);
-  absl::Status Fatal(absl::Status error);
   absl::Status Reported(const absl::Status& published, int peer);
 
   CommState& comm_;
@@ -294,6 +317,7 @@ class CollectiveContext {
   // The requests of posted_ (deferred receives own theirs), kept until the context ends.
   absl::InlinedVector<RequestPtr, 6> requests_ ABSL_GUARDED_BY(mu_);
   bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
+  std::atomic<bool> cancel_seen_{false};  // cancelled_, for readers that take no lock
 };
 
 // Runs an algorithm on a subset of the communicator's ranks, unchanged: while the view lives,

@@ -30,6 +30,8 @@ double Fill(const CostInputs& in, double depth) {
 // cuda_ipc: its rounds of small messages to every peer (the data never crosses a link).
 double IpcRounds(const CostInputs& in, double rounds) { return rounds * (in.ranks - 1) * in.alpha; }
 double TwoIpcRounds(const CostInputs& in) { return IpcRounds(in, 2); }
+// shared_slots: a cache line from each peer, a small fraction of a message's latency.
+double SlotLoads(const CostInputs& in) { return 0.1 * (in.ranks - 1) * in.alpha; }
 
 // Formulas (n bytes, p ranks, L = ceil(log2 p), a/b/g = alpha/beta/gamma; the recursive
 // algorithms that fold use floor(log2 p) core steps plus the fold); see
@@ -158,6 +160,11 @@ const AlgorithmEntry kTable[] = {
     {K::kScatterV, A::kCudaIpc, CudaIpcMove, TwoIpcRounds},
     {K::kAllToAll, A::kCudaIpc, CudaIpcMove, TwoIpcRounds},
     {K::kAllToAllV, A::kCudaIpc, CudaIpcMove, TwoIpcRounds},
+    // Ranks that share memory only, chosen by the selector for every call small enough
+    // (CheapestFlat skips it): one store and a load per peer, no message.
+    {K::kAllReduce, A::kSharedSlots, SharedSlotsAllReduce, SlotLoads},
+    {K::kBroadcast, A::kSharedSlots, SharedSlotsBroadcast, SlotLoads},
+    {K::kBarrier, A::kSharedSlots, SharedSlotsBarrier, SlotLoads},
     // hierarchical: the sum of its phases' cheapest flat costs (hierarchical.cc)
     {K::kAllReduce, A::kHierarchical, HierarchicalAllReduce,
      [](const CostInputs& in) { return HierarchicalCost(K::kAllReduce, in); }},
@@ -204,7 +211,10 @@ const AlgorithmEntry* CheapestFlat(CollectiveKind kind, const CostInputs& in) {
   const AlgorithmEntry* best = nullptr;
   double best_cost = 0;
   for (const AlgorithmEntry& entry : kTable) {
-    if (entry.kind != kind || entry.id == A::kHierarchical || entry.id == A::kCudaIpc) continue;
+    if (entry.kind != kind || entry.id == A::kHierarchical || entry.id == A::kCudaIpc ||
+        entry.id == A::kSharedSlots) {
+      continue;
+    }
     const double cost = entry.cost(in);
     if (best == nullptr || cost < best_cost) {
       best = &entry;

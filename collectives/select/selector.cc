@@ -143,13 +143,14 @@ std::atomic<uint64_t> next_selector_id{1};
 }  // namespace
 
 Selector::Selector(std::vector<AlgorithmRule> rules, CostParams cost, size_t segment_bytes,
-                   Topology topology, CostParams local_cost)
+                   Topology topology, CostParams local_cost, size_t shared_slot_bytes)
     : id_(next_selector_id.fetch_add(1, std::memory_order_relaxed)),
       rules_(std::move(rules)),
       cost_(cost),
       local_cost_(Completed(local_cost, cost)),
       segment_bytes_(segment_bytes),
-      topology_(std::move(topology)) {}
+      topology_(std::move(topology)),
+      shared_slot_bytes_(shared_slot_bytes) {}
 
 CostInputs Selector::Inputs(int ranks, size_t bytes) const {
   CostInputs in = MakeCostInputs(cost_, ranks, bytes, segment_bytes_);
@@ -184,6 +185,13 @@ absl::StatusOr<const AlgorithmEntry*> Selector::Choose(const CollectiveArgs& arg
   for (const AlgorithmRule& rule : rules_) {
     if (rule.kind == args.kind && size >= rule.min_bytes && size < rule.max_bytes) {
       return FindAlgorithm(rule.kind, rule.algorithm);
+    }
+  }
+  // No message beats a store and a load of shared memory: where the shared slots carry the
+  // call, no model is asked.
+  if (shared_slot_bytes_ > 0 && bytes <= shared_slot_bytes_) {
+    if (const AlgorithmEntry* slots = FindAlgorithm(args.kind, AlgorithmId::kSharedSlots)) {
+      return slots;
     }
   }
   const AlgorithmEntry* best = ModelChoice(args.kind, ranks, bytes);

@@ -51,8 +51,10 @@ class Selector {
   // `topology`: which ranks share a host (empty: unknown, one host); the model considers the
   // hierarchical algorithm only when topology.IsHierarchical(), pricing its phases within a
   // host with `local_cost` (zero fields: `cost`'s) and between hosts with `cost`.
+  // `shared_slot_bytes`: the largest payload of an allreduce, broadcast or barrier that the
+  // shared_slots algorithm carries on this communicator; 0 when it has no shared slots.
   Selector(std::vector<AlgorithmRule> rules, CostParams cost, size_t segment_bytes,
-           Topology topology = {}, CostParams local_cost = {});
+           Topology topology = {}, CostParams local_cost = {}, size_t shared_slot_bytes = 0);
 
   // The entry to run. `forced` is a per-call algorithm name (may be empty).
   absl::StatusOr<const AlgorithmEntry*> Choose(const CollectiveArgs& args, int ranks,
@@ -74,6 +76,7 @@ class Selector {
   const CostParams local_cost_;
   const size_t segment_bytes_;
   const Topology topology_;
+  const size_t shared_slot_bytes_;
 };
 
 }  // namespace chorus

@@ -96,12 +96,29 @@ struct Budget {
   int64_t syscalls;
 };
 
+bool WithinBudget(const CallCounts& least, const Budget& budget) {
+  return least.allocations <= budget.allocations &&
+         least.lock_acquisitions <= budget.lock_acquisitions && least.syscalls <= budget.syscalls;
+}
+
+// A run in which the scheduler kept one rank behind the other throughout (its peer's message
+// always waiting for it, or it always waiting) never takes the fast path; a fresh pair of
+// ranks gets another chance, up to kAttempts. A cost added to every call fails every attempt.
+constexpr int kAttempts = 3;
+
 void CheckBudget(TransportKind transport, Call call, const Budget& budget) {
   Outcome outcome;
-  CountCalls(transport, call, outcome);
-  if (!outcome.skipped.empty()) {
-    WARN("SKIPPED: cannot count system calls on this machine: " << outcome.skipped);
-    return;
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    outcome.least_by_rank.assign(2, CallCounts{});
+    CountCalls(transport, call, outcome);
+    if (!outcome.skipped.empty()) {
+      WARN("SKIPPED: cannot count system calls on this machine: " << outcome.skipped);
+      return;
+    }
+    if (WithinBudget(outcome.least_by_rank[0], budget) &&
+        WithinBudget(outcome.least_by_rank[1], budget)) {
+      break;
+    }
   }
   for (int rank = 0; rank < 2; ++rank) {
     const CallCounts& least = outcome.least_by_rank[rank];
@@ -115,10 +132,11 @@ void CheckBudget(TransportKind transport, Call call, const Budget& budget) {
   }
 }
 
-// Shared memory: the two requests (the message out, the peer's in) are the only allocations,
-// and a call whose peer's message is already there makes no system call at all.
+// Shared memory: the calls ride the shared slots, with no request and no allocation, and a call
+// whose peer's slot is already written makes no system call at all. The locks are the
+// communicator's and the flight recorder's.
 TEST_CASE("small collectives over shared memory") {
-  constexpr Budget kShm = {/*allocations=*/2, /*lock_acquisitions=*/12, /*syscalls=*/0};
+  constexpr Budget kShm = {/*allocations=*/0, /*lock_acquisitions=*/5, /*syscalls=*/0};
   CheckBudget(TransportKind::kShm, Call::kAllReduce, kShm);
   CheckBudget(TransportKind::kShm, Call::kBroadcast, kShm);
   CheckBudget(TransportKind::kShm, Call::kBarrier, kShm);

@@ -72,6 +72,13 @@ RequestPtr HybridMesh::RecvFromAny(absl::Span<const int> peers, Tag tag, MemoryR
   return mesh->RecvFromAny(peers, tag, buffer);
 }
 
+SharedSlots* HybridMesh::ClaimSharedSlots() {
+  for (int peer = 0; peer < size_; ++peer) {
+    if (!SameHost(peer)) return nullptr;
+  }
+  return local_.mesh == nullptr ? nullptr : local_.mesh->ClaimSharedSlots();
+}
+
 void HybridMesh::Abort(absl::string_view reason) {
   if (local_.mesh != nullptr) local_.mesh->Abort(reason);
   if (network_.mesh != nullptr) network_.mesh->Abort(reason);

@@ -52,6 +52,8 @@ class HybridMesh final : public Mesh {
   // lowest rank of each host as its leader without another exchange.
   int HostOf(int rank) const { return host_of_[rank]; }
   std::vector<int> HostOfRanks() const override { return host_of_; }
+  // The shared-memory side's slots when every rank is on this host.
+  SharedSlots* ClaimSharedSlots() override;
 
   // "rank 3 of 8: shm to 2; tcp to 0-1,4-7", logged at info when the mesh is created.
   std::string DescribeLayout() const;

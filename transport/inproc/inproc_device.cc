@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -78,8 +79,32 @@ void Deliver(InprocRequest& send, InprocRequest& recv) {
 // The meshes of one communicator in this process. Thread-safe.
 class Fabric {
  public:
-  Fabric(std::string id, int size) : id_(std::move(id)), closed_(size) {
+  Fabric(std::string id, int size)
+      : id_(std::move(id)),
+        closed_(size),
+        slots_(new SharedSlot[static_cast<size_t>(size) * SharedSlots::kDepth]()) {
     for (int rank = 0; rank < size; ++rank) inboxes_.push_back(std::make_unique<Inbox>(size));
+  }
+
+  SharedSlot* slot(int rank, int index) {
+    return &slots_[static_cast<size_t>(rank) * SharedSlots::kDepth + index];
+  }
+
+  // What rank `own` knows of rank `peer`: its own mesh aborted, the peer's closed, or OK.
+  absl::Status Status(int own, int peer) const {
+    if (IsClosed(own)) return AbortedError(absl::StrCat("inproc: mesh of rank ", own, " aborted"));
+    if (IsClosed(peer)) {
+      return PeerUnavailableError(absl::StrCat("inproc: rank ", peer, " closed its connection"),
+                                  peer);
+    }
+    return absl::OkStatus();
+  }
+
+  // Whether a send from `from` with `tag` waits in rank `own`'s inbox for its receive.
+  bool MessageWaiting(int own, int from, Tag tag) {
+    Inbox& inbox = *inboxes_[own];
+    std::lock_guard<std::mutex> lock(inbox.mu);
+    return inbox.table.OldestUnexpected(from, tag) != nullptr;
   }
 
   const std::string& id() const { return id_; }
@@ -218,6 +243,30 @@ class Fabric {
   const std::string id_;
   std::vector<std::unique_ptr<Inbox>> inboxes_;
   std::vector<std::atomic<bool>> closed_;
+  const std::unique_ptr<SharedSlot[]> slots_;  // kDepth per rank, rank after rank
+};
+
+// The fabric's shared slots: memory of this process, which its rank threads share.
+class InprocSlots final : public SharedSlots {
+ public:
+  InprocSlots(std::shared_ptr<Fabric> fabric, int rank)
+      : fabric_(std::move(fabric)),
+        rank_(rank),
+        oversubscribed_(static_cast<unsigned>(fabric_->size()) >
+                        std::thread::hardware_concurrency()) {}
+
+  absl::Status AttachAll() override { return absl::OkStatus(); }
+  SharedSlot* Slot(int rank, int index) override { return fabric_->slot(rank, index); }
+  absl::Status PeerStatus(int rank) override { return fabric_->Status(rank_, rank); }
+  bool MessageWaiting(int rank, Tag tag) override {
+    return fabric_->MessageWaiting(rank_, rank, tag);
+  }
+  bool oversubscribed() const override { return oversubscribed_; }
+
+ private:
+  const std::shared_ptr<Fabric> fabric_;
+  const int rank_;
+  const bool oversubscribed_;
 };
 
 void InprocRequest::Cancel() { fabric_->Cancel(this); }
@@ -293,7 +342,8 @@ class InprocConnection : public Connection {
 // Thread-safe.
 class InprocMesh : public Mesh {
  public:
-  InprocMesh(std::shared_ptr<Fabric> fabric, int rank) : fabric_(std::move(fabric)), rank_(rank) {
+  InprocMesh(std::shared_ptr<Fabric> fabric, int rank)
+      : fabric_(std::move(fabric)), rank_(rank), slots_(fabric_, rank) {
     for (int peer = 0; peer < fabric_->size(); ++peer) {
       connections_.push_back(std::make_unique<InprocConnection>(this, peer));
     }
@@ -327,6 +377,9 @@ class InprocMesh : public Mesh {
   void Abort(absl::string_view reason) override { fabric_->Close(rank_, reason); }
   // Threads of one process.
   std::vector<int> HostOfRanks() const override { return std::vector<int>(size(), 0); }
+  SharedSlots* ClaimSharedSlots() override {
+    return slots_claimed_.exchange(true) ? nullptr : &slots_;
+  }
 
   RequestPtr PostSend(int peer, Tag tag, ConstMemoryRef buffer) {
     auto request = std::make_shared<InprocRequest>(RequestKind::kSend, peer, tag, fabric_, peer);
@@ -356,6 +409,8 @@ class InprocMesh : public Mesh {
   const std::shared_ptr<Fabric> fabric_;
   const int rank_;
   std::vector<std::unique_ptr<InprocConnection>> connections_;
+  InprocSlots slots_;
+  std::atomic<bool> slots_claimed_{false};
 };
 
 RequestPtr InprocConnection::Send(Tag tag, ConstMemoryRef buffer) {

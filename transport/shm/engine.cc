@@ -112,6 +112,8 @@ Engine::Engine(Config config)
       held_(mu_, config.size),
       waiters_(header_, config.options.spin, config.addresses) {
   peers_.resize(size_);
+  slot_bases_.assign(size_, nullptr);
+  slot_bases_[rank_] = inbox_->shared_slots();
   for (int r = 0; r < size_; ++r) {
     Peer& peer = peers_[r];
     peer.rank = r;
@@ -885,6 +887,7 @@ void Engine::FailPeer(Peer& peer, absl::Status status, bool departed) {
   }
   peer.failure = status;
   peer.departed = departed;
+  troubled_.store(true, std::memory_order_release);
   for (const auto& [tag, request] : matching_.TakePosted(peer.rank)) {
     if (!request->any_peers_.empty()) {
       // A peer that left in good order does not fail a receive another peer may satisfy.
@@ -918,6 +921,7 @@ absl::Status Engine::AnyFailure(absl::Span<const int> peers) const {
 void Engine::CloseWith(absl::Status status, uint32_t how) {
   if (!closed_.ok()) return;
   closed_ = status;
+  troubled_.store(true, std::memory_order_release);
   // Withdraw announced buffers nobody reads yet, so no peer starts reading them later.
   for (Peer& peer : peers_) peer.out.WithdrawAll();
   std::vector<std::shared_ptr<ShmRequest>> all;
@@ -959,6 +963,37 @@ void Engine::Shutdown() {
     background_.join();
     inbox_->CloseForAttach();
   }
+}
+
+// ------------------------------------------------------------------------------------------
+// Shared slots
+
+absl::Status Engine::AttachAll() {
+  if (slots_attached_.load(std::memory_order_acquire)) return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (slots_attached_.load(std::memory_order_relaxed)) return absl::OkStatus();
+  if (!closed_.ok()) return closed_;
+  for (Peer& peer : peers_) {
+    if (peer.rank == rank_) continue;
+    Connect(peer);
+    if (!peer.failure.ok()) return peer.failure;
+    slot_bases_[peer.rank] = peer.out.shared_slots();
+  }
+  slots_attached_.store(true, std::memory_order_release);
+  return absl::OkStatus();
+}
+
+absl::Status Engine::PeerStatus(int rank) {
+  if (!troubled_.load(std::memory_order_acquire)) return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!closed_.ok()) return closed_;
+  return peers_[rank].failure;
+}
+
+bool Engine::MessageWaiting(int rank, Tag tag) {
+  PollOnce();  // what has arrived in the rings reaches the match table
+  std::lock_guard<std::mutex> lock(mu_);
+  return matching_.OldestUnexpected(rank, tag) != nullptr;
 }
 
 // ------------------------------------------------------------------------------------------

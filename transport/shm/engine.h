@@ -23,6 +23,7 @@
 #include "chorus/transport/matching/match_table.h"
 #include "chorus/transport/receive_claim.h"
 #include "chorus/transport/request.h"
+#include "chorus/transport/shared_slots.h"
 #include "chorus/transport/shm/arena.h"
 #include "chorus/transport/shm/hold_schedule.h"
 #include "chorus/transport/shm/inbound_streams.h"
@@ -40,7 +41,7 @@ namespace chorus::shm {
 
 // Thread-safe. Created by the device once the addresses are exchanged; the mesh calls
 // Shutdown() when it is destroyed, and requests keep the engine alive after that.
-class Engine : public std::enable_shared_from_this<Engine> {
+class Engine : public std::enable_shared_from_this<Engine>, public SharedSlots {
  public:
   struct Config {
     ShmOptions options;
@@ -57,6 +58,14 @@ class Engine : public std::enable_shared_from_this<Engine> {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+
+  // The shared slots, handed to the first caller only (Mesh::ClaimSharedSlots).
+  SharedSlots* ClaimSharedSlots() { return slots_claimed_.exchange(true) ? nullptr : this; }
+  absl::Status AttachAll() override ABSL_LOCKS_EXCLUDED(mu_);
+  SharedSlot* Slot(int rank, int index) override { return slot_bases_[rank] + index; }
+  absl::Status PeerStatus(int rank) override ABSL_LOCKS_EXCLUDED(mu_);
+  bool MessageWaiting(int rank, Tag tag) override ABSL_LOCKS_EXCLUDED(mu_);
+  bool oversubscribed() const override { return waiters_.yields_every_poll(); }
 
   // The connection to `peer` (in range, not this rank), attached on first use. A peer that
   // cannot be attached gets a connection whose requests fail with the reason.
@@ -197,6 +206,14 @@ class Engine : public std::enable_shared_from_this<Engine> {
   Waiters waiters_;
   std::atomic<bool> stopping_{false};
   std::thread background_;
+
+  // Each rank's shared slots in this process's mappings: this rank's from the start, the peers'
+  // once AttachAll has attached to them (written under mu_ before slots_attached_ is set).
+  std::vector<SharedSlot*> slot_bases_;
+  std::atomic<bool> slots_attached_{false};
+  // Set once a peer has failed or the engine closed: PeerStatus takes no lock while all is well.
+  std::atomic<bool> troubled_{false};
+  std::atomic<bool> slots_claimed_{false};
 };
 
 }  // namespace chorus::shm

@@ -7,11 +7,14 @@
 //                         AreaControl (rounded up to a page): ring indices, flags, slot states
 //                         ring data       ring_bytes (power of two): records from rank i
 //                         staging data    staging_bytes: large-message chunks from rank i
+//   kPageBytes + n*A    the owner's shared slots (shared_slots.h): written by the owner, read
+//                       (and their `read` counts bumped) by every peer
 //
 // The area of rank i is written by exactly one process (rank i, the producer) and read by the
 // owner (the consumer), so each ring is single-producer/single-consumer. A sender maps only the
-// header page and its own area of a peer's inbox. Pages are untouched until used (memfd pages are
-// allocated on first write), so an area for a peer that never sends costs address space only.
+// header page, its own area and the shared slots of a peer's inbox. Pages are untouched until used
+// (memfd pages are allocated on first write), so an area for a peer that never sends costs address
+// space only.
 //
 // Everything here is shared between processes: only fixed-size types, only lock-free atomics
 // (which are address-free on Linux/x86-64 and aarch64), no pointers except the probe address,
@@ -23,10 +26,12 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "chorus/transport/shared_slots.h"
+
 namespace chorus::shm {
 
 constexpr uint64_t kInboxMagic = 0x31484D5355524F48ull;  // arbitrary; marks a Chorus inbox
-constexpr uint32_t kLayoutVersion = 2;                   // 2: the arena identity in the header
+constexpr uint32_t kLayoutVersion = 3;                   // 3: the shared slots after the areas
 constexpr size_t kPageBytes = 4096;
 constexpr size_t kCacheLine = 64;
 
@@ -150,6 +155,12 @@ struct AreaView {
 
 constexpr uint64_t AreaBytes(uint64_t ring_bytes, uint64_t staging_bytes) {
   return kAreaControlBytes + ring_bytes + staging_bytes;
+}
+
+// The owner's shared slots, after the areas of a mesh of `size`.
+constexpr uint64_t kSharedSlotsBytes = RoundUpToPage(SharedSlots::kDepth * sizeof(SharedSlot));
+constexpr uint64_t SharedSlotsOffset(int size, uint64_t area_bytes) {
+  return kPageBytes + static_cast<uint64_t>(size) * area_bytes;
 }
 
 }  // namespace chorus::shm

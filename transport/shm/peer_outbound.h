@@ -40,6 +40,8 @@ class PeerOutbound {
 
   // The peer's inbox header (after Attach).
   InboxHeader& header() const { return outbox_->header(); }
+  // The peer's shared slots (after Attach).
+  SharedSlot* shared_slots() const { return outbox_->shared_slots(); }
   // The word of rendezvous slot `slot` (after Attach), which the peer claims.
   std::atomic<uint32_t>& slot_word(int slot) const { return outbox_->area().control->slots[slot]; }
   uint64_t eager_limit() const { return eager_limit_; }

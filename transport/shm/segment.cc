@@ -110,7 +110,7 @@ Inbox::Inbox(int fd, std::unique_ptr<Mapping> mapping, uint64_t nonce)
 
 absl::StatusOr<std::shared_ptr<Inbox>> Inbox::Create(int rank, int size, const Params& params) {
   const uint64_t area_bytes = AreaBytes(params.ring_bytes, params.staging_bytes);
-  const uint64_t total = kPageBytes + static_cast<uint64_t>(size) * area_bytes;
+  const uint64_t total = SharedSlotsOffset(size, area_bytes) + kSharedSlotsBytes;
   const std::string name = absl::StrCat("chorus-shm-r", rank);
   const int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
   if (fd < 0) {
@@ -180,6 +180,11 @@ AreaView Inbox::area(int peer) const {
                       h);
 }
 
+SharedSlot* Inbox::shared_slots() const {
+  const InboxHeader& h = header();
+  return reinterpret_cast<SharedSlot*>(mapping_->data() + SharedSlotsOffset(h.size, h.area_bytes));
+}
+
 InboxAddress Inbox::address() const {
   InboxAddress address;
   address.host = LocalHostIdentity();
@@ -204,6 +209,7 @@ absl::StatusOr<std::unique_ptr<PeerInbox>> PeerInbox::Attach(const InboxAddress&
     if (view->same_process_ == nullptr) return gone("no open inbox with its nonce in this process");
     view->header_ = &view->same_process_->header();
     view->area_ = view->same_process_->area(my_rank);
+    view->shared_slots_ = view->same_process_->shared_slots();
     return view;
   }
 
@@ -221,8 +227,8 @@ absl::StatusOr<std::unique_ptr<PeerInbox>> PeerInbox::Attach(const InboxAddress&
     return header_mapping.status();
   }
   const InboxHeader& h = *reinterpret_cast<const InboxHeader*>((*header_mapping)->data());
-  const uint64_t expected_bytes =
-      kPageBytes + static_cast<uint64_t>(size) * AreaBytes(h.ring_bytes, h.staging_bytes);
+  const uint64_t slots_offset = SharedSlotsOffset(size, AreaBytes(h.ring_bytes, h.staging_bytes));
+  const uint64_t expected_bytes = slots_offset + kSharedSlotsBytes;
   if (h.magic != kInboxMagic || h.version != kLayoutVersion || h.nonce != address.nonce ||
       h.rank != peer || h.size != size || h.owner_pid != address.pid ||
       h.area_bytes != AreaBytes(h.ring_bytes, h.staging_bytes) ||
@@ -235,12 +241,17 @@ absl::StatusOr<std::unique_ptr<PeerInbox>> PeerInbox::Attach(const InboxAddress&
   auto area_mapping =
       Mapping::Map(fd, kPageBytes + static_cast<uint64_t>(my_rank) * h.area_bytes, h.area_bytes,
                    absl::StrCat("this rank's area in the inbox of ", who));
+  auto slots_mapping = area_mapping.ok() ? Mapping::Map(fd, slots_offset, kSharedSlotsBytes,
+                                                        absl::StrCat("the slots of ", who))
+                                         : area_mapping.status();
   close(fd);  // the mappings keep the memfd alive
-  if (!area_mapping.ok()) return area_mapping.status();
+  if (!slots_mapping.ok()) return slots_mapping.status();
   view->header_mapping_ = std::move(header_mapping).value();
   view->area_mapping_ = std::move(area_mapping).value();
+  view->slots_mapping_ = std::move(slots_mapping).value();
   view->header_ = reinterpret_cast<InboxHeader*>(view->header_mapping_->data());
   view->area_ = AreaView::At(view->area_mapping_->data(), *view->header_);
+  view->shared_slots_ = reinterpret_cast<SharedSlot*>(view->slots_mapping_->data());
   return view;
 }
 

@@ -66,7 +66,6 @@ std::string PeerDescriptorPath(pid_t pid, int fd);
 absl::StatusOr<int> OpenPeerDescriptor(const std::string& path, int flags, int peer,
                                        absl::string_view what);
 
-
 // This rank's inbox. The identity block of the header is written at creation; the rest is
 // shared state. Thread-safe.
 class Inbox {
@@ -84,6 +83,8 @@ class Inbox {
   InboxHeader& header() const { return *reinterpret_cast<InboxHeader*>(mapping_->data()); }
   // The area that rank `peer` writes.
   AreaView area(int peer) const;
+  // This rank's shared slots (SharedSlots::kDepth of them).
+  SharedSlot* shared_slots() const;
   InboxAddress address() const;
 
   // Stops new attachments: closes the descriptor peers open through /proc and removes this
@@ -101,8 +102,8 @@ class Inbox {
   const uint64_t nonce_;  // also the probe word peers read with process_vm_readv
 };
 
-// The part of a peer's inbox this rank writes: the header page and this rank's area in it.
-// Immutable after Attach; thread-safe.
+// The part of a peer's inbox this rank uses: the header page and this rank's area in it, which
+// it writes, and the peer's shared slots, which it reads. Immutable after Attach; thread-safe.
 class PeerInbox {
  public:
   // Maps the inbox at `address`, which must belong to rank `peer` of a mesh of `size`, and
@@ -113,14 +114,17 @@ class PeerInbox {
 
   InboxHeader& header() const { return *header_; }
   const AreaView& area() const { return area_; }
+  SharedSlot* shared_slots() const { return shared_slots_; }
 
  private:
   PeerInbox() = default;
   std::shared_ptr<Inbox> same_process_;  // the owner's own mapping, for a peer in this process
   std::unique_ptr<Mapping> header_mapping_;
   std::unique_ptr<Mapping> area_mapping_;
+  std::unique_ptr<Mapping> slots_mapping_;
   InboxHeader* header_ = nullptr;
   AreaView area_;
+  SharedSlot* shared_slots_ = nullptr;
 };
 
 }  // namespace chorus::shm

@@ -54,6 +54,7 @@ class ShmMesh final : public Mesh {
   void Abort(absl::string_view reason) override { engine_->Abort(reason); }
   // Shared memory connects ranks of one host only.
   std::vector<int> HostOfRanks() const override { return std::vector<int>(size(), 0); }
+  SharedSlots* ClaimSharedSlots() override { return engine_->ClaimSharedSlots(); }
 
  private:
   const std::shared_ptr<shm::Engine> engine_;

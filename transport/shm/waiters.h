@@ -44,6 +44,9 @@ class Waiters {
 
   // Whether any thread is inside Wait (and so makes progress).
   bool active() const { return active_.load(std::memory_order_relaxed) > 0; }
+  // Whether a spinning waiter yields the core at every poll (this host's ranks outnumber the
+  // cores this process may run on).
+  bool yields_every_poll() const { return yield_every_ == 1; }
   // Something completed: WakeIfCompleted wakes the threads asleep in Wait.
   void Completed() { completed_since_wake_.store(true, std::memory_order_release); }
   void WakeIfCompleted();

@@ -1,0 +1,296 @@
+// Allreduce, broadcast and barrier of at most SharedSlotPayloadBytes() between ranks that share
+// memory, through the mesh's shared slots (transport/shared_slots.h) instead of messages: one
+// store of the data and a few loads of the peers' cache lines, with no request, lock or system
+// call on the way.
+//
+//   1. Each rank takes its slot for this collective (the sequence number modulo the depth),
+//      once every peer that read its previous contents is done, and writes its header and its
+//      data there: the input for an allreduce, the root's data for a broadcast, none for a
+//      barrier or a broadcast's other ranks. It stamps the slot last.
+//   2. Each rank reads, in place, the slots it needs: every peer's for an allreduce or a
+//      barrier, the root's for a broadcast, and always its left-hand neighbour's, as the header
+//      ring of the message path does, so that any disagreement is seen by some rank. It checks
+//      each header against its own before it uses the data (a disagreement breaks the
+//      communicator, as on messages), takes what it needs and counts itself a reader.
+//   3. An allreduce combines the inputs in rank order, so every rank computes the same bits.
+//
+// A rank that waits polls the slots, yielding the core as the transport advises and napping
+// once polling has not paid; it checks the deadline, a cancellation, the communicator, the
+// peers' health and whether a peer runs this collective over messages instead (its arguments
+// differ, so it chose another algorithm) every few polls.
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/container/inlined_vector.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "chorus/collectives/algorithms/algorithms.h"
+#include "chorus/collectives/reduce/reduce_kernels.h"
+#include "chorus/core/status.h"
+
+namespace chorus {
+namespace {
+
+static_assert(SharedSlot::kCapacity >= CollectiveHeader::kWireSize + 1024,
+              "a slot holds a header and a kilobyte of data");
+
+// Between looks at the clock, cancellation, the communicator and the peers' health.
+constexpr int kPollsPerCheck = 32;
+// How long a waiter polls before it naps, and the longest nap: a peer that arrives late is
+// found within a nap, and a long wait costs its core little.
+constexpr auto kSpin = std::chrono::microseconds(50);
+constexpr auto kLongestNap = std::chrono::microseconds(500);
+// How long a waiter waits before it looks for a peer's header message (the peer runs this
+// collective over messages), and how often it looks again.
+constexpr auto kProbeAfter = std::chrono::milliseconds(1);
+
+using Clock = std::chrono::steady_clock;
+// Peers of one call: no heap allocation up to 16 ranks.
+using Ranks = absl::InlinedVector<int, 16>;
+
+// One rank's part of one collective on the slots.
+class SlotCall {
+ public:
+  // `sources`: the peers whose slots this rank reads (it is counted as one of their readers).
+  SlotCall(CollectiveContext& ctx, SharedSlots& slots, Ranks sources)
+      : ctx_(ctx),
+        slots_(slots),
+        p_(ctx.size()),
+        r_(ctx.rank()),
+        index_(static_cast<int>(ctx.header().sequence % SharedSlots::kDepth)),
+        // The header's tag names the communicator and the collective, and is never 0.
+        stamp_(ctx.header_tag()),
+        unread_(std::move(sources)) {}
+  // Counts this rank a reader of every slot it read, now that it has copied what it needs, and
+  // leaves the reads it owes (it ended early) to later collectives (SlotDebts).
+  ~SlotCall() {
+    for (int peer : read_) slots_.Slot(peer, index_)->read.fetch_add(1, std::memory_order_acq_rel);
+    if (!attached_ || unread_.empty()) return;  // unattached: the communicator is broken
+    for (int peer : unread_) ctx_.slot_debts().Owe(peer, index_, stamp_);
+    ctx_.slot_debts().Settle(slots_);
+  }
+  SlotCall(const SlotCall&) = delete;
+  SlotCall& operator=(const SlotCall&) = delete;
+
+  // Step 1: this rank's slot, once free, holding its header and `bytes` of `data`, for
+  // `readers` peers.
+  absl::Status Publish(const void* data, size_t bytes, uint32_t readers) {
+    if (const absl::Status attached = slots_.AttachAll(); !attached.ok()) {
+      if (std::optional<absl::Status> interrupted = ctx_.Interrupted()) return *interrupted;
+      return ctx_.PeerLost(ErrorPeerRank(attached).value_or(-1), attached,
+                           "the attachment to its shared slots");
+    }
+    attached_ = true;
+    ctx_.slot_debts().Settle(slots_);
+    SharedSlot& own = *slots_.Slot(r_, index_);
+    CHORUS_RETURN_IF_ERROR(
+        WaitUntil([&] { return own.read.load(std::memory_order_acquire) >= own.readers; }, -1,
+                  "its peers to finish reading its slot of an earlier collective"));
+    std::memcpy(own.data, ctx_.header_wire().data(), CollectiveHeader::kWireSize);
+    if (bytes > 0) std::memcpy(own.data + CollectiveHeader::kWireSize, data, bytes);
+    own.bytes = static_cast<uint32_t>(CollectiveHeader::kWireSize + bytes);
+    own.readers = readers;
+    own.read.store(0, std::memory_order_relaxed);
+    own.stamp.store(stamp_, std::memory_order_release);
+    return absl::OkStatus();
+  }
+
+  // The data this rank published.
+  const uint8_t* Own() const { return slots_.Slot(r_, index_)->data + CollectiveHeader::kWireSize; }
+
+  // Step 2: `peer`'s slot for this collective, once written, its header checked and holding
+  // `bytes` of data, which stay valid while this call lives.
+  absl::StatusOr<const uint8_t*> Read(int peer, size_t bytes) {
+    const SharedSlot& slot = *slots_.Slot(peer, index_);
+    CHORUS_RETURN_IF_ERROR(
+        WaitUntil([&] { return slot.stamp.load(std::memory_order_acquire) == stamp_; }, peer,
+                  "its shared slot for this collective"));
+    unread_.erase(std::remove(unread_.begin(), unread_.end(), peer), unread_.end());
+    read_.push_back(peer);
+    const size_t length = std::min<size_t>(slot.bytes, SharedSlot::kCapacity);
+    CHORUS_RETURN_IF_ERROR(
+        ctx_.CheckWire(peer, slot.data, std::min(length, CollectiveHeader::kWireSize)));
+    if (length != CollectiveHeader::kWireSize + bytes) {
+      // Equal headers promise equal sizes: a peer of another build, or a corrupt slot.
+      return ctx_.Fatal(
+          MismatchError(absl::StrCat(ctx_.Describe(), ": rank ", peer, "'s shared slot holds ",
+                                     length, " bytes where ", CollectiveHeader::kWireSize + bytes,
+                                     " were expected; is it running a different Chorus version?"),
+                        peer));
+    }
+    return slot.data + CollectiveHeader::kWireSize;
+  }
+
+  int Left() const { return (r_ + p_ - 1) % p_; }
+
+ private:
+  // Polls `ready` until it holds. `peer`: the rank whose slot it waits for (-1: this rank's
+  // own slot, which any peer may hold up), named with `what` when the deadline passes.
+  template <typename Ready>
+  absl::Status WaitUntil(Ready&& ready, int peer, absl::string_view what) {
+    if (ready()) return absl::OkStatus();
+    const Clock::time_point start = Clock::now();
+    Clock::time_point next_probe = start + kProbeAfter;
+    auto nap = std::chrono::microseconds(1);
+    for (int polls = 1;; ++polls) {
+      if (ready()) return absl::OkStatus();
+      if (slots_.oversubscribed()) sched_yield();
+      if (polls % kPollsPerCheck != 0) continue;
+      const Clock::time_point now = Clock::now();
+      // What a peer wrote before it left (its mapping outlives it) is still read.
+      if (const absl::Status stop = Check(peer, now, what); !stop.ok()) {
+        return ready() ? absl::OkStatus() : stop;
+      }
+      // A peer this wait needs may itself wait for a read this rank owes.
+      ctx_.slot_debts().Settle(slots_);
+      if (now >= next_probe) {
+        CHORUS_RETURN_IF_ERROR(ProbeMessages(peer));
+        next_probe = now + kProbeAfter;
+      }
+      if (now - start >= kSpin) {
+        const timespec pause = {0, static_cast<long>(nap.count()) * 1000};
+        nanosleep(&pause, nullptr);
+        nap = std::min(nap * 2, kLongestNap);
+      }
+    }
+  }
+
+  // Why the wait must end, if it must: the caller aborted, the communicator broke, a peer
+  // failed, or the deadline passed.
+  absl::Status Check(int peer, Clock::time_point now, absl::string_view what) {
+    if (std::optional<absl::Status> interrupted = ctx_.Interrupted()) return *interrupted;
+    for (int q = 0; q < p_; ++q) {
+      if (q == r_ || (peer >= 0 && q != peer)) continue;
+      const absl::Status status = slots_.PeerStatus(q);
+      if (!status.ok()) return ctx_.PeerLost(q, status, absl::StrCat("a wait for ", what));
+    }
+    if (now < ctx_.deadline().time_point()) return absl::OkStatus();
+    return DeadlineExceededError(
+        absl::StrCat(ctx_.Describe(), ": did not finish before its deadline; still waiting for ",
+                     peer >= 0 ? absl::StrCat("rank ", peer, "'s ") : std::string(), what, ". ",
+                     peer >= 0 ? "That rank" : "A peer",
+                     " may be stuck in an earlier collective, dead, or calling a different "
+                     "collective; check its log"),
+        peer);
+  }
+
+  // A peer that runs this collective over messages (its arguments differ, so it chose another
+  // algorithm) sends its header to its right-hand neighbour, and so to some rank that waits
+  // here for its left-hand one: that rank reports the disagreement and breaks the
+  // communicator, which ends the waits of the ranks on messages too.
+  absl::Status ProbeMessages(int peer) {
+    for (int q = 0; q < p_; ++q) {
+      if (q == r_ || (peer >= 0 && q != peer && q != Left())) continue;
+      if (slots_.MessageWaiting(q, ctx_.header_tag())) return ctx_.CheckHeaderMessage(q);
+    }
+    return absl::OkStatus();
+  }
+
+  CollectiveContext& ctx_;
+  SharedSlots& slots_;
+  const int p_;
+  const int r_;
+  const int index_;
+  const uint64_t stamp_;
+  Ranks read_;             // the peers whose slots this call has read
+  Ranks unread_;           // those it is still to read
+  bool attached_ = false;  // every peer's slots are mapped
+};
+
+// Every rank but `rank` of `size`.
+Ranks Others(int rank, int size) {
+  Ranks others;
+  for (int q = 0; q < size; ++q) {
+    if (q != rank) others.push_back(q);
+  }
+  return others;
+}
+
+// The communicator's slots, when they can carry `bytes`.
+absl::StatusOr<SharedSlots*> SlotsFor(CollectiveContext& ctx, size_t bytes) {
+  SharedSlots* slots = ctx.shared_slots();
+  if (slots == nullptr) {
+    return InvalidArgumentError(absl::StrCat(
+        ctx.Describe(),
+        ": the shared_slots algorithm needs ranks that share memory (the shm transport, the "
+        "hybrid one with every rank on one host, or the in-process one) and CHORUS_SHARED_SLOTS "
+        "not 0; name another algorithm"));
+  }
+  if (bytes > SharedSlotPayloadBytes()) {
+    return InvalidArgumentError(absl::StrCat(
+        ctx.Describe(), ": the shared_slots algorithm carries at most ", SharedSlotPayloadBytes(),
+        " bytes; name another "
+        "algorithm"));
+  }
+  return slots;
+}
+
+}  // namespace
+
+size_t SharedSlotPayloadBytes() { return 1024; }
+
+absl::Status SharedSlotsAllReduce(CollectiveContext& ctx, const CollectiveArgs& args) {
+  const size_t bytes = args.count * args.elem();
+  CHORUS_ASSIGN_OR_RETURN(SharedSlots* const slots, SlotsFor(ctx, bytes));
+  const int p = ctx.size();
+  const int r = ctx.rank();
+  SlotCall call(ctx, *slots, Others(r, p));
+  CHORUS_RETURN_IF_ERROR(call.Publish(args.send, bytes, static_cast<uint32_t>(p - 1)));
+  absl::InlinedVector<const uint8_t*, 16> inputs(p);
+  inputs[r] = call.Own();  // the output may be the input: read the copy
+  for (int q = 0; q < p; ++q) {
+    if (q == r) continue;
+    CHORUS_ASSIGN_OR_RETURN(inputs[q], call.Read(q, bytes));
+  }
+  // In rank order, so that every rank computes the same bits.
+  ReduceBuffers(args.type, args.op, inputs[0], inputs[1], args.recv, args.count);
+  for (int q = 2; q < p; ++q) {
+    ReduceBuffers(args.type, args.op, args.recv, inputs[q], args.recv, args.count);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SharedSlotsBroadcast(CollectiveContext& ctx, const CollectiveArgs& args) {
+  const size_t bytes = args.count * args.elem();
+  CHORUS_ASSIGN_OR_RETURN(SharedSlots* const slots, SlotsFor(ctx, bytes));
+  const int p = ctx.size();
+  const int r = ctx.rank();
+  const bool root = r == args.root;
+  // The root's data, and the left-hand neighbour's header (the header ring).
+  const int left = (r + p - 1) % p;
+  Ranks sources = {left};
+  if (!root && left != args.root) sources.push_back(args.root);
+  SlotCall call(ctx, *slots, sources);
+  // Every other rank reads the root's slot; the others' are read by their right-hand
+  // neighbours only (the header ring).
+  CHORUS_RETURN_IF_ERROR(
+      call.Publish(args.send, root ? bytes : 0, root ? static_cast<uint32_t>(p - 1) : 1));
+  if (root) {
+    if (args.send != args.recv && bytes > 0) std::memcpy(args.recv, args.send, bytes);
+  } else {
+    CHORUS_ASSIGN_OR_RETURN(const uint8_t* data, call.Read(args.root, bytes));
+    if (bytes > 0) std::memcpy(args.recv, data, bytes);
+  }
+  // The header ring, unless the left-hand neighbour is the root, read above.
+  if (left != args.root) CHORUS_RETURN_IF_ERROR(call.Read(left, 0).status());
+  return absl::OkStatus();
+}
+
+absl::Status SharedSlotsBarrier(CollectiveContext& ctx, const CollectiveArgs& args) {
+  CHORUS_ASSIGN_OR_RETURN(SharedSlots* const slots, SlotsFor(ctx, 0));
+  const int p = ctx.size();
+  const int r = ctx.rank();
+  SlotCall call(ctx, *slots, Others(r, p));
+  CHORUS_RETURN_IF_ERROR(call.Publish(nullptr, 0, static_cast<uint32_t>(p - 1)));
+  for (int q = 0; q < p; ++q) {
+    if (q != r) CHORUS_RETURN_IF_ERROR(call.Read(q, 0).status());
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace chorus

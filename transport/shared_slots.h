@@ -1,0 +1,66 @@
+// Slots in memory that every rank of a mesh maps: each rank writes its own slots, and its peers
+// read them in place. What the collectives' smallest messages between ranks of one host ride on:
+// a write and a few loads of shared cache lines, with no request, queue, lock or system call.
+//
+// Each rank has kDepth slots. A slot carries a stamp (which collective its contents belong to)
+// and up to kCapacity bytes. The owner writes the bytes, then stores the stamp with release; a
+// reader that loads the stamp with acquire sees the bytes, copies what it needs and then adds one
+// to `read`. The owner reuses a slot only once `read` has reached the number of readers it
+// announced for the previous contents, so a slow reader never sees its bytes change.
+//
+// The layout is plain memory shared between processes: fixed-size fields and lock-free atomics.
+#ifndef CHORUS_TRANSPORT_SHARED_SLOTS_H_
+#define CHORUS_TRANSPORT_SHARED_SLOTS_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "chorus/transport/request.h"
+
+namespace chorus {
+
+struct alignas(64) SharedSlot {
+  static constexpr size_t kCapacity = 1088;
+
+  // The stamp of the contents plus one (0: never written); stored last, with release.
+  std::atomic<uint64_t> stamp;
+  uint32_t bytes;    // of `data` in use
+  uint32_t readers;  // how many peers read these contents
+  // Peers done reading the contents (each adds one once it has copied what it needs).
+  alignas(64) std::atomic<uint32_t> read;
+  alignas(64) uint8_t data[kCapacity];
+};
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
+
+// A mesh's slots, for the one communicator that claims them (Mesh::ClaimSharedSlots).
+// Thread-safe.
+class SharedSlots {
+ public:
+  // Slots per rank: how many collectives on them may be in flight at once before the next
+  // waits for the oldest to be read.
+  static constexpr int kDepth = 8;
+
+  virtual ~SharedSlots() = default;
+
+  // Maps every peer's slots (once; later calls return at once). An error names the first peer
+  // that cannot be reached.
+  virtual absl::Status AttachAll() = 0;
+  // Slot `index` (0 <= index < kDepth) of `rank`: this rank's own, or, after AttachAll, a
+  // peer's.
+  virtual SharedSlot* Slot(int rank, int index) = 0;
+  // What the transport knows of `rank`: OK, or the failure that ended it (it died, or aborted
+  // or closed its mesh; this rank's own mesh aborted), naming the rank.
+  virtual absl::Status PeerStatus(int rank) = 0;
+  // Whether a message with `tag` from `rank` has arrived and waits for its receive: a peer that
+  // runs a collective over messages where this rank runs it on the slots.
+  virtual bool MessageWaiting(int rank, Tag tag) = 0;
+  // Whether this host's ranks outnumber the cores this process may run on: a waiter then
+  // yields the core at every poll, so that the rank it waits for can run.
+  virtual bool oversubscribed() const = 0;
+};
+
+}  // namespace chorus
+
+#endif  // CHORUS_TRANSPORT_SHARED_SLOTS_H_
