@@ -90,7 +90,7 @@ class SlotCall {
     SharedSlot& own = *slots_.Slot(r_, index_);
     CHORUS_RETURN_IF_ERROR(
         WaitUntil([&] { return own.read.load(std::memory_order_acquire) >= own.readers; }, -1,
-                  "its peers to finish reading its slot of an earlier collective"));
+                  "its peers to finish reading this rank's slot of an earlier collective"));
     std::memcpy(own.data, ctx_.header_wire().data(), CollectiveHeader::kWireSize);
     if (bytes > 0) std::memcpy(own.data + CollectiveHeader::kWireSize, data, bytes);
     own.bytes = static_cast<uint32_t>(CollectiveHeader::kWireSize + bytes);
@@ -109,7 +109,7 @@ class SlotCall {
     const SharedSlot& slot = *slots_.Slot(peer, index_);
     CHORUS_RETURN_IF_ERROR(
         WaitUntil([&] { return slot.stamp.load(std::memory_order_acquire) == stamp_; }, peer,
-                  "its shared slot for this collective"));
+                  "shared slot for this collective"));
     unread_.erase(std::remove(unread_.begin(), unread_.end(), peer), unread_.end());
     read_.push_back(peer);
     const size_t length = std::min<size_t>(slot.bytes, SharedSlot::kCapacity);
@@ -167,7 +167,9 @@ class SlotCall {
     for (int q = 0; q < p_; ++q) {
       if (q == r_ || (peer >= 0 && q != peer)) continue;
       const absl::Status status = slots_.PeerStatus(q);
-      if (!status.ok()) return ctx_.PeerLost(q, status, absl::StrCat("a wait for ", what));
+      if (!status.ok()) {
+        return ctx_.PeerLost(q, status, absl::StrCat("a wait for ", peer >= 0 ? "its " : "", what));
+      }
     }
     if (now < ctx_.deadline().time_point()) return absl::OkStatus();
     return DeadlineExceededError(

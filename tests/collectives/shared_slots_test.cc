@@ -1,0 +1,262 @@
+// The shared_slots algorithm: small allreduce, broadcast and barrier between ranks that share
+// memory, through the mesh's shared slots instead of messages. Results for every type and op;
+// the selector's choice; more calls in flight than a rank has slots; a disagreement with a rank
+// that runs the call with messages; a timeout and Work::Abort, after which the communicator
+// still works (the reads they owed are paid); a peer that dies; sub-communicators, which run on
+// messages.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "chorus/core/status.h"
+#include "tests/collectives/cases.h"
+#include "tests/collectives/test_transport.h"
+
+namespace chorus::testing {
+namespace {
+
+const TransportKind kTransport = kTestTransport;
+// Every case fits a slot: 128 elements of the widest type are 1 KiB.
+const std::vector<size_t> kCounts = {0, 1, 7, 128};
+constexpr int kManyCalls = 3 * 8;  // three times the slots a rank has
+
+Matrix SlotMatrix(std::vector<std::string> algorithms) {
+  Matrix matrix;
+  matrix.kinds = {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast, CollectiveKind::kBarrier};
+  matrix.counts = kCounts;
+  matrix.algorithms = std::move(algorithms);
+  return matrix;
+}
+
+void CheckAll(const std::vector<absl::Status>& statuses) {
+  for (size_t rank = 0; rank < statuses.size(); ++rank) {
+    INFO("rank " << rank << ": " << statuses[rank].ToString());
+    CHECK(statuses[rank].ok());
+  }
+}
+
+// `count` sums of one int64 per rank, each call's inputs distinct: rank r gives r + call.
+absl::Status SumCalls(Communicator& comm, int calls) {
+  const int64_t p = comm.size();
+  for (int call = 0; call < calls; ++call) {
+    int64_t value = comm.rank() + call;
+    CHORUS_RETURN_IF_ERROR(comm.AllReduce(&value, &value, 1, DataType::kInt64, ReduceOp::kSum));
+    const int64_t expected = p * (p - 1) / 2 + p * call;
+    CHORUS_RETURN_IF_ERROR(Expect(
+        value == expected, absl::StrCat("call ", call, ": sum ", value, ", expected ", expected)));
+  }
+  return absl::OkStatus();
+}
+
+TEST_CASE("every type and op through the shared slots, named and chosen", "[slots]") {
+  for (int ranks : {2, 3, 5}) {
+    INFO(ranks << " ranks");
+    CheckAll(RunOnThreadsAll(
+        kTransport, ranks,
+        [&](Communicator& comm) -> absl::Status {
+          CHORUS_ASSIGN_OR_RETURN(const std::string small,
+                                  comm.ChooseAlgorithm(CollectiveKind::kAllReduce, 1024));
+          CHORUS_ASSIGN_OR_RETURN(const std::string barrier,
+                                  comm.ChooseAlgorithm(CollectiveKind::kBarrier, 0));
+          CHORUS_ASSIGN_OR_RETURN(const std::string large,
+                                  comm.ChooseAlgorithm(CollectiveKind::kAllReduce, 1025));
+          CHORUS_RETURN_IF_ERROR(Expect(small == "shared_slots" && barrier == "shared_slots",
+                                        "chose " + small + " and " + barrier));
+          CHORUS_RETURN_IF_ERROR(Expect(large != "shared_slots", "chose " + large));
+          CHORUS_RETURN_IF_ERROR(RunCases(comm, BuildCases(SlotMatrix({"shared_slots"}), ranks)));
+          return RunCases(comm, BuildCases(SlotMatrix({""}), ranks));
+        },
+        absl::Minutes(2)));
+  }
+}
+
+TEST_CASE("more calls in flight than a rank has slots", "[slots]") {
+  CheckAll(RunOnThreadsAll(
+      kTransport, 3,
+      [&](Communicator& comm) -> absl::Status {
+        std::vector<int64_t> values(kManyCalls);
+        std::vector<WorkPtr> works;
+        for (int call = 0; call < kManyCalls; ++call) {
+          values[call] = comm.rank() * 1000 + call;
+          works.push_back(comm.AllReduceAsync(&values[call], &values[call], 1, DataType::kInt64,
+                                              ReduceOp::kSum));
+        }
+        for (const WorkPtr& work : works) CHORUS_RETURN_IF_ERROR(work->Wait());
+        for (int call = 0; call < kManyCalls; ++call) {
+          const int64_t expected = 3000 + 3 * call;  // (0 + 1 + 2) * 1000 + 3 * call
+          CHORUS_RETURN_IF_ERROR(
+              Expect(values[call] == expected, absl::StrCat("call ", call, ": ", values[call])));
+        }
+        return SumCalls(comm, kManyCalls);
+      },
+      absl::Minutes(1)));
+}
+
+TEST_CASE("a rank that runs the call with messages is a mismatch on every rank", "[slots]") {
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<absl::Status> statuses = RunOnThreadsAll(
+      kTransport, 3,
+      [&](Communicator& comm) -> absl::Status {
+        // 256 floats fit a slot; rank 2's 257 do not, so it chooses messages.
+        std::vector<float> data(257, 1.0f);
+        const size_t count = comm.rank() == 2 ? 257 : 256;
+        return comm.AllReduce(data.data(), data.data(), count, DataType::kFloat32, ReduceOp::kSum);
+      },
+      absl::Minutes(1));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  for (size_t rank = 0; rank < statuses.size(); ++rank) {
+    INFO("rank " << rank << ": " << statuses[rank].ToString());
+    CHECK(GetErrorKind(statuses[rank]) == ErrorKind::kMismatch);
+    CHECK(absl::StrContains(statuses[rank].message(), "called"));
+    CHECK(absl::StrContains(statuses[rank].message(), "count 256 vs 257"));
+  }
+}
+
+TEST_CASE("ranks that disagree on the op fail with both views", "[slots]") {
+  const std::vector<absl::Status> statuses = RunOnThreadsAll(
+      kTransport, 2,
+      [&](Communicator& comm) -> absl::Status {
+        float value = 1.0f;
+        return comm.AllReduce(&value, &value, 1, DataType::kFloat32,
+                              comm.rank() == 0 ? ReduceOp::kSum : ReduceOp::kMax);
+      },
+      absl::Minutes(1));
+  for (const absl::Status& status : statuses) {
+    INFO(status.ToString());
+    CHECK(GetErrorKind(status) == ErrorKind::kMismatch);
+    CHECK((absl::StrContains(status.message(), "op sum vs max") ||
+           absl::StrContains(status.message(), "op max vs sum")));
+  }
+}
+
+TEST_CASE("a timed-out call leaves the communicator working", "[slots]") {
+  CheckAll(RunOnThreadsAll(
+      kTransport, 2,
+      [&](Communicator& comm) -> absl::Status {
+        int64_t value = comm.rank() + 1;
+        if (comm.rank() == 1) {
+          // Late: rank 0 gives up first. Rank 0 published its slot, so this call completes.
+          std::this_thread::sleep_for(std::chrono::milliseconds(400));
+          CHORUS_RETURN_IF_ERROR(
+              comm.AllReduce(&value, &value, 1, DataType::kInt64, ReduceOp::kSum));
+          CHORUS_RETURN_IF_ERROR(Expect(value == 3, absl::StrCat("sum ", value)));
+        } else {
+          CollectiveOptions options;
+          options.timeout = absl::Milliseconds(100);
+          const absl::Status timed_out =
+              comm.AllReduce(&value, &value, 1, DataType::kInt64, ReduceOp::kSum, options);
+          CHORUS_RETURN_IF_ERROR(
+              Expect(GetErrorKind(timed_out) == ErrorKind::kDeadlineExceeded &&
+                         absl::StrContains(timed_out.message(), "allreduce #0") &&
+                         absl::StrContains(timed_out.message(), "rank 1's shared slot"),
+                     timed_out.ToString()));
+          CHORUS_RETURN_IF_ERROR(Expect(ErrorPeerRank(timed_out) == 1, timed_out.ToString()));
+        }
+        // Rank 1's slot of call #0 is read again only after rank 0 has paid its read of it.
+        return SumCalls(comm, kManyCalls);
+      },
+      absl::Minutes(1)));
+}
+
+TEST_CASE("an aborted call leaves the communicator working", "[slots]") {
+  CheckAll(RunOnThreadsAll(
+      kTransport, 2,
+      [&](Communicator& comm) -> absl::Status {
+        int64_t value = comm.rank() + 1;
+        if (comm.rank() == 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          CHORUS_RETURN_IF_ERROR(
+              comm.AllReduce(&value, &value, 1, DataType::kInt64, ReduceOp::kSum));
+        } else {
+          WorkPtr work = comm.AllReduceAsync(&value, &value, 1, DataType::kInt64, ReduceOp::kSum);
+          std::this_thread::sleep_for(std::chrono::milliseconds(50));
+          work->Abort();
+          const absl::Status aborted = work->Wait();
+          CHORUS_RETURN_IF_ERROR(
+              Expect(GetErrorKind(aborted) == ErrorKind::kAborted, aborted.ToString()));
+        }
+        return SumCalls(comm, kManyCalls);
+      },
+      absl::Minutes(1)));
+}
+
+TEST_CASE("sub-communicators run on messages while their parent keeps the slots", "[slots]") {
+  CheckAll(RunOnThreadsAll(
+      kTransport, 4,
+      [&](Communicator& comm) -> absl::Status {
+        CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> half,
+                                comm.Split(comm.rank() % 2, comm.rank()));
+        CHORUS_ASSIGN_OR_RETURN(const std::string sub,
+                                half->ChooseAlgorithm(CollectiveKind::kAllReduce, 4));
+        CHORUS_ASSIGN_OR_RETURN(const std::string parent,
+                                comm.ChooseAlgorithm(CollectiveKind::kAllReduce, 4));
+        CHORUS_RETURN_IF_ERROR(Expect(sub != "shared_slots" && parent == "shared_slots",
+                                      "sub-communicator " + sub + ", parent " + parent));
+        CHORUS_RETURN_IF_ERROR(SumCalls(*half, 10));
+        return SumCalls(comm, 10);
+      },
+      absl::Minutes(1)));
+}
+
+TEST_CASE("CommunicatorOptions::shared_slots = false keeps small calls on messages", "[slots]") {
+  CommunicatorOptions options;
+  options.shared_slots = false;
+  CheckAll(RunOnThreadsAll(
+      kTransport, 2,
+      [&](Communicator& comm) -> absl::Status {
+        CHORUS_ASSIGN_OR_RETURN(const std::string chosen,
+                                comm.ChooseAlgorithm(CollectiveKind::kAllReduce, 4));
+        CHORUS_RETURN_IF_ERROR(Expect(chosen != "shared_slots", "chose " + chosen));
+        CollectiveOptions named;
+        named.algorithm = "shared_slots";
+        float value = 1.0f;
+        CHORUS_RETURN_IF_ERROR(ExpectInvalidArgument(
+            comm.AllReduce(&value, &value, 1, DataType::kFloat32, ReduceOp::kSum, named),
+            "needs ranks that share memory"));
+        return SumCalls(comm, 4);
+      },
+      absl::Minutes(1), options));
+}
+
+#ifdef CHORUS_TEST_PROCESSES
+TEST_CASE("ranks as processes: every case, and many calls", "[slots]") {
+  const absl::Status status = RunOnProcesses(
+      kTransport, 4,
+      [&](Communicator& comm) -> absl::Status {
+        CHORUS_RETURN_IF_ERROR(RunCases(comm, BuildCases(SlotMatrix({""}), 4)));
+        return SumCalls(comm, 200);
+      },
+      absl::Minutes(2));
+  INFO(status.ToString());
+  CHECK(status.ok());
+}
+
+TEST_CASE("a peer process that dies is named promptly", "[slots]") {
+  const absl::Status status = RunOnProcesses(
+      kTransport, 3,
+      [&](Communicator& comm) -> absl::Status {
+        CHORUS_RETURN_IF_ERROR(SumCalls(comm, 3));
+        if (comm.rank() == 2) _exit(0);  // dies without a word
+        const auto start = std::chrono::steady_clock::now();
+        int64_t value = 1;
+        const absl::Status lost =
+            comm.AllReduce(&value, &value, 1, DataType::kInt64, ReduceOp::kSum);
+        const auto took = std::chrono::steady_clock::now() - start;
+        CHORUS_RETURN_IF_ERROR(
+            Expect(GetErrorKind(lost) == ErrorKind::kPeerUnavailable, lost.ToString()));
+        CHORUS_RETURN_IF_ERROR(Expect(ErrorPeerRank(lost) == 2, lost.ToString()));
+        return Expect(took < std::chrono::seconds(5), "noticed after 5 s");
+      },
+      absl::Minutes(1));
+  INFO(status.ToString());
+  CHECK(status.ok());
+}
+#endif
+
+}  // namespace
+}  // namespace chorus::testing
