@@ -4,6 +4,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "chorus/collectives/algorithms/algorithms.h"
@@ -151,6 +152,10 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
                                    Work* work, FlightRecord* record,
                                    Deadline::Clock::time_point start) {
   const absl::Time started = WallTimeOf(start);
+  // A call on the shared slots leaves their queue however it ends.
+  absl::Cleanup slot_turn = [&] {
+    if (algorithm.id == AlgorithmId::kSharedSlots) state_->slot_turns().Done(header.sequence);
+  };
   // A blocking collective runs on the caller's thread, which has no log rank of its own.
   ScopedLogRank log_rank(rank());
   const absl::Status broken = state_->broken();
@@ -193,6 +198,8 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
   absl::Status status;
   if (work != nullptr && !work->Attach([&ctx] { ctx.Cancel(); })) {
     status = AbortedError(absl::StrCat(ctx.Describe(), ": aborted before it started"));
+    // The peers still count this rank among their slots' readers.
+    if (algorithm.id == AlgorithmId::kSharedSlots && size() > 1) SharedSlotsSkipped(ctx, run_args);
   } else {
     CHORUS_LOG(kDebug, "collectives")
         << ctx.Describe() << ": " << PayloadBytes(args, size()) << " bytes, algorithm "
@@ -257,6 +264,13 @@ void Communicator::Conclude(const CollectiveHeader& header, absl::Time started,
   }
 }
 
+uint32_t Communicator::NextSequence(const AlgorithmEntry& algorithm) {
+  if (algorithm.id == AlgorithmId::kSharedSlots) {
+    return state_->slot_turns().Take(next_sequence_);
+  }
+  return next_sequence_.fetch_add(1);
+}
+
 CollectiveHeader Communicator::MakeHeader(const CollectiveArgs& args, AlgorithmId algorithm,
                                           uint32_t sequence) const {
   const uint64_t layout = algorithm == AlgorithmId::kHierarchical ? state_->topology().Digest() : 0;
@@ -268,7 +282,7 @@ absl::Status Communicator::Run(CollectiveArgs args, const CollectiveOptions& opt
   CHORUS_RETURN_IF_ERROR(Place(args, options));
   CHORUS_ASSIGN_OR_RETURN(const AlgorithmEntry* algorithm,
                           selector_->Choose(args, size(), NamedAlgorithm(args, options)));
-  const CollectiveHeader header = MakeHeader(args, algorithm->id, next_sequence_.fetch_add(1));
+  const CollectiveHeader header = MakeHeader(args, algorithm->id, NextSequence(*algorithm));
   // One clock read for the deadline and the record (WallTimeOf).
   const Deadline::Clock::time_point start = Deadline::Clock::now();
   FlightRecordPtr record = recorder_->Add(header, FlightState::kRunning, WallTimeOf(start));
@@ -288,7 +302,7 @@ WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& optio
     work->Complete(algorithm.status());
     return work;
   }
-  const uint32_t sequence = next_sequence_.fetch_add(1);
+  const uint32_t sequence = NextSequence(**algorithm);
   const CollectiveHeader header = MakeHeader(args, (*algorithm)->id, sequence);
   auto work = std::make_shared<Work>(
       args.kind, sequence, std::string(AlgorithmName((*algorithm)->id)), header.Describe());

@@ -306,6 +306,9 @@ class Communicator {
   // The pinned blocks that stage this communicator's device buffers, made on first use.
   PinnedPool& Pinned(GpuRuntime& runtime);
   // The header of a collective (with the host layout's digest for hierarchical).
+  // The next sequence number, queued for its turn on the shared slots when `algorithm` runs
+  // on them.
+  uint32_t NextSequence(const AlgorithmEntry& algorithm);
   CollectiveHeader MakeHeader(const CollectiveArgs& args, AlgorithmId algorithm,
                               uint32_t sequence) const;
 

@@ -24,7 +24,8 @@ namespace chorus {
 struct alignas(64) SharedSlot {
   static constexpr size_t kCapacity = 1088;
 
-  // The stamp of the contents plus one (0: never written); stored last, with release.
+  // Which collective the contents belong to, as the owner names it (never 0; 0: never
+  // written); stored last, with release.
   std::atomic<uint64_t> stamp;
   uint32_t bytes;    // of `data` in use
   uint32_t readers;  // how many peers read these contents

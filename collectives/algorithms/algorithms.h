@@ -61,6 +61,9 @@ absl::Status SharedSlotsAllReduce(CollectiveContext& ctx, const CollectiveArgs& 
 absl::Status SharedSlotsBroadcast(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status SharedSlotsBarrier(CollectiveContext& ctx, const CollectiveArgs& args);
 size_t SharedSlotPayloadBytes();
+// A call on the slots that will not run (Work::Abort before it started): the reads of its peers'
+// slots it was counted for are owed, for later calls to pay (SlotDebts).
+void SharedSlotsSkipped(CollectiveContext& ctx, const CollectiveArgs& args);
 
 // hierarchical.cc: phases within hosts and between hosts (ctx.topology()), each run by a flat
 // algorithm above on a group of ranks (GroupView). Any layout, also one host.

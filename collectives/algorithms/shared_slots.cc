@@ -87,6 +87,9 @@ class SlotCall {
     }
     attached_ = true;
     ctx_.slot_debts().Settle(slots_);
+    const uint32_t sequence = ctx_.header().sequence;
+    CHORUS_RETURN_IF_ERROR(WaitUntil([&] { return ctx_.slot_turns().IsTurn(sequence); }, -1,
+                                     "this rank's earlier calls on the shared slots"));
     SharedSlot& own = *slots_.Slot(r_, index_);
     CHORUS_RETURN_IF_ERROR(
         WaitUntil([&] { return own.read.load(std::memory_order_acquire) >= own.readers; }, -1,
@@ -204,30 +207,38 @@ class SlotCall {
   bool attached_ = false;  // every peer's slots are mapped
 };
 
-// Every rank but `rank` of `size`.
-Ranks Others(int rank, int size) {
-  Ranks others;
-  for (int q = 0; q < size; ++q) {
-    if (q != rank) others.push_back(q);
+// The peers whose slots rank `r` of `p` reads: every one for an allreduce or a barrier; for a
+// broadcast the root's and its left-hand neighbour's (the header ring).
+Ranks SlotSources(const CollectiveArgs& args, int r, int p) {
+  Ranks sources;
+  if (args.kind != CollectiveKind::kBroadcast) {
+    for (int q = 0; q < p; ++q) {
+      if (q != r) sources.push_back(q);
+    }
+    return sources;
   }
-  return others;
+  const int left = (r + p - 1) % p;
+  sources.push_back(left);
+  if (r != args.root && left != args.root) sources.push_back(args.root);
+  return sources;
 }
 
 // The communicator's slots, when they can carry `bytes`.
 absl::StatusOr<SharedSlots*> SlotsFor(CollectiveContext& ctx, size_t bytes) {
+  // The selector refuses such calls before they are numbered; one that gets here anyway must
+  // not leave its peers waiting.
   SharedSlots* slots = ctx.shared_slots();
   if (slots == nullptr) {
-    return InvalidArgumentError(absl::StrCat(
+    return ctx.Fatal(InvalidArgumentError(absl::StrCat(
         ctx.Describe(),
         ": the shared_slots algorithm needs ranks that share memory (the shm transport, the "
         "hybrid one with every rank on one host, or the in-process one) and CHORUS_SHARED_SLOTS "
-        "not 0; name another algorithm"));
+        "not 0; name another algorithm")));
   }
   if (bytes > SharedSlotPayloadBytes()) {
-    return InvalidArgumentError(absl::StrCat(
-        ctx.Describe(), ": the shared_slots algorithm carries at most ", SharedSlotPayloadBytes(),
-        " bytes; name another "
-        "algorithm"));
+    return ctx.Fatal(InvalidArgumentError(
+        absl::StrCat(ctx.Describe(), ": the shared_slots algorithm carries at most ",
+                     SharedSlotPayloadBytes(), " bytes; name another algorithm")));
   }
   return slots;
 }
@@ -236,12 +247,23 @@ absl::StatusOr<SharedSlots*> SlotsFor(CollectiveContext& ctx, size_t bytes) {
 
 size_t SharedSlotPayloadBytes() { return 1024; }
 
+void SharedSlotsSkipped(CollectiveContext& ctx, const CollectiveArgs& args) {
+  SharedSlots* slots = ctx.shared_slots();
+  // Unattached, this rank could never have read a slot (the communicator is broken then).
+  if (slots == nullptr || !slots->AttachAll().ok()) return;
+  const int index = static_cast<int>(ctx.header().sequence % SharedSlots::kDepth);
+  for (int peer : SlotSources(args, ctx.rank(), ctx.size())) {
+    ctx.slot_debts().Owe(peer, index, ctx.header_tag());
+  }
+  ctx.slot_debts().Settle(*slots);
+}
+
 absl::Status SharedSlotsAllReduce(CollectiveContext& ctx, const CollectiveArgs& args) {
   const size_t bytes = args.count * args.elem();
   CHORUS_ASSIGN_OR_RETURN(SharedSlots* const slots, SlotsFor(ctx, bytes));
   const int p = ctx.size();
   const int r = ctx.rank();
-  SlotCall call(ctx, *slots, Others(r, p));
+  SlotCall call(ctx, *slots, SlotSources(args, r, p));
   CHORUS_RETURN_IF_ERROR(call.Publish(args.send, bytes, static_cast<uint32_t>(p - 1)));
   absl::InlinedVector<const uint8_t*, 16> inputs(p);
   inputs[r] = call.Own();  // the output may be the input: read the copy
@@ -263,11 +285,8 @@ absl::Status SharedSlotsBroadcast(CollectiveContext& ctx, const CollectiveArgs& 
   const int p = ctx.size();
   const int r = ctx.rank();
   const bool root = r == args.root;
-  // The root's data, and the left-hand neighbour's header (the header ring).
   const int left = (r + p - 1) % p;
-  Ranks sources = {left};
-  if (!root && left != args.root) sources.push_back(args.root);
-  SlotCall call(ctx, *slots, sources);
+  SlotCall call(ctx, *slots, SlotSources(args, r, p));
   // Every other rank reads the root's slot; the others' are read by their right-hand
   // neighbours only (the header ring).
   CHORUS_RETURN_IF_ERROR(
@@ -287,7 +306,7 @@ absl::Status SharedSlotsBarrier(CollectiveContext& ctx, const CollectiveArgs& ar
   CHORUS_ASSIGN_OR_RETURN(SharedSlots* const slots, SlotsFor(ctx, 0));
   const int p = ctx.size();
   const int r = ctx.rank();
-  SlotCall call(ctx, *slots, Others(r, p));
+  SlotCall call(ctx, *slots, SlotSources(args, r, p));
   CHORUS_RETURN_IF_ERROR(call.Publish(nullptr, 0, static_cast<uint32_t>(p - 1)));
   for (int q = 0; q < p; ++q) {
     if (q != r) CHORUS_RETURN_IF_ERROR(call.Read(q, 0).status());

@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "chorus/collectives/diagnostics/trace.h"
 #include "chorus/collectives/engine/slot_debts.h"
+#include "chorus/collectives/engine/slot_turns.h"
 #include "chorus/collectives/engine/topology.h"
 #include "chorus/collectives/options.h"
 #include "chorus/rendezvous/store.h"
@@ -61,6 +62,8 @@ class CommState {
   SharedSlots* shared_slots() const { return shared_slots_; }
   // The reads of those slots that its collectives owe (slot_debts.h).
   SlotDebts& slot_debts() { return slot_debts_; }
+  // The order of this rank's calls on those slots (slot_turns.h).
+  SlotTurns& slot_turns() { return slot_turns_; }
   const std::shared_ptr<Mesh>& shared_mesh() const { return mesh_; }
   // mesh().GetConnection(peer), remembered once it succeeds (the mesh returns the same object
   // for its whole life), so that a collective finds its peers without a transport's lock.
@@ -107,6 +110,7 @@ class CommState {
   const std::unique_ptr<TraceLog> trace_;
   SharedSlots* const shared_slots_;  // owned by mesh_
   SlotDebts slot_debts_;
+  SlotTurns slot_turns_;
   const std::unique_ptr<std::atomic<Connection*>[]> connections_;  // by rank; null: not yet
   mutable std::mutex mu_;
   absl::Status broken_ ABSL_GUARDED_BY(mu_);

@@ -584,9 +584,9 @@ absl::Status CollectiveContext::CheckHeaderMessage(int peer) {
                           /*is_recv=*/true};
   const absl::Status received = header->request->Wait(deadline_);
   if (!received.ok()) return Failed(transfer, received);
+  // Its header names another algorithm at least (a call on the slots sends none), so this
+  // reports the disagreement; the error below is for a peer that forged an agreeing one.
   CHORUS_RETURN_IF_ERROR(CheckHeader(peer, *header));
-  // Its header agrees (the algorithm apart, which headers of one kind of path never differ in):
-  // still a disagreement, since no rank of this collective sends one.
   return Fatal(MismatchError(
       absl::StrCat(Describe(), " but rank ", peer, " called it with messages; ", kSameCallsAdvice),
       peer));

@@ -151,6 +151,7 @@ class CollectiveContext {
   // The communicator's shared slots; null when its mesh has none.
   SharedSlots* shared_slots() const { return comm_.shared_slots(); }
   SlotDebts& slot_debts() { return comm_.slot_debts(); }
+  SlotTurns& slot_turns() { return comm_.slot_turns(); }
   const CollectiveHeader::Wire& header_wire() const { return header_wire_; }
   // The tag of this collective's header message, which a peer that runs it over messages sends.
   Tag header_tag() const;

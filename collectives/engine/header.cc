@@ -138,7 +138,8 @@ std::string CollectiveHeader::Differences(const CollectiveHeader& other) const {
   if (algorithm != other.algorithm) {
     diffs.push_back(absl::StrCat("algorithm ", AlgorithmName(algorithm), " vs ",
                                  AlgorithmName(other.algorithm),
-                                 " (check CHORUS_ALGO and per-call options on both ranks)"));
+                                 " (check the counts, CHORUS_ALGO, CHORUS_SHARED_SLOTS and "
+                                 "per-call options on both ranks)"));
   }
   if (type != other.type) {
     diffs.push_back(absl::StrCat("type ", DataTypeName(type), " vs ", DataTypeName(other.type)));

@@ -176,6 +176,7 @@ absl::StatusOr<const AlgorithmEntry*> Selector::Choose(const CollectiveArgs& arg
                                                CollectiveKindName(args.kind),
                                                "; choose one of: ", KnownFor(args.kind)));
     }
+    if (id == AlgorithmId::kSharedSlots) CHORUS_RETURN_IF_ERROR(CheckSharedSlots(args, ranks));
     return entry;
   }
   const size_t bytes = PayloadBytes(args, ranks);
@@ -200,6 +201,23 @@ absl::StatusOr<const AlgorithmEntry*> Selector::Choose(const CollectiveArgs& arg
         absl::StrCat("no algorithm implements ", CollectiveKindName(args.kind)));
   }
   return best;
+}
+
+absl::Status Selector::CheckSharedSlots(const CollectiveArgs& args, int ranks) const {
+  if (shared_slot_bytes_ == 0) {
+    return InvalidArgumentError(absl::StrCat(
+        CollectiveKindName(args.kind),
+        ": the shared_slots algorithm needs ranks that share memory (the shm transport, the "
+        "hybrid one with every rank on one host, or the in-process one) and CHORUS_SHARED_SLOTS "
+        "not 0; name another algorithm"));
+  }
+  const size_t bytes = PayloadBytes(args, ranks);
+  if (bytes > shared_slot_bytes_) {
+    return InvalidArgumentError(absl::StrCat(CollectiveKindName(args.kind), " of ", bytes,
+                                             " bytes: the shared_slots algorithm carries at most ",
+                                             shared_slot_bytes_, "; name another algorithm"));
+  }
+  return absl::OkStatus();
 }
 
 const AlgorithmEntry* Selector::ModelChoice(CollectiveKind kind, int ranks, size_t bytes) const {

@@ -67,6 +67,8 @@ class Selector {
 
  private:
   CostInputs Inputs(int ranks, size_t bytes) const;
+  // OK when a call that names shared_slots can run on them here.
+  absl::Status CheckSharedSlots(const CollectiveArgs& args, int ranks) const;
   // The cost model's choice (no rule matched); memoised per thread (see selector.cc).
   const AlgorithmEntry* ModelChoice(CollectiveKind kind, int ranks, size_t bytes) const;
 

@@ -97,6 +97,72 @@ TEST_CASE("more calls in flight than a rank has slots", "[slots]") {
       absl::Minutes(1)));
 }
 
+TEST_CASE("calls eight and more apart run at once on one rank", "[slots]") {
+  // Enough workers that asynchronous calls #0..#19 and the blocking #20 all run at once: calls
+  // that share a slot index must still take it in order on every rank.
+  CommunicatorOptions options;
+  options.worker_threads = 24;
+  CheckAll(RunOnThreadsAll(
+      kTransport, 2,
+      [&](Communicator& comm) -> absl::Status {
+        constexpr int kAsync = 20;
+        std::vector<int64_t> values(kAsync + 1);
+        std::vector<WorkPtr> works;
+        for (int call = 0; call < kAsync; ++call) {
+          values[call] = comm.rank() * 100 + call;
+          works.push_back(comm.AllReduceAsync(&values[call], &values[call], 1, DataType::kInt64,
+                                              ReduceOp::kSum));
+        }
+        values[kAsync] = comm.rank() * 100 + kAsync;
+        CHORUS_RETURN_IF_ERROR(
+            comm.AllReduce(&values[kAsync], &values[kAsync], 1, DataType::kInt64, ReduceOp::kSum));
+        for (const WorkPtr& work : works) CHORUS_RETURN_IF_ERROR(work->Wait());
+        for (int call = 0; call <= kAsync; ++call) {
+          CHORUS_RETURN_IF_ERROR(Expect(values[call] == 100 + 2 * call,
+                                        absl::StrCat("call ", call, ": ", values[call])));
+        }
+        return absl::OkStatus();
+      },
+      absl::Minutes(1), options));
+}
+
+TEST_CASE("a call aborted before it starts leaves the communicator working", "[slots]") {
+  // One worker: the second asynchronous call waits in the queue behind the first, which waits
+  // for the late rank 1, and is aborted there.
+  CommunicatorOptions options;
+  options.worker_threads = 1;
+  CheckAll(RunOnThreadsAll(
+      kTransport, 2,
+      [&](Communicator& comm) -> absl::Status {
+        int64_t first = comm.rank() + 1;
+        int64_t second = comm.rank() + 1;
+        if (comm.rank() == 1) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(300));
+          CHORUS_RETURN_IF_ERROR(
+              comm.AllReduce(&first, &first, 1, DataType::kInt64, ReduceOp::kSum));
+          CollectiveOptions short_wait;
+          short_wait.timeout = absl::Milliseconds(200);
+          const absl::Status alone =
+              comm.AllReduce(&second, &second, 1, DataType::kInt64, ReduceOp::kSum, short_wait);
+          CHORUS_RETURN_IF_ERROR(
+              Expect(GetErrorKind(alone) == ErrorKind::kDeadlineExceeded, alone.ToString()));
+        } else {
+          WorkPtr running =
+              comm.AllReduceAsync(&first, &first, 1, DataType::kInt64, ReduceOp::kSum);
+          WorkPtr queued =
+              comm.AllReduceAsync(&second, &second, 1, DataType::kInt64, ReduceOp::kSum);
+          queued->Abort();
+          const absl::Status aborted = queued->Wait();
+          CHORUS_RETURN_IF_ERROR(Expect(absl::StrContains(aborted.message(), "before it started"),
+                                        aborted.ToString()));
+          CHORUS_RETURN_IF_ERROR(running->Wait());
+        }
+        CHORUS_RETURN_IF_ERROR(Expect(first == 3, absl::StrCat("sum ", first)));
+        return SumCalls(comm, kManyCalls);
+      },
+      absl::Minutes(1), options));
+}
+
 TEST_CASE("a rank that runs the call with messages is a mismatch on every rank", "[slots]") {
   const auto start = std::chrono::steady_clock::now();
   const std::vector<absl::Status> statuses = RunOnThreadsAll(

@@ -1,5 +1,6 @@
 #include "chorus/transport/inproc/inproc_device.h"
 
+#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -7,7 +8,6 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -246,14 +246,18 @@ class Fabric {
   const std::unique_ptr<SharedSlot[]> slots_;  // kDepth per rank, rank after rank
 };
 
+// The cores this process may run on.
+int UsableCores() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  return sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
+}
+
 // The fabric's shared slots: memory of this process, which its rank threads share.
 class InprocSlots final : public SharedSlots {
  public:
   InprocSlots(std::shared_ptr<Fabric> fabric, int rank)
-      : fabric_(std::move(fabric)),
-        rank_(rank),
-        oversubscribed_(static_cast<unsigned>(fabric_->size()) >
-                        std::thread::hardware_concurrency()) {}
+      : fabric_(std::move(fabric)), rank_(rank), oversubscribed_(fabric_->size() > UsableCores()) {}
 
   absl::Status AttachAll() override { return absl::OkStatus(); }
   SharedSlot* Slot(int rank, int index) override { return fabric_->slot(rank, index); }
