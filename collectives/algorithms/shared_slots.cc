@@ -65,6 +65,7 @@ class SlotCall {
         index_(static_cast<int>(ctx.header().sequence % SharedSlots::kDepth)),
         // The header's tag names the communicator and the collective, and is never 0.
         stamp_(ctx.header_tag()),
+        oversubscribed_(slots.oversubscribed()),
         unread_(std::move(sources)) {}
   // Counts this rank a reader of every slot it read, now that it has copied what it needs, and
   // leaves the reads it owes (it ended early) to later collectives (SlotDebts).
@@ -137,14 +138,20 @@ class SlotCall {
   template <typename Ready>
   absl::Status WaitUntil(Ready&& ready, int peer, absl::string_view what) {
     if (ready()) return absl::OkStatus();
-    const Clock::time_point start = Clock::now();
-    Clock::time_point next_probe = start + kProbeAfter;
+    // The clock is first read kPollsPerCheck polls in: most waits end before (a clock read
+    // costs about as much as the rest of a small call on some virtual machines).
+    Clock::time_point start{};
+    Clock::time_point next_probe{};
     auto nap = std::chrono::microseconds(1);
     for (int polls = 1;; ++polls) {
       if (ready()) return absl::OkStatus();
-      if (slots_.oversubscribed()) sched_yield();
+      if (oversubscribed_) sched_yield();
       if (polls % kPollsPerCheck != 0) continue;
       const Clock::time_point now = Clock::now();
+      if (polls == kPollsPerCheck) {
+        start = now;
+        next_probe = now + kProbeAfter;
+      }
       // What a peer wrote before it left (its mapping outlives it) is still read.
       if (const absl::Status stop = Check(peer, now, what); !stop.ok()) {
         return ready() ? absl::OkStatus() : stop;
@@ -202,9 +209,10 @@ class SlotCall {
   const int r_;
   const int index_;
   const uint64_t stamp_;
-  Ranks read_;             // the peers whose slots this call has read
-  Ranks unread_;           // those it is still to read
-  bool attached_ = false;  // every peer's slots are mapped
+  const bool oversubscribed_;  // yield the core at every poll
+  Ranks read_;                 // the peers whose slots this call has read
+  Ranks unread_;               // those it is still to read
+  bool attached_ = false;      // every peer's slots are mapped
 };
 
 // The peers whose slots rank `r` of `p` reads: every one for an allreduce or a barrier; for a
