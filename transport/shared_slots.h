@@ -22,7 +22,7 @@
 namespace chorus {
 
 struct alignas(64) SharedSlot {
-  static constexpr size_t kCapacity = 1088;
+  static constexpr size_t kCapacity = 4160;
 
   // Which collective the contents belong to, as the owner names it (never 0; 0: never
   // written); stored last, with release.

@@ -36,8 +36,8 @@
 namespace chorus {
 namespace {
 
-static_assert(SharedSlot::kCapacity >= CollectiveHeader::kWireSize + 1024,
-              "a slot holds a header and a kilobyte of data");
+static_assert(SharedSlot::kCapacity >= CollectiveHeader::kWireSize + 4096,
+              "a slot holds a header and 4 KiB of data");
 
 // Between looks at the clock, cancellation, the communicator and the peers' health.
 constexpr int kPollsPerCheck = 32;
@@ -253,7 +253,7 @@ absl::StatusOr<SharedSlots*> SlotsFor(CollectiveContext& ctx, size_t bytes) {
 
 }  // namespace
 
-size_t SharedSlotPayloadBytes() { return 1024; }
+size_t SharedSlotPayloadBytes() { return 4096; }
 
 void SharedSlotsSkipped(CollectiveContext& ctx, const CollectiveArgs& args) {
   SharedSlots* slots = ctx.shared_slots();

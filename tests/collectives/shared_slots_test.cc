@@ -21,8 +21,8 @@ namespace chorus::testing {
 namespace {
 
 const TransportKind kTransport = kTestTransport;
-// Every case fits a slot: 128 elements of the widest type are 1 KiB.
-const std::vector<size_t> kCounts = {0, 1, 7, 128};
+// Every case fits a slot: 512 elements of the widest type are 4 KiB.
+const std::vector<size_t> kCounts = {0, 1, 7, 512};
 constexpr int kManyCalls = 3 * 8;  // three times the slots a rank has
 
 Matrix SlotMatrix(std::vector<std::string> algorithms) {
@@ -60,11 +60,11 @@ TEST_CASE("every type and op through the shared slots, named and chosen", "[slot
         kTransport, ranks,
         [&](Communicator& comm) -> absl::Status {
           CHORUS_ASSIGN_OR_RETURN(const std::string small,
-                                  comm.ChooseAlgorithm(CollectiveKind::kAllReduce, 1024));
+                                  comm.ChooseAlgorithm(CollectiveKind::kAllReduce, 4096));
           CHORUS_ASSIGN_OR_RETURN(const std::string barrier,
                                   comm.ChooseAlgorithm(CollectiveKind::kBarrier, 0));
           CHORUS_ASSIGN_OR_RETURN(const std::string large,
-                                  comm.ChooseAlgorithm(CollectiveKind::kAllReduce, 1025));
+                                  comm.ChooseAlgorithm(CollectiveKind::kAllReduce, 4097));
           CHORUS_RETURN_IF_ERROR(Expect(small == "shared_slots" && barrier == "shared_slots",
                                         "chose " + small + " and " + barrier));
           CHORUS_RETURN_IF_ERROR(Expect(large != "shared_slots", "chose " + large));
@@ -168,9 +168,9 @@ TEST_CASE("a rank that runs the call with messages is a mismatch on every rank",
   const std::vector<absl::Status> statuses = RunOnThreadsAll(
       kTransport, 3,
       [&](Communicator& comm) -> absl::Status {
-        // 256 floats fit a slot; rank 2's 257 do not, so it chooses messages.
-        std::vector<float> data(257, 1.0f);
-        const size_t count = comm.rank() == 2 ? 257 : 256;
+        // 1024 floats fit a slot; rank 2's 1025 do not, so it chooses messages.
+        std::vector<float> data(1025, 1.0f);
+        const size_t count = comm.rank() == 2 ? 1025 : 1024;
         return comm.AllReduce(data.data(), data.data(), count, DataType::kFloat32, ReduceOp::kSum);
       },
       absl::Minutes(1));
@@ -179,7 +179,7 @@ TEST_CASE("a rank that runs the call with messages is a mismatch on every rank",
     INFO("rank " << rank << ": " << statuses[rank].ToString());
     CHECK(GetErrorKind(statuses[rank]) == ErrorKind::kMismatch);
     CHECK(absl::StrContains(statuses[rank].message(), "called"));
-    CHECK(absl::StrContains(statuses[rank].message(), "count 256 vs 257"));
+    CHECK(absl::StrContains(statuses[rank].message(), "count 1024 vs 1025"));
   }
 }
 
