@@ -200,18 +200,23 @@ TEST_CASE("ranks that disagree on the op fail with both views", "[slots]") {
   }
 }
 
+// Rank 1's part when rank 0 gives up on call #0: it arrives `late` and still completes the
+// call, since rank 0 had published its slot.
+absl::Status LateAllReduce(Communicator& comm, std::chrono::milliseconds late) {
+  std::this_thread::sleep_for(late);
+  int64_t value = comm.rank() + 1;
+  CHORUS_RETURN_IF_ERROR(comm.AllReduce(&value, &value, 1, DataType::kInt64, ReduceOp::kSum));
+  return Expect(value == 3, absl::StrCat("sum ", value));
+}
+
 TEST_CASE("a timed-out call leaves the communicator working", "[slots]") {
   CheckAll(RunOnThreadsAll(
       kTransport, 2,
       [&](Communicator& comm) -> absl::Status {
-        int64_t value = comm.rank() + 1;
         if (comm.rank() == 1) {
-          // Late: rank 0 gives up first. Rank 0 published its slot, so this call completes.
-          std::this_thread::sleep_for(std::chrono::milliseconds(400));
-          CHORUS_RETURN_IF_ERROR(
-              comm.AllReduce(&value, &value, 1, DataType::kInt64, ReduceOp::kSum));
-          CHORUS_RETURN_IF_ERROR(Expect(value == 3, absl::StrCat("sum ", value)));
+          CHORUS_RETURN_IF_ERROR(LateAllReduce(comm, std::chrono::milliseconds(400)));
         } else {
+          int64_t value = comm.rank() + 1;
           CollectiveOptions options;
           options.timeout = absl::Milliseconds(100);
           const absl::Status timed_out =
@@ -233,12 +238,10 @@ TEST_CASE("an aborted call leaves the communicator working", "[slots]") {
   CheckAll(RunOnThreadsAll(
       kTransport, 2,
       [&](Communicator& comm) -> absl::Status {
-        int64_t value = comm.rank() + 1;
         if (comm.rank() == 1) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(300));
-          CHORUS_RETURN_IF_ERROR(
-              comm.AllReduce(&value, &value, 1, DataType::kInt64, ReduceOp::kSum));
+          CHORUS_RETURN_IF_ERROR(LateAllReduce(comm, std::chrono::milliseconds(300)));
         } else {
+          int64_t value = comm.rank() + 1;
           WorkPtr work = comm.AllReduceAsync(&value, &value, 1, DataType::kInt64, ReduceOp::kSum);
           std::this_thread::sleep_for(std::chrono::milliseconds(50));
           work->Abort();
