@@ -23,12 +23,11 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <optional>
 #include <string>
-#include <vector>
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
 #include "chorus/collectives/algorithms/algorithms.h"
 #include "chorus/collectives/reduce/reduce_kernels.h"
 #include "chorus/core/status.h"

@@ -150,7 +150,12 @@ Selector::Selector(std::vector<AlgorithmRule> rules, CostParams cost, size_t seg
       local_cost_(Completed(local_cost, cost)),
       segment_bytes_(segment_bytes),
       topology_(std::move(topology)),
-      shared_slot_bytes_(shared_slot_bytes) {}
+      shared_slot_bytes_(shared_slot_bytes) {
+  for (size_t kind = 0; kind < shared_slots_.size(); ++kind) {
+    shared_slots_[kind] =
+        FindAlgorithm(static_cast<CollectiveKind>(kind), AlgorithmId::kSharedSlots);
+  }
+}
 
 CostInputs Selector::Inputs(int ranks, size_t bytes) const {
   CostInputs in = MakeCostInputs(cost_, ranks, bytes, segment_bytes_);
@@ -191,9 +196,7 @@ absl::StatusOr<const AlgorithmEntry*> Selector::Choose(const CollectiveArgs& arg
   // No message beats a store and a load of shared memory: where the shared slots carry the
   // call, no model is asked.
   if (shared_slot_bytes_ > 0 && bytes <= shared_slot_bytes_) {
-    if (const AlgorithmEntry* slots = FindAlgorithm(args.kind, AlgorithmId::kSharedSlots)) {
-      return slots;
-    }
+    if (const AlgorithmEntry* slots = shared_slots_[static_cast<size_t>(args.kind)]) return slots;
   }
   const AlgorithmEntry* best = ModelChoice(args.kind, ranks, bytes);
   if (best == nullptr) {

@@ -14,6 +14,7 @@
 #ifndef CHORUS_COLLECTIVES_SELECT_SELECTOR_H_
 #define CHORUS_COLLECTIVES_SELECT_SELECTOR_H_
 
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -79,6 +80,9 @@ class Selector {
   const size_t segment_bytes_;
   const Topology topology_;
   const size_t shared_slot_bytes_;
+  // The shared_slots entry of each collective kind (null where it has none), so that a small
+  // call finds it without scanning the table.
+  std::array<const AlgorithmEntry*, kNumCollectiveKinds> shared_slots_{};
 };
 
 }  // namespace chorus
