@@ -202,9 +202,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Assemble(
   }
   const std::string layout = topology->Describe();
   SharedSlots* const shared_slots = options.shared_slots ? mesh->ClaimSharedSlots() : nullptr;
-  auto selector = std::make_unique<Selector>(
-      settings.rules, settings.cost, tuning.segment_bytes, *topology, local_cost,
-      shared_slots != nullptr ? SharedSlotPayloadBytes() : 0);
+  auto selector = std::make_unique<Selector>(settings.rules, settings.cost, tuning.segment_bytes,
+                                             *topology, local_cost, shared_slots != nullptr);
   auto state =
       std::make_unique<CommState>(name, rank, size, std::move(store), std::move(mesh), tuning,
                                   *std::move(topology), std::move(trace), shared_slots);

@@ -6,6 +6,7 @@
 #define CHORUS_COLLECTIVES_ALGORITHMS_ALGORITHMS_H_
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "chorus/collectives/collective_args.h"
 #include "chorus/collectives/engine/context.h"
 #include "chorus/collectives/select/algorithm_table.h"
@@ -54,13 +55,16 @@ absl::Status CudaIpcMove(CollectiveContext& ctx, const CollectiveArgs& args);
 // which cuda_ipc refuses, is its own); those are staged unless a call names cuda_ipc.
 bool CudaIpcAutomatic(CollectiveKind kind);
 
-// shared_slots.cc: calls of at most SharedSlotPayloadBytes() between ranks that share memory,
+// shared_slots.cc: calls of at most kSharedSlotPayloadBytes between ranks that share memory,
 // through the communicator's shared slots (ctx.shared_slots()) instead of messages; an
 // InvalidArgument error on a communicator without them.
 absl::Status SharedSlotsAllReduce(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status SharedSlotsBroadcast(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status SharedSlotsBarrier(CollectiveContext& ctx, const CollectiveArgs& args);
-size_t SharedSlotPayloadBytes();
+inline constexpr size_t kSharedSlotPayloadBytes = 4096;
+// Why a call named `call` cannot run on the shared slots (kInvalidArgument), or OK: the
+// communicator has none (`have_slots` false), or `bytes` exceed kSharedSlotPayloadBytes.
+absl::Status SharedSlotsRefusal(absl::string_view call, bool have_slots, size_t bytes);
 // A call on the slots that will not run (Work::Abort before it started): the reads of its peers'
 // slots it was counted for are owed, for later calls to pay (SlotDebts).
 void SharedSlotsSkipped(CollectiveContext& ctx, const CollectiveArgs& args);

@@ -1,4 +1,4 @@
-// Allreduce, broadcast and barrier of at most SharedSlotPayloadBytes() between ranks that share
+// Allreduce, broadcast and barrier of at most kSharedSlotPayloadBytes between ranks that share
 // memory, through the mesh's shared slots (transport/shared_slots.h) instead of messages: one
 // store of the data and a few loads of the peers' cache lines, with no request, lock or system
 // call on the way.
@@ -35,8 +35,8 @@
 namespace chorus {
 namespace {
 
-static_assert(SharedSlot::kCapacity >= CollectiveHeader::kWireSize + 4096,
-              "a slot holds a header and 4 KiB of data");
+static_assert(SharedSlot::kCapacity >= CollectiveHeader::kWireSize + kSharedSlotPayloadBytes,
+              "a slot holds a header and the largest payload");
 
 // Between looks at the clock, cancellation, the communicator and the peers' health.
 constexpr int kPollsPerCheck = 32;
@@ -235,24 +235,27 @@ absl::StatusOr<SharedSlots*> SlotsFor(CollectiveContext& ctx, size_t bytes) {
   // The selector refuses such calls before they are numbered; one that gets here anyway must
   // not leave its peers waiting.
   SharedSlots* slots = ctx.shared_slots();
-  if (slots == nullptr) {
-    return ctx.Fatal(InvalidArgumentError(absl::StrCat(
-        ctx.Describe(),
-        ": the shared_slots algorithm needs ranks that share memory (the shm transport, the "
-        "hybrid one with every rank on one host, or the in-process one) and CHORUS_SHARED_SLOTS "
-        "not 0; name another algorithm")));
-  }
-  if (bytes > SharedSlotPayloadBytes()) {
-    return ctx.Fatal(InvalidArgumentError(
-        absl::StrCat(ctx.Describe(), ": the shared_slots algorithm carries at most ",
-                     SharedSlotPayloadBytes(), " bytes; name another algorithm")));
-  }
-  return slots;
+  if (slots != nullptr && bytes <= kSharedSlotPayloadBytes) return slots;
+  return ctx.Fatal(SharedSlotsRefusal(ctx.Describe(), slots != nullptr, bytes));
 }
 
 }  // namespace
 
-size_t SharedSlotPayloadBytes() { return 4096; }
+absl::Status SharedSlotsRefusal(absl::string_view call, bool have_slots, size_t bytes) {
+  if (!have_slots) {
+    return InvalidArgumentError(absl::StrCat(
+        call,
+        ": the shared_slots algorithm needs ranks that share memory (the shm transport, the "
+        "hybrid one with every rank on one host, or the in-process one) and CHORUS_SHARED_SLOTS "
+        "not 0; name another algorithm"));
+  }
+  if (bytes > kSharedSlotPayloadBytes) {
+    return InvalidArgumentError(absl::StrCat(call, ": the shared_slots algorithm carries at most ",
+                                             kSharedSlotPayloadBytes, " bytes, not ", bytes,
+                                             "; name another algorithm"));
+  }
+  return absl::OkStatus();
+}
 
 void SharedSlotsSkipped(CollectiveContext& ctx, const CollectiveArgs& args) {
   SharedSlots* slots = ctx.shared_slots();

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "chorus/collectives/algorithms/algorithms.h"
 #include "chorus/collectives/shape.h"
 #include "chorus/core/env.h"
 #include "chorus/core/status.h"
@@ -143,16 +144,16 @@ std::atomic<uint64_t> next_selector_id{1};
 }  // namespace
 
 Selector::Selector(std::vector<AlgorithmRule> rules, CostParams cost, size_t segment_bytes,
-                   Topology topology, CostParams local_cost, size_t shared_slot_bytes)
+                   Topology topology, CostParams local_cost, bool shared_slots)
     : id_(next_selector_id.fetch_add(1, std::memory_order_relaxed)),
       rules_(std::move(rules)),
       cost_(cost),
       local_cost_(Completed(local_cost, cost)),
       segment_bytes_(segment_bytes),
       topology_(std::move(topology)),
-      shared_slot_bytes_(shared_slot_bytes) {
-  for (size_t kind = 0; kind < shared_slots_.size(); ++kind) {
-    shared_slots_[kind] =
+      shared_slots_(shared_slots) {
+  for (size_t kind = 0; kind < slot_entries_.size(); ++kind) {
+    slot_entries_[kind] =
         FindAlgorithm(static_cast<CollectiveKind>(kind), AlgorithmId::kSharedSlots);
   }
 }
@@ -181,7 +182,10 @@ absl::StatusOr<const AlgorithmEntry*> Selector::Choose(const CollectiveArgs& arg
                                                CollectiveKindName(args.kind),
                                                "; choose one of: ", KnownFor(args.kind)));
     }
-    if (id == AlgorithmId::kSharedSlots) CHORUS_RETURN_IF_ERROR(CheckSharedSlots(args, ranks));
+    if (id == AlgorithmId::kSharedSlots) {
+      CHORUS_RETURN_IF_ERROR(SharedSlotsRefusal(CollectiveKindName(args.kind), shared_slots_,
+                                                PayloadBytes(args, ranks)));
+    }
     return entry;
   }
   const size_t bytes = PayloadBytes(args, ranks);
@@ -195,8 +199,8 @@ absl::StatusOr<const AlgorithmEntry*> Selector::Choose(const CollectiveArgs& arg
   }
   // No message beats a store and a load of shared memory: where the shared slots carry the
   // call, no model is asked.
-  if (shared_slot_bytes_ > 0 && bytes <= shared_slot_bytes_) {
-    if (const AlgorithmEntry* slots = shared_slots_[static_cast<size_t>(args.kind)]) return slots;
+  if (shared_slots_ && bytes <= kSharedSlotPayloadBytes) {
+    if (const AlgorithmEntry* slots = slot_entries_[static_cast<size_t>(args.kind)]) return slots;
   }
   const AlgorithmEntry* best = ModelChoice(args.kind, ranks, bytes);
   if (best == nullptr) {
@@ -204,23 +208,6 @@ absl::StatusOr<const AlgorithmEntry*> Selector::Choose(const CollectiveArgs& arg
         absl::StrCat("no algorithm implements ", CollectiveKindName(args.kind)));
   }
   return best;
-}
-
-absl::Status Selector::CheckSharedSlots(const CollectiveArgs& args, int ranks) const {
-  if (shared_slot_bytes_ == 0) {
-    return InvalidArgumentError(absl::StrCat(
-        CollectiveKindName(args.kind),
-        ": the shared_slots algorithm needs ranks that share memory (the shm transport, the "
-        "hybrid one with every rank on one host, or the in-process one) and CHORUS_SHARED_SLOTS "
-        "not 0; name another algorithm"));
-  }
-  const size_t bytes = PayloadBytes(args, ranks);
-  if (bytes > shared_slot_bytes_) {
-    return InvalidArgumentError(absl::StrCat(CollectiveKindName(args.kind), " of ", bytes,
-                                             " bytes: the shared_slots algorithm carries at most ",
-                                             shared_slot_bytes_, "; name another algorithm"));
-  }
-  return absl::OkStatus();
 }
 
 const AlgorithmEntry* Selector::ModelChoice(CollectiveKind kind, int ranks, size_t bytes) const {

@@ -52,10 +52,10 @@ class Selector {
   // `topology`: which ranks share a host (empty: unknown, one host); the model considers the
   // hierarchical algorithm only when topology.IsHierarchical(), pricing its phases within a
   // host with `local_cost` (zero fields: `cost`'s) and between hosts with `cost`.
-  // `shared_slot_bytes`: the largest payload of an allreduce, broadcast or barrier that the
-  // shared_slots algorithm carries on this communicator; 0 when it has no shared slots.
+  // `shared_slots`: the communicator holds its mesh's shared slots, on which allreduce,
+  // broadcast and barrier of at most kSharedSlotPayloadBytes run.
   Selector(std::vector<AlgorithmRule> rules, CostParams cost, size_t segment_bytes,
-           Topology topology = {}, CostParams local_cost = {}, size_t shared_slot_bytes = 0);
+           Topology topology = {}, CostParams local_cost = {}, bool shared_slots = false);
 
   // The entry to run. `forced` is a per-call algorithm name (may be empty).
   absl::StatusOr<const AlgorithmEntry*> Choose(const CollectiveArgs& args, int ranks,
@@ -68,8 +68,6 @@ class Selector {
 
  private:
   CostInputs Inputs(int ranks, size_t bytes) const;
-  // OK when a call that names shared_slots can run on them here.
-  absl::Status CheckSharedSlots(const CollectiveArgs& args, int ranks) const;
   // The cost model's choice (no rule matched); memoised per thread (see selector.cc).
   const AlgorithmEntry* ModelChoice(CollectiveKind kind, int ranks, size_t bytes) const;
 
@@ -79,10 +77,10 @@ class Selector {
   const CostParams local_cost_;
   const size_t segment_bytes_;
   const Topology topology_;
-  const size_t shared_slot_bytes_;
+  const bool shared_slots_;
   // The shared_slots entry of each collective kind (null where it has none), so that a small
   // call finds it without scanning the table.
-  std::array<const AlgorithmEntry*, kNumCollectiveKinds> shared_slots_{};
+  std::array<const AlgorithmEntry*, kNumCollectiveKinds> slot_entries_{};
 };
 
 }  // namespace chorus
