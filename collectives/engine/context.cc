@@ -381,8 +381,7 @@ uint8_t* CollectiveContext::Scratch(size_t bytes) {
 
 void CollectiveContext::Cancel() {
   std::lock_guard<std::mutex> lock(mu_);
-  cancelled_ = true;
-  cancel_seen_.store(true, std::memory_order_release);
+  cancelled_.store(true, std::memory_order_release);
   // Requests that are done need no cancel (and cancelling one may take a transport lock).
   for (const Transfer& transfer : posted_) {
     Request* request =
@@ -596,7 +595,7 @@ Tag CollectiveContext::header_tag() const {
   return CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep);
 }
 
-bool CollectiveContext::cancelled() const { return cancel_seen_.load(std::memory_order_acquire); }
+bool CollectiveContext::cancelled() const { return cancelled_.load(std::memory_order_acquire); }
 
 std::optional<absl::Status> CollectiveContext::Interrupted() const {
   if (cancelled()) {

@@ -317,8 +317,9 @@ class CollectiveContext {
   absl::InlinedVector<Transfer, 6> posted_ ABSL_GUARDED_BY(mu_);
   // The requests of posted_ (deferred receives own theirs), kept until the context ends.
   absl::InlinedVector<RequestPtr, 6> requests_ ABSL_GUARDED_BY(mu_);
-  bool cancelled_ ABSL_GUARDED_BY(mu_) = false;
-  std::atomic<bool> cancel_seen_{false};  // cancelled_, for readers that take no lock
+  // Set under mu_, so that a transfer posted under it either sees it or is cancelled by
+  // Cancel(); atomic for cancelled(), which takes no lock.
+  std::atomic<bool> cancelled_{false};
 };
 
 // Runs an algorithm on a subset of the communicator's ranks, unchanged: while the view lives,
