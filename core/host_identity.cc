@@ -1,5 +1,6 @@
 #include "chorus/core/host_identity.h"
 
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -57,6 +58,12 @@ bool ProcessRunning(pid_t pid) {
   if (name_end == std::string::npos || name_end + 2 >= stat.size()) return true;
   const char state = stat[name_end + 2];
   return state != 'Z' && state != 'X';
+}
+
+int UsableCores() {
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  return sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 0;
 }
 
 }  // namespace chorus

@@ -1,6 +1,5 @@
 #include "chorus/transport/inproc/inproc_device.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -15,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "chorus/core/host_identity.h"
 #include "chorus/core/status.h"
 #include "chorus/transport/matching/match_table.h"
 
@@ -245,13 +245,6 @@ class Fabric {
   std::vector<std::atomic<bool>> closed_;
   const std::unique_ptr<SharedSlot[]> slots_;  // kDepth per rank, rank after rank
 };
-
-// The cores this process may run on.
-int UsableCores() {
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  return sched_getaffinity(0, sizeof(cpus), &cpus) == 0 ? CPU_COUNT(&cpus) : 1;
-}
 
 // The fabric's shared slots: memory of this process, which its rank threads share.
 class InprocSlots final : public SharedSlots {

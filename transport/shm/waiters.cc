@@ -14,10 +14,7 @@ bool Oversubscribed(const std::vector<InboxAddress>& addresses) {
   for (const InboxAddress& address : addresses) {
     if (address.host == LocalHostIdentity()) ++local;
   }
-  cpu_set_t cpus;
-  CPU_ZERO(&cpus);
-  if (sched_getaffinity(0, sizeof(cpus), &cpus) != 0) return true;
-  return local > CPU_COUNT(&cpus);
+  return local > UsableCores();
 }
 
 }  // namespace
