@@ -77,16 +77,23 @@ class SlotCall {
   SlotCall(const SlotCall&) = delete;
   SlotCall& operator=(const SlotCall&) = delete;
 
+  // Maps every peer's slots (the transport's error when it cannot) and pays what earlier calls
+  // owe. A call that never attaches owes nothing: it could never have read a slot.
+  absl::Status Attach() {
+    CHORUS_RETURN_IF_ERROR(slots_.AttachAll());
+    attached_ = true;
+    ctx_.slot_debts().Settle(slots_);
+    return absl::OkStatus();
+  }
+
   // Step 1: this rank's slot, once free, holding its header and `bytes` of `data`, for
   // `readers` peers.
   absl::Status Publish(const void* data, size_t bytes, uint32_t readers) {
-    if (const absl::Status attached = slots_.AttachAll(); !attached.ok()) {
+    if (const absl::Status attached = Attach(); !attached.ok()) {
       if (std::optional<absl::Status> interrupted = ctx_.Interrupted()) return *interrupted;
       return ctx_.PeerLost(ErrorPeerRank(attached).value_or(-1), attached,
                            "the attachment to its shared slots");
     }
-    attached_ = true;
-    ctx_.slot_debts().Settle(slots_);
     const uint32_t sequence = ctx_.header().sequence;
     CHORUS_RETURN_IF_ERROR(WaitUntil([&] { return ctx_.slot_turns().IsTurn(sequence); }, -1,
                                      "this rank's earlier calls on the shared slots"));
@@ -259,13 +266,11 @@ absl::Status SharedSlotsRefusal(absl::string_view call, bool have_slots, size_t 
 
 void SharedSlotsSkipped(CollectiveContext& ctx, const CollectiveArgs& args) {
   SharedSlots* slots = ctx.shared_slots();
-  // Unattached, this rank could never have read a slot (the communicator is broken then).
-  if (slots == nullptr || !slots->AttachAll().ok()) return;
-  const int index = static_cast<int>(ctx.header().sequence % SharedSlots::kDepth);
-  for (int peer : SlotSources(args, ctx.rank(), ctx.size())) {
-    ctx.slot_debts().Owe(peer, index, ctx.header_tag());
-  }
-  ctx.slot_debts().Settle(*slots);
+  if (slots == nullptr) return;
+  // A call that reads none of its sources: ~SlotCall leaves every read it owes to later calls.
+  SlotCall call(ctx, *slots, SlotSources(args, ctx.rank(), ctx.size()));
+  // Unattached, it owes nothing; the peer that could not be reached fails the call's peers.
+  call.Attach().IgnoreError();
 }
 
 absl::Status SharedSlotsAllReduce(CollectiveContext& ctx, const CollectiveArgs& args) {
