@@ -68,6 +68,15 @@ TEST_CASE("every type and op through the shared slots, named and chosen", "[slot
           CHORUS_RETURN_IF_ERROR(Expect(small == "shared_slots" && barrier == "shared_slots",
                                         "chose " + small + " and " + barrier));
           CHORUS_RETURN_IF_ERROR(Expect(large != "shared_slots", "chose " + large));
+          // Named for more than a slot carries: refused before it is numbered, on every rank
+          // alike, so the calls below still agree.
+          std::vector<uint8_t> too_large(4097);
+          CollectiveOptions named;
+          named.algorithm = "shared_slots";
+          CHORUS_RETURN_IF_ERROR(ExpectInvalidArgument(
+              comm.AllReduce(too_large.data(), too_large.data(), too_large.size(), DataType::kUint8,
+                             ReduceOp::kSum, named),
+              "carries at most 4096 bytes, not 4097"));
           CHORUS_RETURN_IF_ERROR(RunCases(comm, BuildCases(SlotMatrix({"shared_slots"}), ranks)));
           return RunCases(comm, BuildCases(SlotMatrix({""}), ranks));
         },
