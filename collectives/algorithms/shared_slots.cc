@@ -158,10 +158,7 @@ class SlotCall {
         start = now;
         next_probe = now + kProbeAfter;
       }
-      // What a peer wrote before it left (its mapping outlives it) is still read.
-      if (const absl::Status stop = Check(peer, now, what); !stop.ok()) {
-        return ready() ? absl::OkStatus() : stop;
-      }
+      if (const absl::Status stop = Check(peer, now, what, ready); !stop.ok()) return stop;
       // A peer this wait needs may itself wait for a read this rank owes.
       ctx_.slot_debts().Settle(slots_);
       if (now >= next_probe) {
@@ -178,16 +175,21 @@ class SlotCall {
 
   // Why the wait must end, if it must: the caller aborted, the communicator broke, a peer
   // failed, or the deadline passed.
-  absl::Status Check(int peer, Clock::time_point now, absl::string_view what) {
+  // What a peer wrote before it left (its mapping outlives it) still counts: a peer's failure
+  // ends the wait only while `ready` does not hold, and the failure breaks the communicator
+  // only then.
+  template <typename Ready>
+  absl::Status Check(int peer, Clock::time_point now, absl::string_view what, Ready&& ready) {
     if (std::optional<absl::Status> interrupted = ctx_.Interrupted()) return *interrupted;
     for (int q = 0; q < p_; ++q) {
       if (q == r_ || (peer >= 0 && q != peer)) continue;
       const absl::Status status = slots_.PeerStatus(q);
+      if (!status.ok() && ready()) return absl::OkStatus();  // the next poll returns
       if (!status.ok()) {
         return ctx_.PeerLost(q, status, absl::StrCat("a wait for ", peer >= 0 ? "its " : "", what));
       }
     }
-    if (now < ctx_.deadline().time_point()) return absl::OkStatus();
+    if (now < ctx_.deadline().time_point() || ready()) return absl::OkStatus();
     return DeadlineExceededError(
         absl::StrCat(ctx_.Describe(), ": did not finish before its deadline; still waiting for ",
                      peer >= 0 ? absl::StrCat("rank ", peer, "'s ") : std::string(), what, ". ",
