@@ -196,6 +196,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Assemble(
   tuning.network_cost = settings.cost;
   tuning.cuda_ipc = options.cuda_ipc && layout_known && topology->hosts() == 1;
   tuning.cuda_ipc_min_bytes = options.cuda_ipc_min_bytes;
+  tuning.piggyback_bytes = PiggybackBytesFor(links);
   std::unique_ptr<TraceLog> trace;
   if (std::optional<std::string> path = GetEnv("CHORUS_TRACE_FILE")) {
     trace = std::make_unique<TraceLog>(*path, rank, name);

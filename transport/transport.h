@@ -158,9 +158,13 @@ struct LinkProfile {
   double beta_ns_per_byte = 0;   // time per byte moved over the link
   double gamma_ns_per_byte = 0;  // time per byte to reduce what arrives over it
   size_t segment_bytes = 0;      // the pipelining segment that suits it
+  // The largest message that costs less copied into another one (a collective's first message
+  // to a peer rides in its header message) than sent on its own; 0: the collectives' default.
+  size_t piggyback_bytes = 0;
   bool operator==(const LinkProfile& other) const {
     return alpha_us == other.alpha_us && beta_ns_per_byte == other.beta_ns_per_byte &&
-           gamma_ns_per_byte == other.gamma_ns_per_byte && segment_bytes == other.segment_bytes;
+           gamma_ns_per_byte == other.gamma_ns_per_byte && segment_bytes == other.segment_bytes &&
+           piggyback_bytes == other.piggyback_bytes;
   }
 };
 

@@ -1,5 +1,6 @@
 #include "chorus/collectives/engine/comm_state.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -15,6 +16,14 @@ constexpr absl::string_view kFailureKey = "failure";
 constexpr absl::string_view kFailureClaimsKey = "failure/claims";
 
 }  // namespace
+
+size_t PiggybackBytesFor(const DeviceLinks& links) {
+  // 0: the device leaves it to the collectives.
+  auto of = [](const LinkProfile& link) {
+    return link.piggyback_bytes == 0 ? kPiggybackBytes : link.piggyback_bytes;
+  };
+  return std::min({of(links.local), of(links.remote), kMostPiggybackBytes});
+}
 
 CommState::CommState(std::string name, int rank, int size, std::shared_ptr<Store> store,
                      std::shared_ptr<Mesh> mesh, CommTuning tuning, Topology topology,

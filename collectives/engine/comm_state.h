@@ -25,6 +25,17 @@
 
 namespace chorus {
 
+// The largest first message to a peer that rides inside the header message where the device
+// does not say (LinkProfile::piggyback_bytes), and the room for one that a collective's context
+// holds without a heap buffer. 1 KiB: latency-bound messages (an 8-byte allreduce, a barrier, a
+// small broadcast) fit, which halves their transport messages, while the two extra copies
+// (into and out of the context's buffers) stay well under the ~1 us one message costs on
+// shared memory.
+inline constexpr size_t kPiggybackBytes = 1024;
+// The most any device may ask for: header messages with room for more come from a cache that
+// each thread keeps (engine/context.cc).
+inline constexpr size_t kMostPiggybackBytes = size_t{16} << 10;
+
 // CommunicatorOptions' pipelining and streaming, resolved: Communicator::Assemble fills every
 // field from the options, the device's links and this machine's cache. The defaults below are
 // what a CommState built by hand (tests) gets without a device or a cache to ask: no pipelining,
@@ -42,7 +53,15 @@ struct CommTuning {
   // CommunicatorOptions::cuda_ipc allows it.
   bool cuda_ipc = false;
   size_t cuda_ipc_min_bytes = 0;  // ... for calls of at least this many bytes
+  // The largest first message to a peer that rides inside the collective's header message
+  // (engine/context.h); the same on every rank, since every rank's device has the same links.
+  size_t piggyback_bytes = kPiggybackBytes;
 };
+
+// CommTuning::piggyback_bytes for a device with `links`: the smaller of its two kinds of link's
+// (messages within a host and between hosts share one limit, which both ends of every link
+// must know), at most kMostPiggybackBytes.
+size_t PiggybackBytesFor(const DeviceLinks& links);
 
 // Thread-safe.
 class CommState {

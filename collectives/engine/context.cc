@@ -1,9 +1,12 @@
 #include "chorus/collectives/engine/context.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <optional>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -41,6 +44,27 @@ std::string DescribeWait(uint64_t wait) {
                       (wait >> 32) & 0x3fffffff, " at step ", StepName(wait & 0xffffffffu));
 }
 
+// Header messages with room for kMostPiggybackBytes, kept by each thread between the
+// collectives it runs, so that a call takes no heap buffer once its thread has run one like it.
+// A few per thread: one per peer that a call's first messages go to or come from.
+constexpr size_t kCachedMessageBytes =
+    CollectiveHeader::kWireSize + sizeof(uint64_t) + kMostPiggybackBytes;
+constexpr size_t kCachedMessagesPerThread = 8;
+thread_local std::vector<std::unique_ptr<uint8_t[]>> cached_messages;
+
+std::unique_ptr<uint8_t[]> TakeCachedMessage() {
+  if (cached_messages.empty()) return std::unique_ptr<uint8_t[]>(new uint8_t[kCachedMessageBytes]);
+  std::unique_ptr<uint8_t[]> buffer = std::move(cached_messages.back());
+  cached_messages.pop_back();
+  return buffer;
+}
+
+void ReturnCachedMessage(std::unique_ptr<uint8_t[]> buffer) {
+  if (buffer != nullptr && cached_messages.size() < kCachedMessagesPerThread) {
+    cached_messages.push_back(std::move(buffer));
+  }
+}
+
 const char kSameCallsAdvice[] =
     "every rank must call the same collectives in the same order with the same count, type, "
     "op and root";
@@ -55,10 +79,16 @@ CollectiveContext::CollectiveContext(CommState& comm, const CollectiveArgs& args
       header_(header),
       header_wire_(header.Encode()),
       deadline_(deadline),
+      piggyback_bytes_(std::min(comm.tuning().piggyback_bytes, kMostPiggybackBytes)),
       first_wait_clock_(start),
       peer_slots_(comm.size()) {}
 CollectiveContext::~CollectiveContext() {
   Cancel();
+  // No transport touches the header messages after Cancel.
+  for (PeerHeader* header : headers_) ReturnCachedMessage(std::move(header->cached));
+  for (std::unique_ptr<uint8_t[]>& message : more_outgoing_) {
+    ReturnCachedMessage(std::move(message));
+  }
   for (ScratchBuffer& buffer : scratch_) {
     comm_.ReleaseScratch(std::move(buffer.data), buffer.capacity);
   }
@@ -173,11 +203,11 @@ Transfer CollectiveContext::SendHeaderWith(int peer, Connection& connection, uin
                                            const void* data, size_t bytes) {
   const size_t length = CollectiveHeader::kWireSize + kStepBytes + bytes;
   uint8_t* message;
-  if (!first_outgoing_used_) {
+  if (!first_outgoing_used_ && length <= kHeaderMessageCapacity) {
     first_outgoing_used_ = true;
     message = first_outgoing_;
   } else {
-    more_outgoing_.push_back(std::unique_ptr<uint8_t[]>(new uint8_t[length]));
+    more_outgoing_.push_back(TakeCachedMessage());
     message = more_outgoing_.back().get();
   }
   std::memcpy(message, header_wire_.data(), CollectiveHeader::kWireSize);
@@ -205,10 +235,14 @@ CollectiveContext::PeerHeader* CollectiveContext::ExpectHeaderFrom(int peer) {
   headers_.push_back(slot);
   PeerHeader& header = *slot;
   header.peer = peer;
+  if (piggyback_bytes_ > kPiggybackBytes) {
+    header.cached = TakeCachedMessage();
+    header.message = header.cached.get();
+  }
   RequestPtr request =
       (*connection)
           ->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep), header.message,
-                 kHeaderMessageCapacity);
+                 CollectiveHeader::kWireSize + kStepBytes + piggyback_bytes_);
   header.request = request.get();
   const Transfer transfer{header.request, peer, CollectiveHeader::kWireSize, kHeaderStep,
                           /*is_recv=*/true};
@@ -223,7 +257,7 @@ Transfer CollectiveContext::Send(int peer, uint64_t step, const void* data, size
     peer = group_[peer];
     step += step_base_;
   }
-  if (!peer_slots_[peer].header_sent && bytes <= kPiggybackBytes) {
+  if (!peer_slots_[peer].header_sent && bytes <= piggyback_bytes_) {
     absl::StatusOr<Connection*> connection = comm_.GetConnection(peer);
     if (connection.ok()) {
       peer_slots_[peer].header_sent = true;
@@ -252,7 +286,7 @@ Transfer CollectiveContext::RecvInto(int peer, uint64_t step, void* data, size_t
   }
   if (PeerHeader* header = ExpectHeaderFrom(peer)) {
     if (!header->resolved) {
-      if (bytes <= kPiggybackBytes) {
+      if (bytes <= piggyback_bytes_) {
         Transfer transfer = Defer(peer, step, data, bytes);
         header->early.push_back(EarlyRecv{step, bytes, transfer.deferred});
         return transfer;

@@ -15,11 +15,12 @@
 // (CommState::Break): the record in the store and the aborted mesh make every other rank that
 // is still inside the collective fail promptly with the same message.
 //
-// Piggybacking: when a rank's first message to a peer is small (at most kPiggybackBytes), it
+// Piggybacking: when a rank's first message to a peer is small (at most the communicator's
+// CommTuning::piggyback_bytes, which its device's links set: 1 KiB, 16 KiB over TCP), it
 // travels inside the header message, on the header step, as one transport message:
 //   [40-byte header][u64 step][payload]     (a header alone is the 40 bytes)
 // The payload is copied into a context-owned buffer when the send is posted. Every header
-// receive is posted with room for a header and kPiggybackBytes. A small receive from a peer
+// receive is posted with room for a header and that limit. A small receive from a peer
 // whose header has not been checked yet is deferred: it posts nothing on the transport until
 // the header arrives and is checked. Then, in posting order, the first receive from that peer
 // for the header's step takes the payload (copied out of the context's buffer, and only if its
@@ -56,13 +57,6 @@
 #include "chorus/transport/request.h"
 
 namespace chorus {
-
-// The largest message that rides in the header message when it is a rank's first message to a
-// peer (see the comment at the top). 1 KiB: latency-bound messages (an 8-byte allreduce, a
-// barrier, a small broadcast) fit, which halves their transport messages, while the two extra
-// copies (into and out of the context's buffers) stay well under the ~1 us one message costs
-// on shared memory, and the header receive posted for each peer stays small.
-inline constexpr size_t kPiggybackBytes = 1024;
 
 // A posted send or receive.
 struct Transfer {
@@ -183,6 +177,8 @@ class CollectiveContext {
   friend class GroupView;
 
   // A header message: the header, then optionally the step and payload of a small message.
+  // The context holds room for one of kPiggybackBytes; larger ones come from the thread's
+  // cache (context.cc).
   static constexpr size_t kStepBytes = sizeof(uint64_t);
   static constexpr size_t kHeaderMessageCapacity =
       CollectiveHeader::kWireSize + kStepBytes + kPiggybackBytes;
@@ -198,15 +194,19 @@ class CollectiveContext {
     PeerHeader() {}  // the message buffer is left uninitialised
     int peer = -1;
     Request* request = nullptr;  // owned by requests_
-    bool checked = false;   // arrived and agrees with ours
-    bool resolved = false;  // checked, and the early receives got their data or were posted
-    absl::Status failure;   // a disagreement Resolve found, reported by every later wait
+    bool checked = false;        // arrived and agrees with ours
+    bool resolved = false;       // checked, and the early receives got their data or were posted
+    absl::Status failure;        // a disagreement Resolve found, reported by every later wait
     bool has_payload = false;
     bool payload_taken = false;
     uint64_t payload_step = 0;
     size_t payload_bytes = 0;
     absl::InlinedVector<EarlyRecv, 2> early;
-    uint8_t message[kHeaderMessageCapacity];
+    // Where the header message lands: `inline_message`, or `cached` where the communicator's
+    // limit needs more room.
+    uint8_t* message = inline_message;
+    std::unique_ptr<uint8_t[]> cached;
+    uint8_t inline_message[kHeaderMessageCapacity];
   };
 
   // A small receive waiting for its peer's header. Changed only by the collective's thread,
@@ -230,7 +230,7 @@ class CollectiveContext {
                         absl::FunctionRef<RequestPtr(Connection&, Tag)> post)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void SendHeaderTo(int peer);
-  // Sends the header with a small message (`bytes` <= kPiggybackBytes) of step `step`.
+  // Sends the header with a small message (`bytes` <= piggyback_bytes_) of step `step`.
   Transfer SendHeaderWith(int peer, Connection& connection, uint64_t step, const void* data,
                           size_t bytes);
   void FlushOwedHeader();
@@ -263,6 +263,7 @@ class CollectiveContext {
   const CollectiveHeader header_;
   const CollectiveHeader::Wire header_wire_;
   const Deadline deadline_;
+  const size_t piggyback_bytes_;  // CommTuning::piggyback_bytes
   // The constructor's `start`, until the first blocking wait uses it as its clock reading.
   std::optional<Deadline::Clock::time_point> first_wait_clock_;
   // The containers below hold what a latency-bound collective needs without a heap
@@ -291,8 +292,8 @@ class CollectiveContext {
   absl::InlinedVector<Transfer, 2> header_recvs_;  // one per entry of headers_, for Finish
   int unresolved_headers_ = 0;
   absl::InlinedVector<Transfer, 4> sends_;
-  // Header messages that carry a payload, until the context ends: the first here, the others
-  // on the heap.
+  // Header messages that carry a payload, until the context ends: the first here where it
+  // fits, the others from the thread's cache.
   uint8_t first_outgoing_[kHeaderMessageCapacity];
   bool first_outgoing_used_ = false;
   std::vector<std::unique_ptr<uint8_t[]>> more_outgoing_;

@@ -3,9 +3,9 @@
 // still works, and ranks whose headers or message lengths disagree fail with a MismatchError
 // (promptly, never a timeout or a crash), also when the data came inside the header.
 #include <catch2/catch.hpp>
-
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -21,13 +21,35 @@ namespace {
 
 const TransportKind kTransport = kTestTransport;
 
-// Element counts of int32 around kPiggybackBytes: under, at and over the limit, per message.
+// The piggyback limit of communicators over kTransport (1 KiB, 16 KiB over TCP).
+size_t Limit() {
+  static const size_t limit = [] {
+    absl::StatusOr<std::unique_ptr<Device>> device = MakeDevice(kTransport, 0);
+    return device.ok() ? PiggybackBytesFor((*device)->Links()) : kPiggybackBytes;
+  }();
+  return limit;
+}
+
+// Element counts of int32 around the limit: under, at and over it, per message.
 std::vector<size_t> CountsAroundLimit() {
-  const size_t at = kPiggybackBytes / sizeof(int32_t);
+  const size_t at = Limit() / sizeof(int32_t);
   return {1, at - 1, at, at + 1};
 }
 
 int32_t Value(int rank, size_t i) { return static_cast<int32_t>(rank * 1000 + i % 997); }
+
+TEST_CASE("a device's piggyback limit is its smaller link's, within bounds", "[piggyback]") {
+  LinkProfile network;
+  network.piggyback_bytes = 16 << 10;
+  LinkProfile local;
+  local.piggyback_bytes = 2 << 10;
+  CHECK(PiggybackBytesFor({network, network}) == (16 << 10));
+  CHECK(PiggybackBytesFor({network, local}) == (2 << 10));
+  CHECK(PiggybackBytesFor({LinkProfile{}, LinkProfile{}}) == kPiggybackBytes);  // unset
+  LinkProfile greedy;
+  greedy.piggyback_bytes = size_t{1} << 30;
+  CHECK(PiggybackBytesFor({greedy, greedy}) == kMostPiggybackBytes);
+}
 
 TEST_CASE("collectives around the piggyback limit stay exact for every algorithm", "[piggyback]") {
   for (int ranks : {2, 3}) {
@@ -157,7 +179,7 @@ std::vector<absl::Status> ExchangeV(size_t to_one, size_t to_zero, size_t one_ex
 
 TEST_CASE("a rank whose first message is large works beside one whose first is small",
           "[piggyback]") {
-  const size_t large = 4 * kPiggybackBytes / sizeof(int32_t);
+  const size_t large = 4 * Limit() / sizeof(int32_t);
   for (auto [to_one, to_zero] : {std::pair<size_t, size_t>{large, 3}, {3, large}, {large, large}}) {
     absl::Duration elapsed;
     const std::vector<absl::Status> statuses = ExchangeV(to_one, to_zero, to_one, &elapsed);
@@ -171,7 +193,7 @@ TEST_CASE("a rank whose first message is large works beside one whose first is s
 
 TEST_CASE("a message length that disagrees with the receive is a MismatchError", "[piggyback]") {
   const size_t small = 3;
-  const size_t large = 4 * kPiggybackBytes / sizeof(int32_t);
+  const size_t large = 4 * Limit() / sizeof(int32_t);
   // (sent to rank 1, expected by rank 1): both small (the data rides in the header, and its
   // length is wrong), small sent where large is expected (the large receive is posted at once
   // and must not wait for a message that came inside the header), large sent where small is

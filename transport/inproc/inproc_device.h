@@ -28,7 +28,7 @@ class InprocDevice : public Device {
   // A hand-off between threads of one process, as calibrated here.
   DeviceLinks Links() const override { return {kInprocLink, kInprocLink}; }
 
-  static constexpr LinkProfile kInprocLink = {15.0, 0.075, 0.1, size_t{1} << 20};
+  static constexpr LinkProfile kInprocLink = {15.0, 0.075, 0.1, size_t{1} << 20, size_t{1} << 10};
   absl::StatusOr<std::unique_ptr<Mesh>> CreateMesh(Store& store, int rank, int size,
                                                    const MeshOptions& options,
                                                    Deadline deadline) override;
