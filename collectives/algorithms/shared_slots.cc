@@ -31,6 +31,7 @@
 #include "chorus/collectives/algorithms/algorithms.h"
 #include "chorus/collectives/reduce/reduce_kernels.h"
 #include "chorus/core/status.h"
+#include "chorus/transport/poll_window.h"
 
 namespace chorus {
 namespace {
@@ -42,7 +43,7 @@ static_assert(SharedSlot::kCapacity >= CollectiveHeader::kWireSize + kSharedSlot
 constexpr int kPollsPerCheck = 32;
 // How long a waiter polls before it naps, and the longest nap: a peer that arrives late is
 // found within a nap, and a long wait costs its core little.
-constexpr auto kSpin = std::chrono::microseconds(50);
+constexpr absl::Duration kSpin = absl::Microseconds(50);
 constexpr auto kLongestNap = std::chrono::microseconds(500);
 // How long a waiter waits before it looks for a peer's header message (the peer runs this
 // collective over messages), and how often it looks again.
@@ -146,16 +147,22 @@ class SlotCall {
     if (ready()) return absl::OkStatus();
     // The clock is first read kPollsPerCheck polls in: most waits end before (a clock read
     // costs about as much as the rest of a small call on some virtual machines).
-    Clock::time_point start{};
+    std::optional<PollWindow> window;  // polling before naps, from the first check
     Clock::time_point next_probe{};
     auto nap = std::chrono::microseconds(1);
     for (int polls = 1;; ++polls) {
       if (ready()) return absl::OkStatus();
-      if (oversubscribed_) sched_yield();
+      if (oversubscribed_) {
+        if (window) {
+          window->Yield();
+        } else {
+          sched_yield();
+        }
+      }
       if (polls % kPollsPerCheck != 0) continue;
       const Clock::time_point now = Clock::now();
       if (polls == kPollsPerCheck) {
-        start = now;
+        window.emplace(kSpin);
         next_probe = now + kProbeAfter;
       }
       if (const absl::Status stop = Check(peer, now, what, ready); !stop.ok()) return stop;
@@ -165,7 +172,7 @@ class SlotCall {
         CHORUS_RETURN_IF_ERROR(ProbeMessages(peer));
         next_probe = now + kProbeAfter;
       }
-      if (now - start >= kSpin) {
+      if (!window->open()) {
         const timespec pause = {0, static_cast<long>(nap.count()) * 1000};
         nanosleep(&pause, nullptr);
         nap = std::min(nap * 2, kLongestNap);

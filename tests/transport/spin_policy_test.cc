@@ -1,9 +1,11 @@
 #include "chorus/transport/spin_policy.h"
 
+#include <chrono>
 #include <thread>
 #include <vector>
 
 #include "catch2/catch.hpp"
+#include "chorus/transport/poll_window.h"
 
 namespace chorus::testing {
 namespace {
@@ -86,6 +88,34 @@ TEST_CASE("threads waiting at once share one policy") {
   CHECK_FALSE(policy.polling());
   for (int i = 0; i < 100; ++i) Wait(policy, true);
   CHECK(policy.polling());
+}
+
+// PollWindow: only the waiter's own polling spends the budget; time other threads ran while it
+// had yielded the core does not, up to kMostStretch times the budget. Sleeps stand in for
+// polling, with margins far beyond a sleep's usual overshoot.
+TEST_CASE("a poll window closes once its budget is spent") {
+  PollWindow window(absl::Milliseconds(5));
+  CHECK(window.open());
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK_FALSE(window.open());
+  CHECK_FALSE(PollWindow(absl::ZeroDuration()).open());
+}
+
+TEST_CASE("time other threads ran during a yield does not spend a poll window") {
+  PollWindow window(absl::Milliseconds(20));
+  window.Away(std::chrono::milliseconds(300));  // others held the core this long
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  CHECK(window.open());  // 40 ms after the start, past the 20 ms budget
+  window.Away(std::chrono::seconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  CHECK_FALSE(window.open());  // never past 20 x 20 ms after the start
+}
+
+TEST_CASE("a yield that returns at once leaves a poll window where it was") {
+  PollWindow window(absl::Milliseconds(20));
+  for (int i = 0; i < 1000; ++i) window.Away(PollWindow::kOthersRan);
+  std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  CHECK_FALSE(window.open());
 }
 
 }  // namespace

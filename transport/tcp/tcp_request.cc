@@ -1,12 +1,10 @@
 #include "chorus/transport/tcp/tcp_request.h"
 
-#include <sched.h>
-
-#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "chorus/core/status.h"
+#include "chorus/transport/poll_window.h"
 
 namespace chorus::tcp {
 namespace {
@@ -38,19 +36,19 @@ absl::Status TcpRequest::Wait(Deadline deadline) {
     engine_->BeginWait();
     SpinPolicy& policy = engine_->spin_policy();
     const SpinPolicy::Plan plan = policy.Next();
-    const auto spin_until = std::chrono::steady_clock::now() + absl::ToChronoNanoseconds(plan.spin);
+    PollWindow window(plan.spin);
     int polls = 0;
     bool slept = false;  // a pass after the poll budget ran out
     // At least one pass, so a wait with an expired deadline still takes what has arrived.
     do {
-      const bool spinning = std::chrono::steady_clock::now() < spin_until;
+      const bool spinning = window.open();
       slept = slept || !spinning;
       if (engine_->TryAcquireDriver()) {
         engine_->PollOnce(spinning ? 0 : deadline.RemainingMillis(kMaxSleepMs), this);
         engine_->ReleaseDriver();
-        if (spinning && ++polls % kPollsPerYield == 0) sched_yield();
+        if (spinning && ++polls % kPollsPerYield == 0) window.Yield();
       } else if (spinning) {
-        sched_yield();
+        window.Yield();
       } else if (!deadline.Expired()) {
         AwaitDone(deadline.Min(Deadline::After(kFollowerSlice)));
       }
