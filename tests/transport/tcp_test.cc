@@ -751,6 +751,56 @@ TEST_CASE("a receive posted while its message is arriving gets all of it") {
   }
 }
 
+TEST_CASE(
+    "a receive that took a message while it arrived, then cancelled, is never written again") {
+  constexpr size_t kSize = kLargeMessageBytes;
+  TempDir directory;
+  RankProcesses processes(
+      2, KillableRanks(
+             directory.path(),
+             [](Mesh&, Connection& connection, Store& store) -> absl::Status {
+               uint8_t ping = 1;
+               CHORUS_RETURN_IF_ERROR(connection.Send(1, &ping, 1)->Wait(Deadline::After(kSetup)));
+               // Part of the message arrives (and is buffered) before the receive exists.
+               CHORUS_RETURN_IF_ERROR(store.Get("sending", Deadline::After(kSetup)).status());
+               std::this_thread::sleep_for(std::chrono::milliseconds(200));
+               std::vector<uint8_t> buffer(kSize, 0);
+               RequestPtr receive = connection.Recv(2, buffer.data(), buffer.size());
+               SCENARIO_EXPECT(!receive->IsDone(), "the whole message was already here");
+               receive->Cancel();
+               SCENARIO_EXPECT(GetErrorKind(receive->status()) == ErrorKind::kAborted, "");
+               const std::vector<uint8_t> snapshot = buffer;
+               CHORUS_RETURN_IF_ERROR(store.Set("cancelled", "1"));  // the test resumes rank 1
+               // The marker comes after the rest of the message, which must be dropped.
+               std::vector<uint8_t> marker(16);
+               RequestPtr next = connection.Recv(2, marker.data(), marker.size());
+               CHORUS_RETURN_IF_ERROR(next->Wait(Deadline::After(kSetup)));
+               SCENARIO_EXPECT(CheckPattern(marker.data(), 16, 7).empty(),
+                               "the message after the cancelled one");
+               SCENARIO_EXPECT(buffer == snapshot, "the buffer changed after Cancel() returned");
+               return store.Set("done", "1");
+             },
+             [](Connection& connection, Store& store) -> absl::Status {
+               const std::vector<uint8_t> data = Pattern(13, kSize);
+               const std::vector<uint8_t> marker = Pattern(7, 16);
+               CHORUS_RETURN_IF_ERROR(store.Set("sending", "1"));
+               RequestPtr send = connection.Send(2, data.data(), data.size());
+               raise(SIGSTOP);  // until the receiver has cancelled
+               RequestPtr send_marker = connection.Send(2, marker.data(), marker.size());
+               CHORUS_RETURN_IF_ERROR(WaitAll({send, send_marker}, Deadline::After(kSetup)));
+               return store.Get("done", Deadline::After(kSetup)).status();
+             }));
+  auto store = FileStore::Open(directory.path());
+  REQUIRE(store.ok());
+  CHECK((*store)->Get("cancelled", Deadline::After(absl::Seconds(30))).ok());
+  processes.Signal(1, SIGCONT);
+  CHECK((*store)->Get("done", Deadline::After(absl::Seconds(30))).ok());
+  const auto outcomes = processes.Wait(absl::Seconds(30));
+  INFO(outcomes[0].Describe() << "; " << outcomes[1].Describe());
+  CHECK(outcomes[0].ok());
+  CHECK(outcomes[1].ok());
+}
+
 TEST_CASE("a stopped peer makes a wait fail at its deadline, naming it") {
   TempDir directory;
   RankProcesses processes(

@@ -91,12 +91,14 @@ RequestPtr TcpConnection::Recv(Tag tag, MemoryRef buffer) {
   slot->request = request;
   slot->data = static_cast<uint8_t*>(buffer.data);
   slot->capacity = buffer.size;
+  // Owned before it may match a message still arriving, whose rest the driver then writes into
+  // the buffer: a Cancel must find it there (ForgetRecv) and have the rest dropped.
+  request->set_owner(this);
   if (TakeUnexpected(tag, slot)) return request;
   if (state_ == State::kFailed) {
     request->Finish(failure_, 0);
     return request;
   }
-  request->set_owner(this);
   mesh_.matching().Post(peer_, tag, slot);
   return request;
 }

@@ -110,6 +110,8 @@ RequestPtr TcpMesh::RecvFromAnyPart(absl::Span<const int> peers, Tag tag, Memory
   const int oldest = matching_.OldestUnexpectedAmong(peers, tag);
   if (oldest >= 0) {
     if (slot->WinClaim()) {
+      // Owned first, as for TcpConnection::Recv: the message may still be arriving.
+      request->set_owner(this);
       connections_[oldest]->TakeUnexpected(tag, slot);
     } else {
       request->Finish(WithdrawnPartError(rank_), 0);
