@@ -28,14 +28,15 @@ class PollWindow {
   bool open() const { return Clock::now() < end_; }
 
   // Gives up the core for a moment; the window moves later by however long others then ran.
+  // A window that has closed stays closed: its waiter sleeps from then on.
   void Yield() {
     const Clock::time_point before = Clock::now();
     sched_yield();
-    Away(Clock::now() - before);
+    if (before < end_) Away(Clock::now() - before);
   }
 
-  // A yield that took `away`: beyond kOthersRan, the window moves later by it (at most to
-  // kMostStretch times the budget after the start).
+  // A yield begun while the window was open that took `away`: beyond kOthersRan, the window
+  // moves later by it (at most to kMostStretch times the budget after the start).
   void Away(Clock::duration away) {
     if (away > kOthersRan) end_ = std::min(end_ + away, latest_);
   }

@@ -94,9 +94,9 @@ TEST_CASE("threads waiting at once share one policy") {
 // had yielded the core does not, up to kMostStretch times the budget. Sleeps stand in for
 // polling, with margins far beyond a sleep's usual overshoot.
 TEST_CASE("a poll window closes once its budget is spent") {
-  PollWindow window(absl::Milliseconds(5));
+  PollWindow window(absl::Milliseconds(200));
   CHECK(window.open());
-  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(250));
   CHECK_FALSE(window.open());
   CHECK_FALSE(PollWindow(absl::ZeroDuration()).open());
 }
@@ -112,9 +112,18 @@ TEST_CASE("time other threads ran during a yield does not spend a poll window") 
 }
 
 TEST_CASE("a yield that returns at once leaves a poll window where it was") {
+  // 20000 quick yields would add 60 ms if they counted, keeping the window open past 40 ms.
   PollWindow window(absl::Milliseconds(20));
-  for (int i = 0; i < 1000; ++i) window.Away(PollWindow::kOthersRan);
+  for (int i = 0; i < 20000; ++i) window.Away(PollWindow::kOthersRan);
   std::this_thread::sleep_for(std::chrono::milliseconds(40));
+  CHECK_FALSE(window.open());
+}
+
+TEST_CASE("a poll window that has closed stays closed however long its yields take") {
+  PollWindow window(absl::Milliseconds(5));
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE_FALSE(window.open());
+  for (int i = 0; i < 3; ++i) window.Yield();
   CHECK_FALSE(window.open());
 }
 
