@@ -25,8 +25,6 @@ constexpr uint32_t kControlReserve = 3;
 // Receive work requests beyond the slots: the control writes the peer may have in flight.
 constexpr uint32_t kControlReceives = 8;
 constexpr uint32_t kWantedInline = 256;
-// How long a probe to a process of this host that still runs may go unanswered.
-constexpr absl::Duration kLiveLocalPeerSilence = absl::Seconds(30);
 // A liveness probe reads this much of the peer's ring into the end of this side's memory.
 constexpr size_t kProbeBytes = 64;
 // One RDMA read moves at most this much; several are in flight per connection.
@@ -483,7 +481,9 @@ void VerbsConnection::OnTick(absl::Time now) {
     Fail(Broken(absl::StrCat("its process (pid ", peer_pid_, ") has exited")));
     return;
   }
-  const absl::Duration probe_timeout = ProbeTimeout();
+  // A live process on this host may only be slow to answer (Soft-RoCE under load), or have
+  // closed its mesh: it gets a longer backstop.
+  const absl::Duration probe_timeout = peer_pid_ > 0 ? 5 * ProbeTimeout() : ProbeTimeout();
   if (state_ == State::kUp && liveness_in_flight_ &&
       now - std::max(last_probe_, last_progress_) > probe_timeout) {
     // Nothing has completed on the queue pair since the probe went out, which waits behind
@@ -508,13 +508,7 @@ absl::Duration VerbsConnection::ProbeTimeout() const {
   // and at least half a second: a backstop for devices that never fail the read.
   const VerbsDeviceOptions& options = engine_.options();
   const absl::Duration per_try = absl::Nanoseconds(4096.0 * std::ldexp(1.0, options.ack_timeout));
-  const absl::Duration retries =
-      std::max(absl::Milliseconds(500), per_try * (options.retry_count + 1));
-  // A process of this host that still runs (its exit is seen at once) is slow to answer, not
-  // gone: Soft-RoCE answers reads in the kernel, which a loaded machine can starve for
-  // seconds. Failing it would break a healthy job, so only a long silence counts; a peer that
-  // closed its mesh while its process lives is rare, and the collective's deadline bounds it.
-  return peer_pid_ > 0 ? std::max(kLiveLocalPeerSilence, retries) : retries;
+  return std::max(absl::Milliseconds(500), per_try * (options.retry_count + 1));
 }
 
 bool VerbsConnection::PostProbe() {

@@ -165,8 +165,7 @@ class VerbsConnection : public Connection, public QueuePairOwner, public CancelT
   bool PostSend(ibv_send_wr& wr, absl::string_view what);
   bool PostControl(Op op, ImmediateKind kind, uint32_t value);
   bool PostProbe();
-  // How long a liveness probe may go unanswered before the peer counts as gone (longer for a
-  // process of this host that still runs).
+  // How long a liveness probe may go unanswered before the peer counts as gone.
   absl::Duration ProbeTimeout() const;
 
   void PumpSends();
