@@ -655,6 +655,50 @@ TEST_CASE("a peer killed mid-transfer fails the survivor's receive within 1 s, n
   CHECK(outcomes[1].term_signal == SIGKILL);
 }
 
+// Rank 1 of the cancel tests: sends a kLargeMessageBytes message of Pattern(seed) on tag 2,
+// stops itself mid-message (SIGSTOP) until the test resumes it, then sends a 16-byte
+// Pattern(7) marker on the same tag and waits for rank 0's "done".
+std::function<absl::Status(Connection&, Store&)> StoppedSender(int seed) {
+  return [seed](Connection& connection, Store& store) -> absl::Status {
+    const std::vector<uint8_t> data = Pattern(seed, kLargeMessageBytes);
+    const std::vector<uint8_t> marker = Pattern(7, 16);
+    CHORUS_RETURN_IF_ERROR(store.Set("sending", "1"));
+    RequestPtr send = connection.Send(2, data.data(), data.size());
+    raise(SIGSTOP);  // until the receiver has cancelled
+    RequestPtr send_marker = connection.Send(2, marker.data(), marker.size());
+    CHORUS_RETURN_IF_ERROR(WaitAll({send, send_marker}, Deadline::After(kSetup)));
+    return store.Get("done", Deadline::After(kSetup)).status();
+  };
+}
+
+// Rank 0 of the cancel tests, once it has cancelled its receive into `buffer` (as `snapshot`
+// was then): has rank 1 resumed, takes the marker that follows the rest of the cancelled
+// message (which must be dropped) and checks that the buffer has not changed since.
+absl::Status AfterCancel(Connection& connection, Store& store, const std::vector<uint8_t>& buffer,
+                         const std::vector<uint8_t>& snapshot) {
+  CHORUS_RETURN_IF_ERROR(store.Set("cancelled", "1"));  // the test resumes rank 1
+  std::vector<uint8_t> marker(16);
+  RequestPtr next = connection.Recv(2, marker.data(), marker.size());
+  CHORUS_RETURN_IF_ERROR(next->Wait(Deadline::After(kSetup)));
+  SCENARIO_EXPECT(CheckPattern(marker.data(), 16, 7).empty(),
+                  "the message after the cancelled one");
+  SCENARIO_EXPECT(buffer == snapshot, "the buffer changed after Cancel() returned");
+  return store.Set("done", "1");
+}
+
+// Resumes the stopped sender once rank 0 says "cancelled", and checks both ranks end well.
+void ResumeOnceCancelled(const TempDir& directory, RankProcesses& processes) {
+  auto store = FileStore::Open(directory.path());
+  REQUIRE(store.ok());
+  CHECK((*store)->Get("cancelled", Deadline::After(absl::Seconds(30))).ok());
+  processes.Signal(1, SIGCONT);
+  CHECK((*store)->Get("done", Deadline::After(absl::Seconds(30))).ok());
+  const auto outcomes = processes.Wait(absl::Seconds(30));
+  INFO(outcomes[0].Describe() << "; " << outcomes[1].Describe());
+  CHECK(outcomes[0].ok());
+  CHECK(outcomes[1].ok());
+}
+
 TEST_CASE("a receive cancelled mid-message is never written again; the stream stays in step") {
   constexpr size_t kSize = kLargeMessageBytes;
   TempDir directory;
@@ -674,34 +718,10 @@ TEST_CASE("a receive cancelled mid-message is never written again; the stream st
                // Part of the message is in the buffer (rank 1 wrote before it stopped).
                const std::vector<uint8_t> snapshot = buffer;
                SCENARIO_EXPECT(snapshot[0] != 0, "nothing of the message had arrived");
-               CHORUS_RETURN_IF_ERROR(store.Set("cancelled", "1"));  // the test resumes rank 1
-               std::vector<uint8_t> marker(16);
-               RequestPtr next = connection.Recv(2, marker.data(), marker.size());
-               CHORUS_RETURN_IF_ERROR(next->Wait(Deadline::After(kSetup)));
-               SCENARIO_EXPECT(CheckPattern(marker.data(), 16, 7).empty(),
-                               "the message after the cancelled one");
-               SCENARIO_EXPECT(buffer == snapshot, "the buffer changed after Cancel() returned");
-               return store.Set("done", "1");
+               return AfterCancel(connection, store, buffer, snapshot);
              },
-             [](Connection& connection, Store& store) -> absl::Status {
-               const std::vector<uint8_t> data = Pattern(1, kSize);
-               const std::vector<uint8_t> marker = Pattern(7, 16);
-               CHORUS_RETURN_IF_ERROR(store.Set("sending", "1"));
-               RequestPtr send = connection.Send(2, data.data(), data.size());
-               raise(SIGSTOP);  // until the receiver has cancelled
-               RequestPtr send_marker = connection.Send(2, marker.data(), marker.size());
-               CHORUS_RETURN_IF_ERROR(WaitAll({send, send_marker}, Deadline::After(kSetup)));
-               return store.Get("done", Deadline::After(kSetup)).status();
-             }));
-  auto store = FileStore::Open(directory.path());
-  REQUIRE(store.ok());
-  CHECK((*store)->Get("cancelled", Deadline::After(absl::Seconds(30))).ok());
-  processes.Signal(1, SIGCONT);
-  CHECK((*store)->Get("done", Deadline::After(absl::Seconds(30))).ok());
-  const auto outcomes = processes.Wait(absl::Seconds(30));
-  INFO(outcomes[0].Describe() << "; " << outcomes[1].Describe());
-  CHECK(outcomes[0].ok());
-  CHECK(outcomes[1].ok());
+             StoppedSender(1)));
+  ResumeOnceCancelled(directory, processes);
 }
 
 TEST_CASE("a receive posted while its message is arriving gets all of it") {
@@ -770,35 +790,10 @@ TEST_CASE(
                receive->Cancel();
                SCENARIO_EXPECT(GetErrorKind(receive->status()) == ErrorKind::kAborted, "");
                const std::vector<uint8_t> snapshot = buffer;
-               CHORUS_RETURN_IF_ERROR(store.Set("cancelled", "1"));  // the test resumes rank 1
-               // The marker comes after the rest of the message, which must be dropped.
-               std::vector<uint8_t> marker(16);
-               RequestPtr next = connection.Recv(2, marker.data(), marker.size());
-               CHORUS_RETURN_IF_ERROR(next->Wait(Deadline::After(kSetup)));
-               SCENARIO_EXPECT(CheckPattern(marker.data(), 16, 7).empty(),
-                               "the message after the cancelled one");
-               SCENARIO_EXPECT(buffer == snapshot, "the buffer changed after Cancel() returned");
-               return store.Set("done", "1");
+               return AfterCancel(connection, store, buffer, snapshot);
              },
-             [](Connection& connection, Store& store) -> absl::Status {
-               const std::vector<uint8_t> data = Pattern(13, kSize);
-               const std::vector<uint8_t> marker = Pattern(7, 16);
-               CHORUS_RETURN_IF_ERROR(store.Set("sending", "1"));
-               RequestPtr send = connection.Send(2, data.data(), data.size());
-               raise(SIGSTOP);  // until the receiver has cancelled
-               RequestPtr send_marker = connection.Send(2, marker.data(), marker.size());
-               CHORUS_RETURN_IF_ERROR(WaitAll({send, send_marker}, Deadline::After(kSetup)));
-               return store.Get("done", Deadline::After(kSetup)).status();
-             }));
-  auto store = FileStore::Open(directory.path());
-  REQUIRE(store.ok());
-  CHECK((*store)->Get("cancelled", Deadline::After(absl::Seconds(30))).ok());
-  processes.Signal(1, SIGCONT);
-  CHECK((*store)->Get("done", Deadline::After(absl::Seconds(30))).ok());
-  const auto outcomes = processes.Wait(absl::Seconds(30));
-  INFO(outcomes[0].Describe() << "; " << outcomes[1].Describe());
-  CHECK(outcomes[0].ok());
-  CHECK(outcomes[1].ok());
+             StoppedSender(13)));
+  ResumeOnceCancelled(directory, processes);
 }
 
 TEST_CASE("a stopped peer makes a wait fail at its deadline, naming it") {
