@@ -686,11 +686,11 @@ absl::Status AfterCancel(Connection& connection, Store& store, const std::vector
   return store.Set("done", "1");
 }
 
-// Resumes the stopped sender once rank 0 says "cancelled", and checks both ranks end well.
-void ResumeOnceCancelled(const TempDir& directory, RankProcesses& processes) {
+// Resumes the stopped sender (rank 1) once rank 0 has set `key`, and checks both ranks end well.
+void ResumeSenderOnce(const TempDir& directory, RankProcesses& processes, const std::string& key) {
   auto store = FileStore::Open(directory.path());
   REQUIRE(store.ok());
-  CHECK((*store)->Get("cancelled", Deadline::After(absl::Seconds(30))).ok());
+  CHECK((*store)->Get(key, Deadline::After(absl::Seconds(30))).ok());
   processes.Signal(1, SIGCONT);
   CHECK((*store)->Get("done", Deadline::After(absl::Seconds(30))).ok());
   const auto outcomes = processes.Wait(absl::Seconds(30));
@@ -721,7 +721,21 @@ TEST_CASE("a receive cancelled mid-message is never written again; the stream st
                return AfterCancel(connection, store, buffer, snapshot);
              },
              StoppedSender(1)));
-  ResumeOnceCancelled(directory, processes);
+  ResumeSenderOnce(directory, processes, "cancelled");
+}
+
+// Rank 0 of the tests whose receive meets a message already arriving: once rank 1 says it is
+// sending (and has stopped itself mid-message), waits for part of the message to arrive and be
+// buffered, then posts the receive into `buffer` on tag 2.
+absl::StatusOr<RequestPtr> ReceiveWhileArriving(Connection& connection, Store& store,
+                                                std::vector<uint8_t>& buffer) {
+  uint8_t ping = 1;
+  CHORUS_RETURN_IF_ERROR(connection.Send(1, &ping, 1)->Wait(Deadline::After(kSetup)));
+  CHORUS_RETURN_IF_ERROR(store.Get("sending", Deadline::After(kSetup)).status());
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  RequestPtr receive = connection.Recv(2, buffer.data(), buffer.size());
+  SCENARIO_EXPECT(!receive->IsDone(), "the whole message was already here");
+  return receive;
 }
 
 TEST_CASE("a receive posted while its message is arriving gets all of it") {
@@ -730,43 +744,29 @@ TEST_CASE("a receive posted while its message is arriving gets all of it") {
     DYNAMIC_SECTION(streams << " stream(s)") {
       TempDir directory;
       RankProcesses processes(
-          2,
-          KillableRanks(
-              directory.path(),
-              [](Mesh&, Connection& connection, Store& store) -> absl::Status {
-                uint8_t ping = 1;
-                CHORUS_RETURN_IF_ERROR(connection.Send(1, &ping, 1)->Wait(Deadline::After(kSetup)));
-                // Part of the message arrives (and is buffered) before the receive exists.
-                CHORUS_RETURN_IF_ERROR(store.Get("sending", Deadline::After(kSetup)).status());
-                std::this_thread::sleep_for(std::chrono::milliseconds(200));
-                std::vector<uint8_t> buffer(kSize, 0);
-                RequestPtr receive = connection.Recv(2, buffer.data(), buffer.size());
-                SCENARIO_EXPECT(!receive->IsDone(), "the whole message was already here");
-                CHORUS_RETURN_IF_ERROR(store.Set("posted", "1"));  // the test resumes rank 1
-                CHORUS_RETURN_IF_ERROR(receive->Wait(Deadline::After(kSetup)));
-                SCENARIO_EXPECT(receive->bytes() == kSize, "");
-                const std::string diff = CheckPattern(buffer.data(), kSize, 11);
-                SCENARIO_EXPECT(diff.empty(), diff);
-                return store.Set("done", "1");
-              },
-              [](Connection& connection, Store& store) -> absl::Status {
-                const std::vector<uint8_t> data = Pattern(11, kSize);
-                CHORUS_RETURN_IF_ERROR(store.Set("sending", "1"));
-                RequestPtr send = connection.Send(2, data.data(), data.size());
-                raise(SIGSTOP);  // until the receive is posted
-                CHORUS_RETURN_IF_ERROR(send->Wait(Deadline::After(kSetup)));
-                return store.Get("done", Deadline::After(kSetup)).status();
-              },
-              streams));
-      auto store = FileStore::Open(directory.path());
-      REQUIRE(store.ok());
-      CHECK((*store)->Get("posted", Deadline::After(absl::Seconds(30))).ok());
-      processes.Signal(1, SIGCONT);
-      CHECK((*store)->Get("done", Deadline::After(absl::Seconds(30))).ok());
-      const auto outcomes = processes.Wait(absl::Seconds(30));
-      INFO(outcomes[0].Describe() << "; " << outcomes[1].Describe());
-      CHECK(outcomes[0].ok());
-      CHECK(outcomes[1].ok());
+          2, KillableRanks(
+                 directory.path(),
+                 [](Mesh&, Connection& connection, Store& store) -> absl::Status {
+                   std::vector<uint8_t> buffer(kSize, 0);
+                   CHORUS_ASSIGN_OR_RETURN(RequestPtr receive,
+                                           ReceiveWhileArriving(connection, store, buffer));
+                   CHORUS_RETURN_IF_ERROR(store.Set("posted", "1"));  // the test resumes rank 1
+                   CHORUS_RETURN_IF_ERROR(receive->Wait(Deadline::After(kSetup)));
+                   SCENARIO_EXPECT(receive->bytes() == kSize, "");
+                   const std::string diff = CheckPattern(buffer.data(), kSize, 11);
+                   SCENARIO_EXPECT(diff.empty(), diff);
+                   return store.Set("done", "1");
+                 },
+                 [](Connection& connection, Store& store) -> absl::Status {
+                   const std::vector<uint8_t> data = Pattern(11, kSize);
+                   CHORUS_RETURN_IF_ERROR(store.Set("sending", "1"));
+                   RequestPtr send = connection.Send(2, data.data(), data.size());
+                   raise(SIGSTOP);  // until the receive is posted
+                   CHORUS_RETURN_IF_ERROR(send->Wait(Deadline::After(kSetup)));
+                   return store.Get("done", Deadline::After(kSetup)).status();
+                 },
+                 streams));
+      ResumeSenderOnce(directory, processes, "posted");
     }
   }
 }
@@ -779,21 +779,16 @@ TEST_CASE(
       2, KillableRanks(
              directory.path(),
              [](Mesh&, Connection& connection, Store& store) -> absl::Status {
-               uint8_t ping = 1;
-               CHORUS_RETURN_IF_ERROR(connection.Send(1, &ping, 1)->Wait(Deadline::After(kSetup)));
-               // Part of the message arrives (and is buffered) before the receive exists.
-               CHORUS_RETURN_IF_ERROR(store.Get("sending", Deadline::After(kSetup)).status());
-               std::this_thread::sleep_for(std::chrono::milliseconds(200));
                std::vector<uint8_t> buffer(kSize, 0);
-               RequestPtr receive = connection.Recv(2, buffer.data(), buffer.size());
-               SCENARIO_EXPECT(!receive->IsDone(), "the whole message was already here");
+               CHORUS_ASSIGN_OR_RETURN(RequestPtr receive,
+                                       ReceiveWhileArriving(connection, store, buffer));
                receive->Cancel();
                SCENARIO_EXPECT(GetErrorKind(receive->status()) == ErrorKind::kAborted, "");
                const std::vector<uint8_t> snapshot = buffer;
                return AfterCancel(connection, store, buffer, snapshot);
              },
              StoppedSender(13)));
-  ResumeOnceCancelled(directory, processes);
+  ResumeSenderOnce(directory, processes, "cancelled");
 }
 
 TEST_CASE("a stopped peer makes a wait fail at its deadline, naming it") {
