@@ -535,6 +535,9 @@ TEST_CASE("threads acquiring while another unmaps and maps again never get a sta
   const size_t kBytes = kBufferPages * kPage;
   struct Buffer {
     std::shared_mutex mu;  // shared: acquiring; exclusive: replacing the memory
+    // Set while the replacer waits for `mu`: glibc's rwlock prefers readers, so without this
+    // gate four acquiring threads could hold the replacer off until they had finished.
+    std::atomic<bool> replacing{false};
     uint8_t* base = nullptr;
     uint64_t generation = 1;
   };
@@ -554,6 +557,8 @@ TEST_CASE("threads acquiring while another unmaps and maps again never get a sta
     stamp(buffer, kBufferPages);
   }
 
+  constexpr int kFewestAcquires = 2000;
+  constexpr int kMostAcquires = 200000;
   std::atomic<int> stale{0};
   std::atomic<int> failures{0};
   std::atomic<bool> done{false};
@@ -562,8 +567,10 @@ TEST_CASE("threads acquiring while another unmaps and maps again never get a sta
     threads.emplace_back([&, t] {
       std::mt19937 random(t);
       RegistrationCache::Lease kept;  // sometimes held past the memory's replacement
-      for (int i = 0; i < 2000; ++i) {
+      // Acquiring goes on until the replacer is done, so that replacements meet live entries.
+      for (int i = 0; i < kMostAcquires && (i < kFewestAcquires || !done); ++i) {
         Buffer& buffer = buffers[random() % kBuffers];
+        while (buffer.replacing) std::this_thread::yield();
         std::shared_lock<std::shared_mutex> lock(buffer.mu);
         const size_t offset = random() % kBytes;
         const size_t bytes = 1 + random() % (kBytes - offset);
@@ -589,7 +596,9 @@ TEST_CASE("threads acquiring while another unmaps and maps again never get a sta
     std::mt19937 random(99);
     for (int i = 0; i < 200; ++i) {
       Buffer& buffer = buffers[random() % kBuffers];
+      buffer.replacing = true;
       std::unique_lock<std::shared_mutex> lock(buffer.mu);
+      buffer.replacing = false;
       ++buffer.generation;
       if (random() % 3 == 0) {
         // New pages in the first half only.
