@@ -24,8 +24,6 @@ using tcp_store::Request;
 
 // Connections kept open for later calls; more are opened while many threads call at once.
 constexpr size_t kMaxIdleConnections = 4;
-// How much longer than a wait's deadline a call waits for the server's answer.
-constexpr absl::Duration kReplyGrace = absl::Seconds(5);
 // Dial retries while the server is not up yet.
 constexpr absl::Duration kFirstRetry = absl::Milliseconds(10);
 constexpr absl::Duration kMaxRetry = absl::Milliseconds(500);
@@ -74,10 +72,11 @@ bool AwaitChannel(const security::Channel& channel, const IoResult& result, Dead
 
 }  // namespace
 
-TcpStore::TcpStore(SocketAddress server_address, security::LinkSecurity security,
+TcpStore::TcpStore(SocketAddress server_address, const TcpStoreOptions& options,
                    std::unique_ptr<tcp_store::TcpStoreServer> server)
     : server_address_(std::move(server_address)),
-      security_(std::move(security)),
+      security_(options.security),
+      reply_timeout_(options.reply_timeout),
       server_(std::move(server)) {}
 
 TcpStore::~TcpStore() = default;
@@ -93,7 +92,7 @@ absl::StatusOr<std::unique_ptr<TcpStore>> TcpStore::Open(const TcpStoreOptions& 
         SocketAddress::FromIp(address.family() == AF_INET6 ? "::" : "0.0.0.0", address.port()));
     CHORUS_ASSIGN_OR_RETURN(server, tcp_store::TcpStoreServer::Start(any, options.security));
   }
-  std::unique_ptr<TcpStore> store(new TcpStore(address, options.security, std::move(server)));
+  std::unique_ptr<TcpStore> store(new TcpStore(address, options, std::move(server)));
   // The first connection, retried while the server is starting elsewhere.
   const Deadline deadline = Deadline::After(options.connect_timeout);
   absl::Duration backoff = kFirstRetry;
@@ -171,7 +170,7 @@ absl::StatusOr<security::Channel> TcpStore::Connect(Deadline deadline, bool* ref
 absl::StatusOr<Reply> TcpStore::Call(Request request, Deadline deadline) {
   request.timeout_ms = TimeoutMillis(deadline);
   const Deadline reply_deadline =
-      deadline.IsInfinite() ? deadline : Deadline::After(deadline.Remaining() + kReplyGrace);
+      deadline.IsInfinite() ? deadline : Deadline::After(deadline.Remaining() + reply_timeout_);
   security::Channel channel;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -182,7 +181,7 @@ absl::StatusOr<Reply> TcpStore::Call(Request request, Deadline deadline) {
   }
   if (!channel.valid()) {
     bool refused = false;
-    absl::StatusOr<security::Channel> connected = Connect(Deadline::After(kReplyGrace), &refused);
+    absl::StatusOr<security::Channel> connected = Connect(Deadline::After(reply_timeout_), &refused);
     if (!connected.ok()) {
       return refused ? connected.status() : ServerGone(connected.status().message());
     }
@@ -211,7 +210,7 @@ absl::StatusOr<Reply> TcpStore::Call(Request request, Deadline deadline) {
       if (!AwaitChannel(channel, got, reply_deadline)) {
         // The connection is dropped: its answer, if it ever comes, belongs to no call.
         return DeadlineExceededError(absl::StrCat(Describe(), " did not answer within ",
-                                                  absl::FormatDuration(kReplyGrace),
+                                                  absl::FormatDuration(reply_timeout_),
                                                   " of the deadline"));
       }
       continue;

@@ -36,6 +36,11 @@ struct TcpStoreOptions {
   // How long to keep trying to reach the server at first: the process serving it may start
   // later than the others.
   absl::Duration connect_timeout = absl::Seconds(60);
+  // How much longer than the wait it asks for (none for a set, an add or a delete) a call waits
+  // for the server's answer. A server that stops answering without closing its connections is
+  // noticed after this; one that is only busy (thousands of ranks connecting at once to one
+  // serving thread) must answer within it.
+  absl::Duration reply_timeout = absl::Seconds(30);
   // TLS and the job secret, for the server and every connection to it (docs/security.md); the
   // store URL's opener reads them from the environment like the TCP transport does.
   security::LinkSecurity security;
@@ -63,7 +68,7 @@ class TcpStore : public Store {
   std::string Describe() const override;
 
  private:
-  TcpStore(SocketAddress server_address, security::LinkSecurity security,
+  TcpStore(SocketAddress server_address, const TcpStoreOptions& options,
            std::unique_ptr<tcp_store::TcpStoreServer> server);
 
   // Sends `request` and returns the server's reply. `deadline` bounds a wait the request asks
@@ -77,6 +82,7 @@ class TcpStore : public Store {
 
   const SocketAddress server_address_;
   const security::LinkSecurity security_;
+  const absl::Duration reply_timeout_;
   // Set when this process serves the store. Declared before the pool, so the pool's
   // connections close before the server stops.
   std::unique_ptr<tcp_store::TcpStoreServer> server_;

@@ -1,6 +1,7 @@
 // The TCP store beyond the shared store contract (store_conformance_test.cc): its messages,
-// clients that start before the server, a server that goes away under waiting clients, the
-// environment that selects it, and bootstraps of 256 ranks as threads and as processes.
+// clients that start before the server, a server that goes away under waiting clients or stops
+// answering, the environment that selects it, and bootstraps of 256 ranks as threads and as
+// processes.
 #include <signal.h>
 #include <unistd.h>
 
@@ -169,6 +170,33 @@ TEST_CASE("a serving process that is killed fails the waits of other processes a
   CHECK(outcomes[0].term_signal == SIGKILL);
   INFO(outcomes[1].Describe());
   CHECK(outcomes[1].ok());
+}
+
+TEST_CASE("a server that stops answering fails a call after the reply timeout, naming the store") {
+  const int port = PickFreeLoopbackPort();
+  RankProcesses server(1, [&](int) -> absl::Status {
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<TcpStore> store, TcpStore::Open(Loopback(port, true)));
+    CHORUS_RETURN_IF_ERROR(store->Set("served", "yes"));
+    pause();  // until killed
+    return absl::OkStatus();
+  });
+  TcpStoreOptions options = Loopback(port, false);
+  options.reply_timeout = absl::Milliseconds(500);
+  auto client = TcpStore::Open(options);
+  REQUIRE(client.ok());
+  REQUIRE((*client)->Get("served", Deadline::After(absl::Seconds(30))).ok());
+  server.Signal(0, SIGSTOP);  // alive, its connections open, and silent
+  const auto start = steady_clock::now();
+  const absl::Status set = (*client)->Set("k", "v");
+  const double waited = SecondsSince(start);
+  server.Signal(0, SIGKILL);
+  CHECK(server.Wait(absl::Seconds(30))[0].term_signal == SIGKILL);
+  INFO(set.ToString());
+  CHECK(GetErrorKind(set) == ErrorKind::kDeadlineExceeded);
+  CHECK(absl::StrContains(set.message(), absl::StrCat("tcp store 127.0.0.1:", port)));
+  CHECK(absl::StrContains(set.message(), "did not answer within 500ms"));
+  CHECK(waited >= 0.4);
+  CHECK(waited < 10);
 }
 
 TEST_CASE("a client without the job secret or the CA's certificate is refused at once") {
