@@ -51,6 +51,8 @@ double ElementValue(DataType type, const void* base, size_t index);
 
 // Every case of `matrix` for a communicator of `ranks`, in a fixed order (all ranks must
 // build the same list). Roots vary with the case so that every rank is a root somewhere.
+// Empty `types` or `ops` mean all of them, except under ThreadSanitizer, where four types (one
+// of each width) and two ops stand for the rest.
 std::vector<Case> BuildCases(const Matrix& matrix, int ranks);
 
 // Where RunCase puts the buffers it passes: host memory (no runtime), or copies in the memory
