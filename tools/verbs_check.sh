@@ -38,9 +38,10 @@ export TMPDIR=/tmp
 status=0
 run() {
   echo "=== $*"
+  local started=$SECONDS
   "$@"
   local code=$?
-  echo "=== exit $code: $1"
+  echo "=== exit $code: $1 ($((SECONDS - started)) s)"
   [ $code -eq 0 ] || status=1
 }
 
