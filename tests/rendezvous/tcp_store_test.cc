@@ -3,6 +3,7 @@
 // answering, the environment that selects it, and bootstraps of 256 ranks as threads and as
 // processes.
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -186,6 +187,9 @@ TEST_CASE("a server that stops answering fails a call after the reply timeout, n
   REQUIRE(client.ok());
   REQUIRE((*client)->Get("served", Deadline::After(absl::Seconds(30))).ok());
   server.Signal(0, SIGSTOP);  // alive, its connections open, and silent
+  int stopped = 0;  // once every thread of it has stopped
+  REQUIRE(waitpid(server.pid(0), &stopped, WUNTRACED) == server.pid(0));
+  REQUIRE(WIFSTOPPED(stopped));
   const auto start = steady_clock::now();
   const absl::Status set = (*client)->Set("k", "v");
   const double waited = SecondsSince(start);
