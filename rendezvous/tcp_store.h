@@ -37,9 +37,10 @@ struct TcpStoreOptions {
   // later than the others.
   absl::Duration connect_timeout = absl::Seconds(60);
   // How much longer than the wait it asks for (none for a set, an add or a delete) a call waits
-  // for the server's answer. A server that stops answering without closing its connections is
-  // noticed after this; one that is only busy (thousands of ranks connecting at once to one
-  // serving thread) must answer within it.
+  // for the server's answer, and how long a call that finds no idle connection may take to open
+  // one. A server that stops answering without closing its connections is noticed after this;
+  // one that is only busy (thousands of ranks connecting at once to one serving thread) must
+  // answer within it. A wait with no deadline waits for the server as long as it takes.
   absl::Duration reply_timeout = absl::Seconds(30);
   // TLS and the job secret, for the server and every connection to it (docs/security.md); the
   // store URL's opener reads them from the environment like the TCP transport does.
@@ -72,8 +73,8 @@ class TcpStore : public Store {
            std::unique_ptr<tcp_store::TcpStoreServer> server);
 
   // Sends `request` and returns the server's reply. `deadline` bounds a wait the request asks
-  // for (the server answers kTimedOut by then); the call itself gives up a little later only
-  // if the server stops answering.
+  // for (the server answers kTimedOut by then); the call itself gives up `reply_timeout_` later
+  // only if the server stops answering.
   absl::StatusOr<tcp_store::Reply> Call(tcp_store::Request request, Deadline deadline);
   // A connection to the server, secured as `security_` says. When it fails, `*refused` says
   // whether the server (or this process) refused the link: retrying cannot help then.

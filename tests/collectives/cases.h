@@ -30,7 +30,7 @@ struct Case {
   std::string Describe() const;
 };
 
-// What a matrix covers; empty vectors mean "all".
+// What a matrix covers; empty vectors mean "all" (for types and ops, see BuildCases).
 struct Matrix {
   std::vector<CollectiveKind> kinds;
   std::vector<DataType> types;

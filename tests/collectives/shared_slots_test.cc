@@ -1,9 +1,9 @@
 // The shared_slots algorithm: small allreduce, broadcast and barrier between ranks that share
-// memory, through the mesh's shared slots instead of messages. Results for every type and op;
-// the selector's choice; more calls in flight than a rank has slots; a disagreement with a rank
-// that runs the call with messages; a timeout and Work::Abort, after which the communicator
-// still works (the reads they owed are paid); a peer that dies; sub-communicators, which run on
-// messages.
+// memory, through the mesh's shared slots instead of messages. Results for every type and op
+// (BuildCases' stand-ins under ThreadSanitizer); the selector's choice; more calls in flight than a
+// rank has slots; a disagreement with a rank that runs the call with messages; a timeout and
+// Work::Abort, after which the communicator still works (the reads they owed are paid); a peer that
+// dies; sub-communicators, which run on messages.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -53,7 +53,7 @@ absl::Status SumCalls(Communicator& comm, int calls) {
   return absl::OkStatus();
 }
 
-TEST_CASE("every type and op through the shared slots, named and chosen", "[slots]") {
+TEST_CASE("the types and ops through the shared slots, named and chosen", "[slots]") {
   for (int ranks : {2, 3, 5}) {
     INFO(ranks << " ranks");
     CheckAll(RunOnThreadsAll(

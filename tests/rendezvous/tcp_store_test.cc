@@ -187,9 +187,12 @@ TEST_CASE("a server that stops answering fails a call after the reply timeout, n
   REQUIRE(client.ok());
   REQUIRE((*client)->Get("served", Deadline::After(absl::Seconds(30))).ok());
   server.Signal(0, SIGSTOP);  // alive, its connections open, and silent
-  int stopped = 0;  // once every thread of it has stopped
-  REQUIRE(waitpid(server.pid(0), &stopped, WUNTRACED) == server.pid(0));
-  REQUIRE(WIFSTOPPED(stopped));
+  // Once every thread of it has stopped; WNOWAIT leaves an exit (there should be none) for
+  // the harness to reap.
+  siginfo_t stopped{};
+  REQUIRE(waitid(P_PID, static_cast<id_t>(server.pid(0)), &stopped,
+                 WSTOPPED | WEXITED | WNOWAIT) == 0);
+  REQUIRE(stopped.si_code == CLD_STOPPED);
   const auto start = steady_clock::now();
   const absl::Status set = (*client)->Set("k", "v");
   const double waited = SecondsSince(start);
