@@ -64,11 +64,11 @@ const std::vector<DataType> kTypesAsProcesses = {DataType::kFloat32, DataType::k
 const std::vector<ReduceOp> kOpsAsProcesses = {ReduceOp::kSum, ReduceOp::kMin};
 #endif
 
-TEST_CASE("large messages, 4 ranks: sum / min / max", "[large]") {
+TEST_CASE("large messages, 4 ranks", "[large]") {
   RunLarge(RankForm::kThreads, 4, kTypesAt4, kOpsAt4);
 }
 
-TEST_CASE("large messages, 3 ranks: prod / avg", "[large]") {
+TEST_CASE("large messages, 3 ranks", "[large]") {
   RunLarge(RankForm::kThreads, 3, kTypesAt3, kOpsAt3);
 }
 
