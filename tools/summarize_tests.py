@@ -2,10 +2,15 @@
 """Prints "N passed, N failed" for a `bazel test` run, counting Catch2 test cases.
 
 Usage:
-  summarize_tests.py counts LABEL BAZEL_LOG BAZEL_STATUS   -> "LABEL passed failed skipped"
-  summarize_tests.py fuzz LABEL FUZZ_LOG FUZZ_STATUS       -> "LABEL passed failed 0"
-  summarize_tests.py log LABEL LOG STATUS                  -> "LABEL passed failed skipped"
-  summarize_tests.py total COUNTS_FILE...                  -> "N passed, N failed[, N skipped]"
+  summarize_tests.py counts LABEL BAZEL_LOG BAZEL_STATUS [FAILURES] -> "LABEL passed failed skipped"
+  summarize_tests.py fuzz LABEL FUZZ_LOG FUZZ_STATUS [FAILURES]     -> "LABEL passed failed 0"
+  summarize_tests.py log LABEL LOG STATUS [FAILURES]                -> "LABEL passed failed skipped"
+  summarize_tests.py total COUNTS_FILE...                 -> "N passed, N failed[, N skipped]"
+
+FAILURES, when given, is a file that receives what failed: each failed target (or fuzz target)
+with an excerpt of its log around Catch2's "FAILED:" lines, or the log's last lines when it has
+none (a crash, a timeout). The whole suite prints these files again right before its total, so
+the end of a long CI log names what failed.
 
 Reads the `bazel test --test_summary=short` output (BAZEL_LOG) for each target's result, then
 that target's test.log files under bazel-testlogs (one per shard) for Catch2's or Python
@@ -39,6 +44,14 @@ UNITTEST_SKIPPED = re.compile(r"^(?:OK|FAILED) \(.*?skipped=(\d+)", re.MULTILINE
 UNITTEST_FAILED = re.compile(r"^FAILED \((?:failures=(\d+))?(?:, )?(?:errors=(\d+))?",
                              re.MULTILINE)
 SKIP_LINE = re.compile(r"^\s*SKIPPED: (.*)$", re.MULTILINE)
+# Catch2's failed assertion or fatal signal, and the sanitizers' reports.
+FAILURE_MARKER = re.compile(r"(?:FAILED:|FATAL ERROR|ERROR: AddressSanitizer|"
+                            r"WARNING: ThreadSanitizer|runtime error:)")
+# How much of a failed log the excerpt keeps: lines before and after each failure marker, and
+# the most lines per log.
+EXCERPT_BEFORE = 8
+EXCERPT_AFTER = 10
+EXCERPT_MOST = 60
 
 
 def target_logs(target):
@@ -88,10 +101,39 @@ def skip_reasons(target, texts):
             for match in SKIP_LINE.finditer(text)]
 
 
-def bazel_counts(log_path):
-    """(passed, failed, skipped, reasons) test cases of the targets in a `bazel test` log."""
+def failure_excerpt(text):
+    """The lines of a failed log around its failure markers, or its last lines without any."""
+    lines = text.splitlines()
+    keep = set()
+    for index, line in enumerate(lines):
+        if FAILURE_MARKER.search(line):
+            keep.update(range(max(0, index - EXCERPT_BEFORE),
+                              min(len(lines), index + EXCERPT_AFTER + 1)))
+    chosen = sorted(keep)[:EXCERPT_MOST] if keep else range(
+        max(0, len(lines) - EXCERPT_MOST // 2), len(lines))
+    excerpt, previous = [], None
+    for index in chosen:
+        if previous is not None and index != previous + 1:
+            excerpt.append("  | ...")
+        excerpt.append("  | " + lines[index])
+        previous = index
+    return excerpt
+
+
+def failure_report(label, target, result, texts):
+    """Lines naming a failed target of run `label`, each of its logs excerpted."""
+    report = ["FAILED in %s: %s (%s)" % (label, target, result)]
+    for text in texts:
+        report += failure_excerpt(text)
+    return report
+
+
+def bazel_counts(log_path, label="run"):
+    """(passed, failed, skipped, reasons, failures) test cases of the targets in a `bazel test`
+    log; failures holds the report lines of each failed target."""
     passed = failed = skipped = 0
     reasons = []
+    failures = []
     with open(log_path, errors="replace") as handle:
         for line in handle:
             match = RESULT.match(line)
@@ -105,6 +147,8 @@ def bazel_counts(log_path):
             # test.log is the passing attempt's.
             succeeded = result in ("PASSED", "FLAKY")
             texts = target_logs(target) if result in ("PASSED", "FAILED", "FLAKY") else []
+            if not succeeded:
+                failures += failure_report(label, target, result, texts or target_logs(target))
             totals = case_totals(texts)
             if totals is None:
                 totals = (1, 0, 0) if succeeded else (0, 1, 0)
@@ -118,14 +162,18 @@ def bazel_counts(log_path):
             failed += target_failed
             skipped += target_skipped + moved
             reasons += marked
-    return passed, failed, skipped, reasons
+    return passed, failed, skipped, reasons, failures
 
 
 def fuzz_counts(log_path):
-    """(passed, failed) fuzz targets in a tools/fuzz.sh log."""
+    """(passed, failed, failures) fuzz targets in a tools/fuzz.sh log; failures holds the
+    result line of each failed target."""
     with open(log_path, errors="replace") as handle:
-        results = [match.group(1) for match in map(FUZZ_RESULT.match, handle) if match]
-    return results.count("PASSED"), results.count("FAILED")
+        lines = handle.read().splitlines()
+    results = [(match.group(1), line) for line, match in
+               ((line, FUZZ_RESULT.match(line)) for line in lines) if match]
+    failures = [line for result, line in results if result == "FAILED"]
+    return len(results) - len(failures), len(failures), failures
 
 
 def failures_given_status(status, failed):
@@ -137,19 +185,32 @@ def write_counts(label, passed, failed, skipped):
     print(f"{label} {passed} {failed} {skipped}")
 
 
+def write_failures(arguments, lines):
+    """Writes the report lines to the optional FAILURES file named in `arguments`."""
+    if arguments:
+        with open(arguments[0], "w") as handle:
+            handle.write("".join(line + "\n" for line in lines))
+
+
 def main():
     mode = sys.argv[1] if len(sys.argv) > 1 else ""
     if mode == "counts":
         label, log, status = sys.argv[2:5]
-        passed, failed, skipped, reasons = bazel_counts(log)
+        passed, failed, skipped, reasons, failures = bazel_counts(log, label)
         for reason in reasons:
             print("skipped: " + reason, file=sys.stderr)
-        write_counts(label, passed, failures_given_status(status, failed), skipped)
+        failed = failures_given_status(status, failed)
+        if failed and not failures:
+            failures = ["FAILED in %s: bazel exited %s (a build error?); its log is above" %
+                        (label, status)]
+        write_counts(label, passed, failed, skipped)
+        write_failures(sys.argv[5:], failures)
         return 0
     if mode == "fuzz":
         label, log, status = sys.argv[2:5]
-        passed, failed = fuzz_counts(log)
+        passed, failed, failures = fuzz_counts(log)
         write_counts(label, passed, failures_given_status(status, failed), 0)
+        write_failures(sys.argv[5:], ["FAILED in %s: %s" % (label, line) for line in failures])
         return 0
     if mode == "log":
         label, log, status = sys.argv[2:5]
@@ -160,8 +221,10 @@ def main():
         moved = min(len(reasons), passed)
         for reason in reasons:
             print("skipped: " + reason, file=sys.stderr)
-        write_counts(label, passed - moved, failures_given_status(status, failed),
-                     skipped + moved)
+        failed = failures_given_status(status, failed)
+        write_counts(label, passed - moved, failed, skipped + moved)
+        write_failures(sys.argv[5:], failure_report(label, "its log", "exit %s" % status, [text])
+                       if failed else [])
         return 0
     if mode == "total":
         passed = failed = skipped = 0

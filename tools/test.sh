@@ -5,7 +5,8 @@
 # (tools/verbs_check.sh; skipped, saying why, when the guest cannot run), the transport, shared-memory, CUDA-staging,
 # collectives and reliability suites again under
 # AddressSanitizer + UndefinedBehaviorSanitizer and under ThreadSanitizer, and each fuzz target
-# for 30 s (tools/fuzz.sh). Ends with the line "N passed, N failed" counting Catch2 test cases
+# for 30 s (tools/fuzz.sh). Ends with what failed (each failed target with an excerpt of its
+# log), each run's counts, and the line "N passed, N failed" counting Catch2 test cases
 # of every run and one case per fuzz target. Extra arguments go to `bazel test` and skip the
 # sanitizer and fuzz runs (e.g. tools/test.sh --config=asan //tests/transport/...).
 set -uo pipefail
@@ -43,7 +44,7 @@ run_suite() {
     2>&1 | tee "$work/$label.log"
   local status=${PIPESTATUS[0]}
   python3 tools/summarize_tests.py counts "$label" "$work/$label.log" "$status" \
-    >"$work/$label.counts"
+    "$work/$label.failures" >"$work/$label.counts"
   cat "$work/$label.counts"
 }
 
@@ -61,13 +62,14 @@ if $whole_suite; then
   verbs_status=${PIPESTATUS[0]}
   if grep -q "^=== verbs check:" "$work/verbs.log"; then
     python3 tools/summarize_tests.py log verbs "$work/verbs.log" "$verbs_status" \
-      >"$work/verbs.counts"
+      "$work/verbs.failures" >"$work/verbs.counts"
   elif [ "$verbs_status" -eq 254 ] || ! grep -q "booting guest" "$work/verbs.log"; then
     echo "SKIPPED: the verbs tests need the Soft-RoCE guest, which could not start here" \
       "(tools/verbs_check.sh exited $verbs_status; its output is above)"
     echo "verbs 0 0 1" >"$work/verbs.counts"
   else
-    echo "verbs: the guest died or timed out before the tests finished (exit $verbs_status)"
+    echo "FAILED in verbs: the guest died or timed out before the tests finished" \
+      "(exit $verbs_status)" | tee "$work/verbs.failures"
     echo "verbs 0 1 0" >"$work/verbs.counts"
   fi
   cat "$work/verbs.counts"
@@ -77,8 +79,11 @@ if $whole_suite; then
   echo
   bash tools/fuzz.sh 30 2>&1 | tee "$work/fuzz.log"
   python3 tools/summarize_tests.py fuzz fuzz "$work/fuzz.log" "${PIPESTATUS[0]}" \
-    >"$work/fuzz.counts"
+    "$work/fuzz.failures" >"$work/fuzz.counts"
 fi
 
+# What failed, and each run's counts, again at the end, where a cut log still shows them.
 echo
+cat "$work"/*.failures 2>/dev/null
+cat "$work"/*.counts
 python3 tools/summarize_tests.py total "$work"/*.counts

@@ -23,7 +23,7 @@ UNITTEST_FAILED = "Ran 4 tests in 0.1s\n\nFAILED (failures=1, errors=1)\n"
 
 
 class Counts(unittest.TestCase):
-    def run_counts(self, logs, summary_lines):
+    def run_counts(self, logs, summary_lines, failures_file=None):
         with tempfile.TemporaryDirectory() as work:
             for target, text in logs.items():
                 package, name = target[2:].split(":")
@@ -34,8 +34,10 @@ class Counts(unittest.TestCase):
             bazel_log = os.path.join(work, "bazel.log")
             with open(bazel_log, "w") as handle:
                 handle.write("\n".join(summary_lines) + "\n")
-            result = subprocess.run([sys.executable, SCRIPT, "counts", "run", bazel_log, "0"],
-                                    cwd=work, capture_output=True, text=True, check=True)
+            extra = [failures_file] if failures_file else []
+            result = subprocess.run(
+                [sys.executable, SCRIPT, "counts", "run", bazel_log, "0"] + extra,
+                cwd=work, capture_output=True, text=True, check=True)
         return result.stdout.split(), result.stderr
 
     def test_catch2_and_unittest_totals_with_skips_and_failures(self):
@@ -52,6 +54,29 @@ class Counts(unittest.TestCase):
         self.assertEqual(counts, ["run", "12", "4", "6"])
         self.assertIn("skipped: //a:skips: cannot create network namespaces (needs root)", stderr)
         self.assertIn("skipped: //b:py_skips: __main__.A.test_x: no GPU", stderr)
+
+    def test_failed_targets_are_named_with_an_excerpt_of_their_log(self):
+        catch2_failure = ("\n".join("setup line %d" % n for n in range(40)) +
+                          "\ntests/a/fails.cc:12: FAILED:\n  REQUIRE( sum == 6 )\n"
+                          "with expansion:\n  5 == 6\n" + CATCH2_FAILED)
+        crash = "\n".join("output line %d" % n for n in range(100)) + "\nSegmentation fault\n"
+        with tempfile.TemporaryDirectory() as scratch:
+            failures = os.path.join(scratch, "run.failures")
+            self.run_counts({"//a:passes": CATCH2_PASSED, "//a:fails": catch2_failure,
+                             "//a:crashes": crash},
+                            ["//a:passes PASSED in 1.0s", "//a:fails FAILED in 1.0s",
+                             "//a:crashes TIMEOUT in 300.0s"], failures)
+            with open(failures) as handle:
+                report = handle.read()
+        self.assertIn("FAILED in run: //a:fails (FAILED)", report)
+        self.assertIn("  | tests/a/fails.cc:12: FAILED:", report)
+        self.assertIn("  |   5 == 6", report)
+        # Only the lines near the failure, not the whole log.
+        self.assertNotIn("setup line 3\n", report)
+        self.assertIn("FAILED in run: //a:crashes (TIMEOUT)", report)
+        self.assertIn("  | Segmentation fault", report)
+        self.assertNotIn("output line 5\n", report)
+        self.assertNotIn("//a:passes", report)
 
     def run_log(self, text, status):
         with tempfile.TemporaryDirectory() as work:
