@@ -33,5 +33,7 @@ Description: Chorus collective communication library (C and C++ API)
  and carries its own Abseil and hiredis.
 CONTROL
 deb="$out/libchorus-dev_${version}_amd64.deb"
-dpkg-deb --root-owner-group --build "$staging" "$deb" >/dev/null
+# gzip, not dpkg's default xz: xz spends half a minute of a core on the static library (about
+# 10 % smaller), which a loaded build machine turns into minutes.
+dpkg-deb -Zgzip --root-owner-group --build "$staging" "$deb" >/dev/null
 echo "$deb"
