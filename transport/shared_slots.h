@@ -8,6 +8,11 @@
 // to `read`. The owner reuses a slot only once `read` has reached the number of readers it
 // announced for the previous contents, so a slow reader never sees its bytes change.
 //
+// Each rank also has one buffer of kBufferBytes beside its slots, for calls too large for a slot:
+// a slot then carries the header and stamps, the buffer the data. The owner fills its buffer only
+// once the readers of the call that last filled it are done (their `read` on that call's slot),
+// and may mark a second result in it with `done` (a second stamp).
+//
 // The layout is plain memory shared between processes: fixed-size fields and lock-free atomics.
 #ifndef CHORUS_TRANSPORT_SHARED_SLOTS_H_
 #define CHORUS_TRANSPORT_SHARED_SLOTS_H_
@@ -31,6 +36,9 @@ struct alignas(64) SharedSlot {
   uint32_t readers;  // how many peers read these contents
   // Peers done reading the contents (each adds one once it has copied what it needs).
   alignas(64) std::atomic<uint32_t> read;
+  // A second stamp, for a collective with a second step: the owner stores `stamp` here, with
+  // release, once what that step reads is in place (the reduced piece of an allreduce).
+  alignas(64) std::atomic<uint64_t> done;
   alignas(64) uint8_t data[kCapacity];
 };
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
@@ -42,6 +50,8 @@ class SharedSlots {
   // Slots per rank: how many collectives on them may be in flight at once before the next
   // waits for the oldest to be read.
   static constexpr int kDepth = 8;
+  // Bytes of each rank's buffer.
+  static constexpr size_t kBufferBytes = size_t{4} << 20;
 
   virtual ~SharedSlots() = default;
 
@@ -51,6 +61,8 @@ class SharedSlots {
   // Slot `index` (0 <= index < kDepth) of `rank`: this rank's own, or, after AttachAll, a
   // peer's.
   virtual SharedSlot* Slot(int rank, int index) = 0;
+  // The buffer of `rank` (kBufferBytes, 64-byte aligned), on the same terms as Slot.
+  virtual uint8_t* Buffer(int rank) = 0;
   // What the transport knows of `rank`: OK, or the failure that ended it (it died, or aborted
   // or closed its mesh; this rank's own mesh aborted), naming the rank.
   virtual absl::Status PeerStatus(int rank) = 0;

@@ -11,6 +11,7 @@
 #include "chorus/collectives/engine/context.h"
 #include "chorus/collectives/select/algorithm_table.h"
 #include "chorus/core/status.h"
+#include "chorus/transport/shared_slots.h"
 
 namespace chorus {
 
@@ -55,16 +56,22 @@ absl::Status CudaIpcMove(CollectiveContext& ctx, const CollectiveArgs& args);
 // which cuda_ipc refuses, is its own); those are staged unless a call names cuda_ipc.
 bool CudaIpcAutomatic(CollectiveKind kind);
 
-// shared_slots.cc: calls of at most kSharedSlotPayloadBytes between ranks that share memory,
-// through the communicator's shared slots (ctx.shared_slots()) instead of messages; an
-// InvalidArgument error on a communicator without them.
+// shared_slots.cc: calls between ranks that share memory, through the communicator's shared
+// slots (ctx.shared_slots()) instead of messages: broadcast and barrier of at most
+// kSharedSlotPayloadBytes, allreduce of at most kSharedBufferPayloadBytes (beyond
+// kSharedSlotPayloadBytes its data rides in the ranks' shared buffers); an InvalidArgument
+// error on a communicator without them.
 absl::Status SharedSlotsAllReduce(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status SharedSlotsBroadcast(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status SharedSlotsBarrier(CollectiveContext& ctx, const CollectiveArgs& args);
 inline constexpr size_t kSharedSlotPayloadBytes = 4096;
-// Why a call named `call` cannot run on the shared slots (kInvalidArgument), or OK: the
-// communicator has none (`have_slots` false), or `bytes` exceed kSharedSlotPayloadBytes.
-absl::Status SharedSlotsRefusal(absl::string_view call, bool have_slots, size_t bytes);
+inline constexpr size_t kSharedBufferPayloadBytes = SharedSlots::kBufferBytes;
+// The most bytes a `kind` call carries on the shared slots (0: that kind never rides them).
+size_t SharedSlotsLimit(CollectiveKind kind);
+// Why a `kind` call named `call` cannot run on the shared slots (kInvalidArgument), or OK: the
+// communicator has none (`have_slots` false), or `bytes` exceed SharedSlotsLimit(kind).
+absl::Status SharedSlotsRefusal(absl::string_view call, CollectiveKind kind, bool have_slots,
+                                size_t bytes);
 // A call on the slots that will not run (Work::Abort before it started): the reads of its peers'
 // slots it was counted for are owed, for later calls to pay (SlotDebts).
 void SharedSlotsSkipped(CollectiveContext& ctx, const CollectiveArgs& args);

@@ -1,7 +1,6 @@
-// Allreduce, broadcast and barrier of at most kSharedSlotPayloadBytes between ranks that share
-// memory, through the mesh's shared slots (transport/shared_slots.h) instead of messages: one
-// store of the data and a few loads of the peers' cache lines, with no request, lock or system
-// call on the way.
+// Allreduce, broadcast and barrier between ranks that share memory, through the mesh's shared
+// slots (transport/shared_slots.h) instead of messages: one store of the data and a few loads of
+// the peers' cache lines, with no request, lock or system call on the way.
 //
 //   1. Each rank takes its slot for this collective (the sequence number modulo the depth),
 //      once every peer that read its previous contents is done, and writes its header and its
@@ -13,6 +12,15 @@
 //      each header against its own before it uses the data (a disagreement breaks the
 //      communicator, as on messages), takes what it needs and counts itself a reader.
 //   3. An allreduce combines the inputs in rank order, so every rank computes the same bits.
+//
+// An allreduce larger than a slot (up to kSharedBufferPayloadBytes) puts its input in the rank's
+// shared buffer instead, once the readers of the call that last filled that buffer are done,
+// and splits the reduction: each rank reduces one piece of the vector from every rank's buffer,
+// in rank order, writes the result over that piece of its own buffer (no peer reads it there
+// before) and stamps its slot's `done`; then each copies the other pieces from their owners'
+// buffers. Every element is combined once, by one rank, so every rank holds the same bits, and
+// the data crosses between cores twice, with two waits for all peers in place of the log2 p
+// rounds of messages.
 //
 // A rank that waits polls the slots, yielding the core as the transport advises and napping
 // once polling has not paid; it checks the deadline, a cancellation, the communicator, the
@@ -28,7 +36,9 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
+#include "absl/types/span.h"
 #include "chorus/collectives/algorithms/algorithms.h"
+#include "chorus/collectives/algorithms/blocks.h"
 #include "chorus/collectives/reduce/reduce_kernels.h"
 #include "chorus/core/status.h"
 #include "chorus/transport/poll_window.h"
@@ -38,6 +48,18 @@ namespace {
 
 static_assert(SharedSlot::kCapacity >= CollectiveHeader::kWireSize + kSharedSlotPayloadBytes,
               "a slot holds a header and the largest payload");
+static_assert(kSharedBufferPayloadBytes <= UINT32_MAX - CollectiveHeader::kWireSize,
+              "a slot's byte count holds the largest payload in a buffer");
+
+// The pieces of a reduction split across the ranks start on a cache line of their own, so that
+// one rank writing its piece never takes a line that another reads; and each piece is reduced
+// in blocks that stay in the first-level cache while every peer's input is added to them.
+constexpr size_t kPieceAlignBytes = 64;
+constexpr size_t kReduceBlockBytes = 16 * 1024;
+// Marks a slot's `done` when its owner gave up on a buffered call (its deadline, an abort)
+// before it had reduced its piece, so that the peers waiting for that piece fail at once. It is
+// the point-to-point bit, which no collective's header tag has (tag.h).
+constexpr uint64_t kGaveUpBit = uint64_t{1} << 47;
 
 // Between looks at the clock, cancellation, the communicator and the peers' health.
 constexpr int kPollsPerCheck = 32;
@@ -56,8 +78,9 @@ using Ranks = absl::InlinedVector<int, 16>;
 // One rank's part of one collective on the slots.
 class SlotCall {
  public:
-  // `sources`: the peers whose slots this rank reads (it is counted as one of their readers).
-  SlotCall(CollectiveContext& ctx, SharedSlots& slots, Ranks sources)
+  // `sources`: the peers whose slots this rank reads (it is counted as one of their readers);
+  // `bytes`: the data each rank publishes (beyond kSharedSlotPayloadBytes, in its buffer).
+  SlotCall(CollectiveContext& ctx, SharedSlots& slots, Ranks sources, size_t bytes)
       : ctx_(ctx),
         slots_(slots),
         p_(ctx.size()),
@@ -66,10 +89,14 @@ class SlotCall {
         // The header's tag names the communicator and the collective, and is never 0.
         stamp_(ctx.header_tag()),
         oversubscribed_(slots.oversubscribed()),
+        buffered_(bytes > kSharedSlotPayloadBytes),
         unread_(std::move(sources)) {}
   // Counts this rank a reader of every slot it read, now that it has copied what it needs, and
   // leaves the reads it owes (it ended early) to later collectives (SlotDebts).
   ~SlotCall() {
+    if (published_ && buffered_ && !done_) {
+      slots_.Slot(r_, index_)->done.store(stamp_ | kGaveUpBit, std::memory_order_release);
+    }
     for (int peer : read_) slots_.Slot(peer, index_)->read.fetch_add(1, std::memory_order_acq_rel);
     if (!attached_ || unread_.empty()) return;  // unattached: the communicator is broken
     for (int peer : unread_) ctx_.slot_debts().Owe(peer, index_, stamp_);
@@ -87,8 +114,8 @@ class SlotCall {
     return absl::OkStatus();
   }
 
-  // Step 1: this rank's slot, once free, holding its header and `bytes` of `data`, for
-  // `readers` peers.
+  // Step 1: this rank's slot, once free, holding its header and `bytes` of `data` (in this
+  // rank's buffer when the call is buffered), for `readers` peers.
   absl::Status Publish(const void* data, size_t bytes, uint32_t readers) {
     if (const absl::Status attached = Attach(); !attached.ok()) {
       if (std::optional<absl::Status> interrupted = ctx_.Interrupted()) return *interrupted;
@@ -102,17 +129,48 @@ class SlotCall {
     CHORUS_RETURN_IF_ERROR(
         WaitUntil([&] { return own.read.load(std::memory_order_acquire) >= own.readers; }, -1,
                   "its peers to finish reading this rank's slot of an earlier collective"));
+    if (buffered_) CHORUS_RETURN_IF_ERROR(WaitForBuffer());
     std::memcpy(own.data, ctx_.header_wire().data(), CollectiveHeader::kWireSize);
-    if (bytes > 0) std::memcpy(own.data + CollectiveHeader::kWireSize, data, bytes);
+    if (bytes > 0) std::memcpy(Data(r_), data, bytes);
     own.bytes = static_cast<uint32_t>(CollectiveHeader::kWireSize + bytes);
     own.readers = readers;
     own.read.store(0, std::memory_order_relaxed);
+    if (buffered_) ctx_.slot_turns().set_last_buffer_fill({index_, stamp_});
     own.stamp.store(stamp_, std::memory_order_release);
+    published_ = true;
     return absl::OkStatus();
   }
 
+  // Where `rank` puts its data for this call: its slot, or its buffer.
+  uint8_t* Data(int rank) {
+    return buffered_ ? slots_.Buffer(rank)
+                     : slots_.Slot(rank, index_)->data + CollectiveHeader::kWireSize;
+  }
   // The data this rank published.
-  const uint8_t* Own() const { return slots_.Slot(r_, index_)->data + CollectiveHeader::kWireSize; }
+  uint8_t* Own() { return Data(r_); }
+
+  // A buffered call's second step: this rank's part of the result is in its buffer.
+  void MarkDone() {
+    slots_.Slot(r_, index_)->done.store(stamp_, std::memory_order_release);
+    done_ = true;
+  }
+  // Waits until `peer` has marked its part of the result in its buffer; an error if it gave up
+  // on the call first.
+  absl::Status WaitDone(int peer) {
+    const SharedSlot& slot = *slots_.Slot(peer, index_);
+    auto marked = [&] {
+      const uint64_t done = slot.done.load(std::memory_order_acquire);
+      return done == stamp_ || done == (stamp_ | kGaveUpBit);
+    };
+    CHORUS_RETURN_IF_ERROR(WaitUntil(marked, peer, "reduced piece of this collective"));
+    if (slot.done.load(std::memory_order_acquire) == stamp_) return absl::OkStatus();
+    return AbortedError(
+        absl::StrCat(ctx_.Describe(), ": rank ", peer,
+                     " gave up on this collective (its deadline passed or it was aborted) before "
+                     "it had reduced its piece of the result; see that rank's error, then run the "
+                     "collective again on every rank"),
+        peer);
+  }
 
   // Step 2: `peer`'s slot for this collective, once written, its header checked and holding
   // `bytes` of data, which stay valid while this call lives.
@@ -123,7 +181,7 @@ class SlotCall {
                   "shared slot for this collective"));
     unread_.erase(std::remove(unread_.begin(), unread_.end(), peer), unread_.end());
     read_.push_back(peer);
-    const size_t length = std::min<size_t>(slot.bytes, SharedSlot::kCapacity);
+    const size_t length = slot.bytes;
     CHORUS_RETURN_IF_ERROR(
         ctx_.CheckWire(peer, slot.data, std::min(length, CollectiveHeader::kWireSize)));
     if (length != CollectiveHeader::kWireSize + bytes) {
@@ -134,12 +192,27 @@ class SlotCall {
                                      " were expected; is it running a different Chorus version?"),
                         peer));
     }
-    return slot.data + CollectiveHeader::kWireSize;
+    return Data(peer);
   }
 
   int Left() const { return (r_ + p_ - 1) % p_; }
 
  private:
+  // Waits until the peers have read what this rank's buffer held for the call that last filled
+  // it: that call's slot counts their reads, unless a later call has taken the slot (which
+  // waited for them).
+  absl::Status WaitForBuffer() {
+    const SlotTurns::BufferFill last = ctx_.slot_turns().last_buffer_fill();
+    if (last.stamp == 0) return absl::OkStatus();
+    const SharedSlot& filler = *slots_.Slot(r_, last.index);
+    return WaitUntil(
+        [&] {
+          return filler.stamp.load(std::memory_order_acquire) != last.stamp ||
+                 filler.read.load(std::memory_order_acquire) >= filler.readers;
+        },
+        -1, "its peers to finish reading this rank's shared buffer of an earlier collective");
+  }
+
   // Polls `ready` until it holds. `peer`: the rank whose slot it waits for (-1: this rank's
   // own slot, which any peer may hold up), named with `what` when the deadline passes.
   template <typename Ready>
@@ -225,9 +298,12 @@ class SlotCall {
   const int index_;
   const uint64_t stamp_;
   const bool oversubscribed_;  // yield the core at every poll
+  const bool buffered_;        // the data rides in the ranks' buffers, not in the slots
   Ranks read_;                 // the peers whose slots this call has read
   Ranks unread_;               // those it is still to read
   bool attached_ = false;      // every peer's slots are mapped
+  bool published_ = false;     // this rank's slot holds this call
+  bool done_ = false;          // this rank's piece of a buffered result is marked done
 };
 
 // The peers whose slots rank `r` of `p` reads: every one for an allreduce or a barrier; for a
@@ -246,18 +322,76 @@ Ranks SlotSources(const CollectiveArgs& args, int r, int p) {
   return sources;
 }
 
-// The communicator's slots, when they can carry `bytes`.
-absl::StatusOr<SharedSlots*> SlotsFor(CollectiveContext& ctx, size_t bytes) {
+// The communicator's slots, when they can carry a `kind` call of `bytes`.
+absl::StatusOr<SharedSlots*> SlotsFor(CollectiveContext& ctx, CollectiveKind kind, size_t bytes) {
   // The selector refuses such calls before they are numbered; one that gets here anyway must
   // not leave its peers waiting.
   SharedSlots* slots = ctx.shared_slots();
-  if (slots != nullptr && bytes <= kSharedSlotPayloadBytes) return slots;
-  return ctx.Fatal(SharedSlotsRefusal(ctx.Describe(), slots != nullptr, bytes));
+  if (slots != nullptr && bytes <= SharedSlotsLimit(kind)) return slots;
+  return ctx.Fatal(SharedSlotsRefusal(ctx.Describe(), kind, slots != nullptr, bytes));
+}
+
+// Piece `index` of `count` elements of `elem` bytes cut into `parts`, each starting on a
+// kPieceAlignBytes boundary of the vector (the last may be short, or empty).
+Piece AlignedPiece(size_t count, size_t elem, int parts, int index) {
+  const size_t unit = std::max<size_t>(1, kPieceAlignBytes / elem);
+  const Piece units =
+      PieceOf((count + unit - 1) / unit, static_cast<size_t>(parts), static_cast<size_t>(index));
+  const size_t start = std::min(count, units.start * unit);
+  return {start, std::min(count - start, units.count * unit)};
+}
+
+// The buffered allreduce's steps after the inputs are published (`inputs`, in rank order).
+absl::Status ReduceAndGatherPieces(SlotCall& call, CollectiveContext& ctx,
+                                   const CollectiveArgs& args,
+                                   absl::Span<const uint8_t* const> inputs) {
+  const int p = ctx.size();
+  const int r = ctx.rank();
+  const size_t elem = args.elem();
+  uint8_t* const out = static_cast<uint8_t*>(args.recv);
+  const Piece own = AlignedPiece(args.count, elem, p, r);
+  const size_t block = std::max<size_t>(1, kReduceBlockBytes / elem);
+  for (size_t first = own.start; first < own.start + own.count; first += block) {
+    const size_t n = std::min(block, own.start + own.count - first);
+    const size_t offset = first * elem;
+    // In rank order, so that the result does not depend on which rank computes it.
+    ReduceBuffers(args.type, args.op, inputs[0] + offset, inputs[1] + offset, out + offset, n);
+    for (int q = 2; q < p; ++q) {
+      ReduceBuffers(args.type, args.op, out + offset, inputs[q] + offset, out + offset, n);
+    }
+  }
+  // Over this rank's own input piece, which only this rank reads.
+  if (own.count > 0) {
+    std::memcpy(call.Own() + own.start * elem, out + own.start * elem, own.count * elem);
+  }
+  call.MarkDone();
+  for (int step = 1; step < p; ++step) {
+    const int q = (r + step) % p;  // each rank starts with a different peer
+    CHORUS_RETURN_IF_ERROR(call.WaitDone(q));
+    const Piece piece = AlignedPiece(args.count, elem, p, q);
+    if (piece.count > 0) {
+      std::memcpy(out + piece.start * elem, call.Data(q) + piece.start * elem, piece.count * elem);
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-absl::Status SharedSlotsRefusal(absl::string_view call, bool have_slots, size_t bytes) {
+size_t SharedSlotsLimit(CollectiveKind kind) {
+  switch (kind) {
+    case CollectiveKind::kAllReduce:
+      return kSharedBufferPayloadBytes;
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kBarrier:
+      return kSharedSlotPayloadBytes;
+    default:
+      return 0;
+  }
+}
+
+absl::Status SharedSlotsRefusal(absl::string_view call, CollectiveKind kind, bool have_slots,
+                                size_t bytes) {
   if (!have_slots) {
     return InvalidArgumentError(absl::StrCat(
         call,
@@ -265,10 +399,10 @@ absl::Status SharedSlotsRefusal(absl::string_view call, bool have_slots, size_t 
         "hybrid one with every rank on one host, or the in-process one) and CHORUS_SHARED_SLOTS "
         "not 0; name another algorithm"));
   }
-  if (bytes > kSharedSlotPayloadBytes) {
-    return InvalidArgumentError(absl::StrCat(call, ": the shared_slots algorithm carries at most ",
-                                             kSharedSlotPayloadBytes, " bytes, not ", bytes,
-                                             "; name another algorithm"));
+  if (bytes > SharedSlotsLimit(kind)) {
+    return InvalidArgumentError(absl::StrCat(
+        call, ": the shared_slots algorithm carries at most ", SharedSlotsLimit(kind), " bytes of ",
+        CollectiveKindName(kind), ", not ", bytes, "; name another algorithm"));
   }
   return absl::OkStatus();
 }
@@ -277,17 +411,17 @@ void SharedSlotsSkipped(CollectiveContext& ctx, const CollectiveArgs& args) {
   SharedSlots* slots = ctx.shared_slots();
   if (slots == nullptr) return;
   // A call that reads none of its sources: ~SlotCall leaves every read it owes to later calls.
-  SlotCall call(ctx, *slots, SlotSources(args, ctx.rank(), ctx.size()));
+  SlotCall call(ctx, *slots, SlotSources(args, ctx.rank(), ctx.size()), 0);
   // Unattached, it owes nothing; the peer that could not be reached fails the call's peers.
   call.Attach().IgnoreError();
 }
 
 absl::Status SharedSlotsAllReduce(CollectiveContext& ctx, const CollectiveArgs& args) {
   const size_t bytes = args.count * args.elem();
-  CHORUS_ASSIGN_OR_RETURN(SharedSlots* const slots, SlotsFor(ctx, bytes));
+  CHORUS_ASSIGN_OR_RETURN(SharedSlots* const slots, SlotsFor(ctx, args.kind, bytes));
   const int p = ctx.size();
   const int r = ctx.rank();
-  SlotCall call(ctx, *slots, SlotSources(args, r, p));
+  SlotCall call(ctx, *slots, SlotSources(args, r, p), bytes);
   CHORUS_RETURN_IF_ERROR(call.Publish(args.send, bytes, static_cast<uint32_t>(p - 1)));
   absl::InlinedVector<const uint8_t*, 16> inputs(p);
   inputs[r] = call.Own();  // the output may be the input: read the copy
@@ -295,6 +429,7 @@ absl::Status SharedSlotsAllReduce(CollectiveContext& ctx, const CollectiveArgs& 
     if (q == r) continue;
     CHORUS_ASSIGN_OR_RETURN(inputs[q], call.Read(q, bytes));
   }
+  if (bytes > kSharedSlotPayloadBytes) return ReduceAndGatherPieces(call, ctx, args, inputs);
   // In rank order, so that every rank computes the same bits.
   ReduceBuffers(args.type, args.op, inputs[0], inputs[1], args.recv, args.count);
   for (int q = 2; q < p; ++q) {
@@ -305,12 +440,12 @@ absl::Status SharedSlotsAllReduce(CollectiveContext& ctx, const CollectiveArgs& 
 
 absl::Status SharedSlotsBroadcast(CollectiveContext& ctx, const CollectiveArgs& args) {
   const size_t bytes = args.count * args.elem();
-  CHORUS_ASSIGN_OR_RETURN(SharedSlots* const slots, SlotsFor(ctx, bytes));
+  CHORUS_ASSIGN_OR_RETURN(SharedSlots* const slots, SlotsFor(ctx, args.kind, bytes));
   const int p = ctx.size();
   const int r = ctx.rank();
   const bool root = r == args.root;
   const int left = (r + p - 1) % p;
-  SlotCall call(ctx, *slots, SlotSources(args, r, p));
+  SlotCall call(ctx, *slots, SlotSources(args, r, p), bytes);
   // Every other rank reads the root's slot; the others' are read by their right-hand
   // neighbours only (the header ring).
   CHORUS_RETURN_IF_ERROR(
@@ -327,10 +462,10 @@ absl::Status SharedSlotsBroadcast(CollectiveContext& ctx, const CollectiveArgs& 
 }
 
 absl::Status SharedSlotsBarrier(CollectiveContext& ctx, const CollectiveArgs& args) {
-  CHORUS_ASSIGN_OR_RETURN(SharedSlots* const slots, SlotsFor(ctx, 0));
+  CHORUS_ASSIGN_OR_RETURN(SharedSlots* const slots, SlotsFor(ctx, args.kind, 0));
   const int p = ctx.size();
   const int r = ctx.rank();
-  SlotCall call(ctx, *slots, SlotSources(args, r, p));
+  SlotCall call(ctx, *slots, SlotSources(args, r, p), 0);
   CHORUS_RETURN_IF_ERROR(call.Publish(nullptr, 0, static_cast<uint32_t>(p - 1)));
   for (int q = 0; q < p; ++q) {
     if (q != r) CHORUS_RETURN_IF_ERROR(call.Read(q, 0).status());

@@ -183,8 +183,8 @@ absl::StatusOr<const AlgorithmEntry*> Selector::Choose(const CollectiveArgs& arg
                                                "; choose one of: ", KnownFor(args.kind)));
     }
     if (id == AlgorithmId::kSharedSlots) {
-      CHORUS_RETURN_IF_ERROR(SharedSlotsRefusal(CollectiveKindName(args.kind), shared_slots_,
-                                                PayloadBytes(args, ranks)));
+      CHORUS_RETURN_IF_ERROR(SharedSlotsRefusal(CollectiveKindName(args.kind), args.kind,
+                                                shared_slots_, PayloadBytes(args, ranks)));
     }
     return entry;
   }
@@ -198,8 +198,10 @@ absl::StatusOr<const AlgorithmEntry*> Selector::Choose(const CollectiveArgs& arg
     }
   }
   // No message beats a store and a load of shared memory: where the shared slots carry the
-  // call, no model is asked.
-  if (shared_slots_ && bytes <= kSharedSlotPayloadBytes) {
+  // call, no model is asked. (An allreduce in the shared buffers also beats the message
+  // algorithms at every size they take, with two waits for the peers instead of rounds of
+  // messages; benchmarks.md.)
+  if (shared_slots_ && bytes <= SharedSlotsLimit(args.kind)) {
     if (const AlgorithmEntry* slots = slot_entries_[static_cast<size_t>(args.kind)]) return slots;
   }
   const AlgorithmEntry* best = ModelChoice(args.kind, ranks, bytes);

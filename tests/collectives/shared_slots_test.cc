@@ -1,9 +1,11 @@
 // The shared_slots algorithm: small allreduce, broadcast and barrier between ranks that share
-// memory, through the mesh's shared slots instead of messages. Results for every type and op
-// (BuildCases' stand-ins under ThreadSanitizer); the selector's choice; more calls in flight than a
-// rank has slots; a disagreement with a rank that runs the call with messages; a timeout and
-// Work::Abort, after which the communicator still works (the reads they owed are paid); a peer that
-// dies; sub-communicators, which run on messages.
+// memory, through the mesh's shared slots instead of messages, and larger allreduce through the
+// ranks' shared buffers. Results for every type and op (BuildCases' stand-ins under
+// ThreadSanitizer); the selector's choice; more calls in flight than a rank has slots, small and
+// buffered mixed; a disagreement with a rank that runs the call with messages; a timeout and
+// Work::Abort, after which the communicator still works (the reads they owed are paid), and a rank
+// that gives up on a buffered call, which fails its peers at once; a peer that dies;
+// sub-communicators, which run on messages.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -23,6 +25,11 @@ namespace {
 const TransportKind kTransport = kTestTransport;
 // Every case fits a slot: 512 elements of the widest type are 4 KiB.
 const std::vector<size_t> kCounts = {0, 1, 7, 512};
+// Allreduce counts that need the buffers in some or all types (from 4097 bytes), with pieces of
+// uneven length, some empty at 5 ranks (the pieces are whole cache lines), and the largest
+// buffer of 8-byte elements.
+const std::vector<size_t> kBufferedCounts = {1025, 4097, 33333};
+constexpr size_t kLargestBufferedCount = SharedSlots::kBufferBytes / 8;
 constexpr int kManyCalls = 3 * 8;  // three times the slots a rank has
 
 Matrix SlotMatrix(std::vector<std::string> algorithms) {
@@ -31,6 +38,33 @@ Matrix SlotMatrix(std::vector<std::string> algorithms) {
   matrix.counts = kCounts;
   matrix.algorithms = std::move(algorithms);
   return matrix;
+}
+
+Matrix BufferedMatrix() {
+  Matrix matrix;
+  matrix.kinds = {CollectiveKind::kAllReduce};
+  matrix.counts = kBufferedCounts;
+  matrix.algorithms = {"shared_slots"};
+  return matrix;
+}
+
+// One buffered allreduce of `count` int64, rank r giving r + call + i at element i.
+absl::Status BufferedSum(Communicator& comm, size_t count, int call) {
+  const int64_t p = comm.size();
+  std::vector<int64_t> values(count);
+  for (size_t i = 0; i < count; ++i) values[i] = comm.rank() + call + static_cast<int64_t>(i);
+  CollectiveOptions named;
+  named.algorithm = "shared_slots";
+  CHORUS_RETURN_IF_ERROR(
+      comm.AllReduce(values.data(), values.data(), count, DataType::kInt64, ReduceOp::kSum, named));
+  for (size_t i = 0; i < count; ++i) {
+    const int64_t expected = p * (p - 1) / 2 + p * (call + static_cast<int64_t>(i));
+    if (values[i] != expected) {
+      return Expect(false, absl::StrCat("call ", call, ", element ", i, " of ", count, ": ",
+                                        values[i], ", expected ", expected));
+    }
+  }
+  return absl::OkStatus();
 }
 
 void CheckAll(const std::vector<absl::Status>& statuses) {
@@ -63,21 +97,36 @@ TEST_CASE("the types and ops through the shared slots, named and chosen", "[slot
                                   comm.ChooseAlgorithm(CollectiveKind::kAllReduce, 4096));
           CHORUS_ASSIGN_OR_RETURN(const std::string barrier,
                                   comm.ChooseAlgorithm(CollectiveKind::kBarrier, 0));
-          CHORUS_ASSIGN_OR_RETURN(const std::string large,
-                                  comm.ChooseAlgorithm(CollectiveKind::kAllReduce, 4097));
-          CHORUS_RETURN_IF_ERROR(Expect(small == "shared_slots" && barrier == "shared_slots",
-                                        "chose " + small + " and " + barrier));
-          CHORUS_RETURN_IF_ERROR(Expect(large != "shared_slots", "chose " + large));
-          // Named for more than a slot carries: refused before it is numbered, on every rank
+          CHORUS_ASSIGN_OR_RETURN(
+              const std::string buffered,
+              comm.ChooseAlgorithm(CollectiveKind::kAllReduce, SharedSlots::kBufferBytes));
+          CHORUS_ASSIGN_OR_RETURN(const std::string large_broadcast,
+                                  comm.ChooseAlgorithm(CollectiveKind::kBroadcast, 4097));
+          CHORUS_ASSIGN_OR_RETURN(
+              const std::string large,
+              comm.ChooseAlgorithm(CollectiveKind::kAllReduce, SharedSlots::kBufferBytes + 1));
+          CHORUS_RETURN_IF_ERROR(Expect(
+              small == "shared_slots" && barrier == "shared_slots" && buffered == "shared_slots",
+              "chose " + small + ", " + barrier + " and " + buffered));
+          CHORUS_RETURN_IF_ERROR(
+              Expect(large != "shared_slots" && large_broadcast != "shared_slots",
+                     "chose " + large + " and " + large_broadcast));
+          // Named for more than the slots carry: refused before it is numbered, on every rank
           // alike, so the calls below still agree.
-          std::vector<uint8_t> too_large(4097);
+          std::vector<uint8_t> too_large(SharedSlots::kBufferBytes + 1);
           CollectiveOptions named;
           named.algorithm = "shared_slots";
           CHORUS_RETURN_IF_ERROR(ExpectInvalidArgument(
+              comm.Broadcast(too_large.data(), too_large.data(), 4097, DataType::kUint8, 0, named),
+              "carries at most 4096 bytes of broadcast, not 4097"));
+          CHORUS_RETURN_IF_ERROR(ExpectInvalidArgument(
               comm.AllReduce(too_large.data(), too_large.data(), too_large.size(), DataType::kUint8,
                              ReduceOp::kSum, named),
-              "carries at most 4096 bytes, not 4097"));
+              absl::StrCat("carries at most ", SharedSlots::kBufferBytes,
+                           " bytes of allreduce, not ", too_large.size())));
           CHORUS_RETURN_IF_ERROR(RunCases(comm, BuildCases(SlotMatrix({"shared_slots"}), ranks)));
+          CHORUS_RETURN_IF_ERROR(RunCases(comm, BuildCases(BufferedMatrix(), ranks)));
+          CHORUS_RETURN_IF_ERROR(BufferedSum(comm, kLargestBufferedCount, 0));
           return RunCases(comm, BuildCases(SlotMatrix({""}), ranks));
         },
         absl::Minutes(2)));
@@ -102,6 +151,38 @@ TEST_CASE("more calls in flight than a rank has slots", "[slots]") {
               Expect(values[call] == expected, absl::StrCat("call ", call, ": ", values[call])));
         }
         return SumCalls(comm, kManyCalls);
+      },
+      absl::Minutes(1)));
+}
+
+TEST_CASE("buffered and small calls in flight, more than a rank has slots", "[slots]") {
+  // Every other call fills the buffers: each must wait for the readers of the one before.
+  CheckAll(RunOnThreadsAll(
+      kTransport, 3,
+      [&](Communicator& comm) -> absl::Status {
+        constexpr size_t kBuffered = 3000;  // int64: 24000 bytes
+        std::vector<std::vector<int64_t>> values(kManyCalls);
+        std::vector<WorkPtr> works;
+        CollectiveOptions named;
+        named.algorithm = "shared_slots";
+        for (int call = 0; call < kManyCalls; ++call) {
+          values[call].assign(call % 2 == 0 ? kBuffered : 1, comm.rank() * 1000 + call);
+          works.push_back(comm.AllReduceAsync(values[call].data(), values[call].data(),
+                                              values[call].size(), DataType::kInt64, ReduceOp::kSum,
+                                              named));
+        }
+        for (const WorkPtr& work : works) CHORUS_RETURN_IF_ERROR(work->Wait());
+        for (int call = 0; call < kManyCalls; ++call) {
+          const int64_t expected = 3000 + 3 * call;  // (0 + 1 + 2) * 1000 + 3 * call
+          for (int64_t value : values[call]) {
+            CHORUS_RETURN_IF_ERROR(
+                Expect(value == expected, absl::StrCat("call ", call, ": ", value)));
+          }
+        }
+        for (int call = 0; call < kManyCalls; ++call) {
+          CHORUS_RETURN_IF_ERROR(BufferedSum(comm, kBuffered + call, call));
+        }
+        return absl::OkStatus();
       },
       absl::Minutes(1)));
 }
@@ -173,13 +254,15 @@ TEST_CASE("a call aborted before it starts leaves the communicator working", "[s
 }
 
 TEST_CASE("a rank that runs the call with messages is a mismatch on every rank", "[slots]") {
+  const size_t kBeyondBuffers = SharedSlots::kBufferBytes / sizeof(float) + 1;
   const auto start = std::chrono::steady_clock::now();
   const std::vector<absl::Status> statuses = RunOnThreadsAll(
       kTransport, 3,
       [&](Communicator& comm) -> absl::Status {
-        // 1024 floats fit a slot; rank 2's 1025 do not, so it chooses messages.
-        std::vector<float> data(1025, 1.0f);
-        const size_t count = comm.rank() == 2 ? 1025 : 1024;
+        // 2000 floats fit the buffers; rank 2's one more than they hold do not, so it chooses
+        // messages.
+        std::vector<float> data(kBeyondBuffers, 1.0f);
+        const size_t count = comm.rank() == 2 ? kBeyondBuffers : 2000;
         return comm.AllReduce(data.data(), data.data(), count, DataType::kFloat32, ReduceOp::kSum);
       },
       absl::Minutes(1));
@@ -188,7 +271,8 @@ TEST_CASE("a rank that runs the call with messages is a mismatch on every rank",
     INFO("rank " << rank << ": " << statuses[rank].ToString());
     CHECK(GetErrorKind(statuses[rank]) == ErrorKind::kMismatch);
     CHECK(absl::StrContains(statuses[rank].message(), "called"));
-    CHECK(absl::StrContains(statuses[rank].message(), "count 1024 vs 1025"));
+    CHECK(absl::StrContains(statuses[rank].message(),
+                            absl::StrCat("count 2000 vs ", kBeyondBuffers)));
   }
 }
 
@@ -238,6 +322,46 @@ TEST_CASE("a timed-out call leaves the communicator working", "[slots]") {
           CHORUS_RETURN_IF_ERROR(Expect(ErrorPeerRank(timed_out) == 1, timed_out.ToString()));
         }
         // Rank 1's slot of call #0 is read again only after rank 0 has paid its read of it.
+        return SumCalls(comm, kManyCalls);
+      },
+      absl::Minutes(1)));
+}
+
+TEST_CASE("a rank that gives up on a buffered call fails its peers at once", "[slots]") {
+  // Rank 0 publishes its input and times out before rank 1 arrives: rank 1 reads that input and
+  // reduces its own piece, but rank 0's piece will never come.
+  constexpr size_t kCount = 2000;  // int64: 16000 bytes
+  CheckAll(RunOnThreadsAll(
+      kTransport, 2,
+      [&](Communicator& comm) -> absl::Status {
+        std::vector<int64_t> values(kCount, comm.rank() + 1);
+        CollectiveOptions options;
+        options.algorithm = "shared_slots";
+        if (comm.rank() == 0) {
+          options.timeout = absl::Milliseconds(100);
+          const absl::Status timed_out = comm.AllReduce(values.data(), values.data(), kCount,
+                                                        DataType::kInt64, ReduceOp::kSum, options);
+          CHORUS_RETURN_IF_ERROR(Expect(GetErrorKind(timed_out) == ErrorKind::kDeadlineExceeded,
+                                        timed_out.ToString()));
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(400));
+          const auto start = std::chrono::steady_clock::now();
+          const absl::Status gave_up = comm.AllReduce(values.data(), values.data(), kCount,
+                                                      DataType::kInt64, ReduceOp::kSum, options);
+          const auto took = std::chrono::steady_clock::now() - start;
+          CHORUS_RETURN_IF_ERROR(
+              Expect(GetErrorKind(gave_up) == ErrorKind::kAborted &&
+                         absl::StrContains(gave_up.message(), "allreduce #0") &&
+                         absl::StrContains(gave_up.message(), "rank 0 gave up on this collective"),
+                     gave_up.ToString()));
+          CHORUS_RETURN_IF_ERROR(Expect(ErrorPeerRank(gave_up) == 0, gave_up.ToString()));
+          CHORUS_RETURN_IF_ERROR(Expect(took < std::chrono::seconds(5), "noticed after 5 s"));
+        }
+        // Each rank's buffer of call #0 is filled again only after the other has counted its
+        // read of it (rank 1 read rank 0's; rank 0 owes its read of rank 1's).
+        for (int call = 1; call <= 10; ++call) {
+          CHORUS_RETURN_IF_ERROR(BufferedSum(comm, kCount, call));
+        }
         return SumCalls(comm, kManyCalls);
       },
       absl::Minutes(1)));
@@ -307,6 +431,10 @@ TEST_CASE("ranks as processes: every case, and many calls", "[slots]") {
       kTransport, 4,
       [&](Communicator& comm) -> absl::Status {
         CHORUS_RETURN_IF_ERROR(RunCases(comm, BuildCases(SlotMatrix({""}), 4)));
+        CHORUS_RETURN_IF_ERROR(RunCases(comm, BuildCases(BufferedMatrix(), 4)));
+        for (int call = 0; call < 20; ++call) {
+          CHORUS_RETURN_IF_ERROR(BufferedSum(comm, kLargestBufferedCount - call, call));
+        }
         return SumCalls(comm, 200);
       },
       absl::Minutes(2));

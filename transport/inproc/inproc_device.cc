@@ -82,12 +82,18 @@ class Fabric {
   Fabric(std::string id, int size)
       : id_(std::move(id)),
         closed_(size),
-        slots_(new SharedSlot[static_cast<size_t>(size) * SharedSlots::kDepth]()) {
+        slots_(new SharedSlot[static_cast<size_t>(size) * SharedSlots::kDepth]()),
+        // Left uninitialised: nothing reads a buffer before its owner fills it, and pages
+        // never filled cost address space only.
+        buffers_(new uint8_t[static_cast<size_t>(size) * SharedSlots::kBufferBytes]) {
     for (int rank = 0; rank < size; ++rank) inboxes_.push_back(std::make_unique<Inbox>(size));
   }
 
   SharedSlot* slot(int rank, int index) {
     return &slots_[static_cast<size_t>(rank) * SharedSlots::kDepth + index];
+  }
+  uint8_t* buffer(int rank) {
+    return &buffers_[static_cast<size_t>(rank) * SharedSlots::kBufferBytes];
   }
 
   // What rank `own` knows of rank `peer`: its own mesh aborted, the peer's closed, or OK.
@@ -244,6 +250,7 @@ class Fabric {
   std::vector<std::unique_ptr<Inbox>> inboxes_;
   std::vector<std::atomic<bool>> closed_;
   const std::unique_ptr<SharedSlot[]> slots_;  // kDepth per rank, rank after rank
+  const std::unique_ptr<uint8_t[]> buffers_;   // kBufferBytes per rank, rank after rank
 };
 
 // The fabric's shared slots: memory of this process, which its rank threads share.
@@ -254,6 +261,7 @@ class InprocSlots final : public SharedSlots {
 
   absl::Status AttachAll() override { return absl::OkStatus(); }
   SharedSlot* Slot(int rank, int index) override { return fabric_->slot(rank, index); }
+  uint8_t* Buffer(int rank) override { return fabric_->buffer(rank); }
   absl::Status PeerStatus(int rank) override { return fabric_->Status(rank_, rank); }
   bool MessageWaiting(int rank, Tag tag) override {
     return fabric_->MessageWaiting(rank_, rank, tag);

@@ -63,6 +63,9 @@ class Engine : public std::enable_shared_from_this<Engine>, public SharedSlots {
   SharedSlots* ClaimSharedSlots() { return slots_claimed_.exchange(true) ? nullptr : this; }
   absl::Status AttachAll() override ABSL_LOCKS_EXCLUDED(mu_);
   SharedSlot* Slot(int rank, int index) override { return slot_bases_[rank] + index; }
+  uint8_t* Buffer(int rank) override {
+    return reinterpret_cast<uint8_t*>(slot_bases_[rank]) + kSharedBufferOffset;
+  }
   absl::Status PeerStatus(int rank) override ABSL_LOCKS_EXCLUDED(mu_);
   bool MessageWaiting(int rank, Tag tag) override ABSL_LOCKS_EXCLUDED(mu_);
   bool oversubscribed() const override { return waiters_.yields_every_poll(); }

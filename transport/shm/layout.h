@@ -7,8 +7,8 @@
 //                         AreaControl (rounded up to a page): ring indices, flags, slot states
 //                         ring data       ring_bytes (power of two): records from rank i
 //                         staging data    staging_bytes: large-message chunks from rank i
-//   kPageBytes + n*A    the owner's shared slots (shared_slots.h): written by the owner, read
-//                       (and their `read` counts bumped) by every peer
+//   kPageBytes + n*A    the owner's shared slots (shared_slots.h), then its buffer: written by
+//                       the owner, read (and the slots' `read` counts bumped) by every peer
 //
 // The area of rank i is written by exactly one process (rank i, the producer) and read by the
 // owner (the consumer), so each ring is single-producer/single-consumer. A sender maps only the
@@ -31,7 +31,7 @@
 namespace chorus::shm {
 
 constexpr uint64_t kInboxMagic = 0x31484D5355524F48ull;  // arbitrary; marks a Chorus inbox
-constexpr uint32_t kLayoutVersion = 3;                   // 3: the shared slots after the areas
+constexpr uint32_t kLayoutVersion = 4;                   // 4: the slots' buffer and `done`
 constexpr size_t kPageBytes = 4096;
 constexpr size_t kCacheLine = 64;
 
@@ -157,8 +157,9 @@ constexpr uint64_t AreaBytes(uint64_t ring_bytes, uint64_t staging_bytes) {
   return kAreaControlBytes + ring_bytes + staging_bytes;
 }
 
-// The owner's shared slots, after the areas of a mesh of `size`.
-constexpr uint64_t kSharedSlotsBytes = RoundUpToPage(SharedSlots::kDepth * sizeof(SharedSlot));
+// The owner's shared slots, after the areas of a mesh of `size`, and its buffer after them.
+constexpr uint64_t kSharedBufferOffset = RoundUpToPage(SharedSlots::kDepth * sizeof(SharedSlot));
+constexpr uint64_t kSharedSlotsBytes = kSharedBufferOffset + SharedSlots::kBufferBytes;
 constexpr uint64_t SharedSlotsOffset(int size, uint64_t area_bytes) {
   return kPageBytes + static_cast<uint64_t>(size) * area_bytes;
 }
