@@ -92,11 +92,10 @@ struct CommunicatorOptions {
   // CHORUS_CUDA_IPC_MIN_BYTES overrides it.
   size_t cuda_ipc_min_bytes = size_t{1} << 20;
 
-  // Broadcast and barrier of at most 4 KiB, and allreduce of at most 4 MiB, between ranks that
-  // share memory (the shm transport, the hybrid one within one host, the in-process one) go
-  // through the mesh's shared slots and buffers instead of messages, unless a rule or the call
-  // names another algorithm (the shared_slots algorithm, docs/collectives.md).
-  // CHORUS_SHARED_SLOTS=0 turns it off.
+  // Barrier, and allreduce and broadcast of at most 4 MiB, between ranks that share memory (the shm
+  // transport, the hybrid one within one host, the in-process one) go through the mesh's shared
+  // slots and buffers instead of messages, unless a rule or the call names another algorithm (the
+  // shared_slots algorithm, docs/collectives.md). CHORUS_SHARED_SLOTS=0 turns it off.
   bool shared_slots = true;
 
   // Link costs for the selector; zero fields use the defaults for the device's kind.

@@ -57,10 +57,9 @@ absl::Status CudaIpcMove(CollectiveContext& ctx, const CollectiveArgs& args);
 bool CudaIpcAutomatic(CollectiveKind kind);
 
 // shared_slots.cc: calls between ranks that share memory, through the communicator's shared
-// slots (ctx.shared_slots()) instead of messages: broadcast and barrier of at most
-// kSharedSlotPayloadBytes, allreduce of at most kSharedBufferPayloadBytes (beyond
-// kSharedSlotPayloadBytes its data rides in the ranks' shared buffers); an InvalidArgument
-// error on a communicator without them.
+// slots (ctx.shared_slots()) instead of messages: allreduce and broadcast of at most
+// kSharedBufferPayloadBytes (beyond kSharedSlotPayloadBytes their data rides in the ranks'
+// shared buffers) and barrier; an InvalidArgument error on a communicator without them.
 absl::Status SharedSlotsAllReduce(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status SharedSlotsBroadcast(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status SharedSlotsBarrier(CollectiveContext& ctx, const CollectiveArgs& args);
@@ -68,6 +67,12 @@ inline constexpr size_t kSharedSlotPayloadBytes = 4096;
 inline constexpr size_t kSharedBufferPayloadBytes = SharedSlots::kBufferBytes;
 // The most bytes a `kind` call carries on the shared slots (0: that kind never rides them).
 size_t SharedSlotsLimit(CollectiveKind kind);
+// Whether the selector puts a `kind` call of `bytes` among `ranks` on the shared slots by itself:
+// up to SharedSlotsLimit(kind), except a broadcast between 2 ranks of more than
+// kTwoRankBroadcastSlotBytes, which messages carry with one copy (the receiver reads the root's
+// memory) where the shared buffer takes two.
+bool SharedSlotsPreferred(CollectiveKind kind, int ranks, size_t bytes);
+inline constexpr size_t kTwoRankBroadcastSlotBytes = size_t{256} << 10;
 // Why a `kind` call named `call` cannot run on the shared slots (kInvalidArgument), or OK: the
 // communicator has none (`have_slots` false), or `bytes` exceed SharedSlotsLimit(kind).
 absl::Status SharedSlotsRefusal(absl::string_view call, CollectiveKind kind, bool have_slots,

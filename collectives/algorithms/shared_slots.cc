@@ -13,14 +13,14 @@
 //      communicator, as on messages), takes what it needs and counts itself a reader.
 //   3. An allreduce combines the inputs in rank order, so every rank computes the same bits.
 //
-// An allreduce larger than a slot (up to kSharedBufferPayloadBytes) puts its input in the rank's
-// shared buffer instead, once the readers of the call that last filled that buffer are done,
-// and splits the reduction: each rank reduces one piece of the vector from every rank's buffer,
-// in rank order, writes the result over that piece of its own buffer (no peer reads it there
-// before) and stamps its slot's `done`; then each copies the other pieces from their owners'
-// buffers. Every element is combined once, by one rank, so every rank holds the same bits, and
-// the data crosses between cores twice, with two waits for all peers in place of the log2 p
-// rounds of messages.
+// A broadcast or allreduce larger than a slot (up to kSharedBufferPayloadBytes) puts its data in
+// the rank's shared buffer instead, once the readers of the call that last filled that buffer
+// are done; the other ranks of a broadcast copy the root's. An allreduce splits the reduction: each
+// rank reduces one piece of the vector from every rank's buffer, in rank order, writes the result
+// over that piece of its own buffer (no peer reads it there before) and stamps its slot's `done`;
+// then each copies the other pieces from their owners' buffers. Every element is combined once, by
+// one rank, so every rank holds the same bits, and the data crosses between cores twice, with two
+// waits for all peers in place of the log2 p rounds of messages.
 //
 // A rank that waits polls the slots, yielding the core as the transport advises and napping
 // once polling has not paid; it checks the deadline, a cancellation, the communicator, the
@@ -129,13 +129,16 @@ class SlotCall {
     CHORUS_RETURN_IF_ERROR(
         WaitUntil([&] { return own.read.load(std::memory_order_acquire) >= own.readers; }, -1,
                   "its peers to finish reading this rank's slot of an earlier collective"));
-    if (buffered_) CHORUS_RETURN_IF_ERROR(WaitForBuffer());
+    // A buffered call's rank that publishes no data (a broadcast's other ranks) leaves its
+    // buffer alone.
+    const bool fills_buffer = buffered_ && bytes > 0;
+    if (fills_buffer) CHORUS_RETURN_IF_ERROR(WaitForBuffer());
     std::memcpy(own.data, ctx_.header_wire().data(), CollectiveHeader::kWireSize);
     if (bytes > 0) std::memcpy(Data(r_), data, bytes);
     own.bytes = static_cast<uint32_t>(CollectiveHeader::kWireSize + bytes);
     own.readers = readers;
     own.read.store(0, std::memory_order_relaxed);
-    if (buffered_) ctx_.slot_turns().set_last_buffer_fill({index_, stamp_});
+    if (fills_buffer) ctx_.slot_turns().set_last_buffer_fill({index_, stamp_});
     own.stamp.store(stamp_, std::memory_order_release);
     published_ = true;
     return absl::OkStatus();
@@ -381,13 +384,20 @@ absl::Status ReduceAndGatherPieces(SlotCall& call, CollectiveContext& ctx,
 size_t SharedSlotsLimit(CollectiveKind kind) {
   switch (kind) {
     case CollectiveKind::kAllReduce:
-      return kSharedBufferPayloadBytes;
     case CollectiveKind::kBroadcast:
+      return kSharedBufferPayloadBytes;
     case CollectiveKind::kBarrier:
       return kSharedSlotPayloadBytes;
     default:
       return 0;
   }
+}
+
+bool SharedSlotsPreferred(CollectiveKind kind, int ranks, size_t bytes) {
+  if (kind == CollectiveKind::kBroadcast && ranks == 2 && bytes > kTwoRankBroadcastSlotBytes) {
+    return false;
+  }
+  return bytes <= SharedSlotsLimit(kind);
 }
 
 absl::Status SharedSlotsRefusal(absl::string_view call, CollectiveKind kind, bool have_slots,

@@ -52,9 +52,8 @@ class Selector {
   // `topology`: which ranks share a host (empty: unknown, one host); the model considers the
   // hierarchical algorithm only when topology.IsHierarchical(), pricing its phases within a
   // host with `local_cost` (zero fields: `cost`'s) and between hosts with `cost`.
-  // `shared_slots`: the communicator holds its mesh's shared slots, on which broadcast and
-  // barrier of at most kSharedSlotPayloadBytes and allreduce of at most
-  // kSharedBufferPayloadBytes run (SharedSlotsLimit).
+  // `shared_slots`: the communicator holds its mesh's shared slots, on which barrier and
+  // allreduce and broadcast of at most kSharedBufferPayloadBytes run (SharedSlotsLimit).
   Selector(std::vector<AlgorithmRule> rules, CostParams cost, size_t segment_bytes,
            Topology topology = {}, CostParams local_cost = {}, bool shared_slots = false);
 

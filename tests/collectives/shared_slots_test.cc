@@ -1,6 +1,6 @@
 // The shared_slots algorithm: small allreduce, broadcast and barrier between ranks that share
-// memory, through the mesh's shared slots instead of messages, and larger allreduce through the
-// ranks' shared buffers. Results for every type and op (BuildCases' stand-ins under
+// memory, through the mesh's shared slots instead of messages, and larger allreduce and broadcast
+// through the ranks' shared buffers. Results for every type and op (BuildCases' stand-ins under
 // ThreadSanitizer); the selector's choice; more calls in flight than a rank has slots, small and
 // buffered mixed; a disagreement with a rank that runs the call with messages; a timeout and
 // Work::Abort, after which the communicator still works (the reads they owed are paid), and a rank
@@ -25,9 +25,9 @@ namespace {
 const TransportKind kTransport = kTestTransport;
 // Every case fits a slot: 512 elements of the widest type are 4 KiB.
 const std::vector<size_t> kCounts = {0, 1, 7, 512};
-// Allreduce counts that need the buffers in some or all types (from 4097 bytes), with pieces of
-// uneven length, some empty at 5 ranks (the pieces are whole cache lines), and the largest
-// buffer of 8-byte elements.
+// Allreduce and broadcast counts that need the buffers in some or all types (from 4097 bytes),
+// with allreduce pieces of uneven length, some empty at 5 ranks (the pieces are whole cache
+// lines), and the largest buffer of 8-byte elements.
 const std::vector<size_t> kBufferedCounts = {1025, 4097, 33333};
 constexpr size_t kLargestBufferedCount = SharedSlots::kBufferBytes / 8;
 constexpr int kManyCalls = 3 * 8;  // three times the slots a rank has
@@ -42,7 +42,7 @@ Matrix SlotMatrix(std::vector<std::string> algorithms) {
 
 Matrix BufferedMatrix() {
   Matrix matrix;
-  matrix.kinds = {CollectiveKind::kAllReduce};
+  matrix.kinds = {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast};
   matrix.counts = kBufferedCounts;
   matrix.algorithms = {"shared_slots"};
   return matrix;
@@ -97,33 +97,31 @@ TEST_CASE("the types and ops through the shared slots, named and chosen", "[slot
                                   comm.ChooseAlgorithm(CollectiveKind::kAllReduce, 4096));
           CHORUS_ASSIGN_OR_RETURN(const std::string barrier,
                                   comm.ChooseAlgorithm(CollectiveKind::kBarrier, 0));
-          CHORUS_ASSIGN_OR_RETURN(
-              const std::string buffered,
-              comm.ChooseAlgorithm(CollectiveKind::kAllReduce, SharedSlots::kBufferBytes));
-          CHORUS_ASSIGN_OR_RETURN(const std::string large_broadcast,
-                                  comm.ChooseAlgorithm(CollectiveKind::kBroadcast, 4097));
-          CHORUS_ASSIGN_OR_RETURN(
-              const std::string large,
-              comm.ChooseAlgorithm(CollectiveKind::kAllReduce, SharedSlots::kBufferBytes + 1));
-          CHORUS_RETURN_IF_ERROR(Expect(
-              small == "shared_slots" && barrier == "shared_slots" && buffered == "shared_slots",
-              "chose " + small + ", " + barrier + " and " + buffered));
-          CHORUS_RETURN_IF_ERROR(
-              Expect(large != "shared_slots" && large_broadcast != "shared_slots",
-                     "chose " + large + " and " + large_broadcast));
-          // Named for more than the slots carry: refused before it is numbered, on every rank
+          CHORUS_RETURN_IF_ERROR(Expect(small == "shared_slots" && barrier == "shared_slots",
+                                        "chose " + small + " and " + barrier));
+          constexpr size_t kFull = SharedSlots::kBufferBytes;
+          for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast}) {
+            // Messages carry a 2-rank broadcast beyond 256 KiB in one copy, the buffer in two.
+            const size_t most =
+                kind == CollectiveKind::kBroadcast && ranks == 2 ? size_t{256} << 10 : kFull;
+            CHORUS_ASSIGN_OR_RETURN(const std::string buffered, comm.ChooseAlgorithm(kind, most));
+            CHORUS_ASSIGN_OR_RETURN(const std::string large, comm.ChooseAlgorithm(kind, most + 1));
+            CHORUS_RETURN_IF_ERROR(Expect(buffered == "shared_slots" && large != "shared_slots",
+                                          "chose " + buffered + " and " + large));
+          }
+          // Named for more than the buffers carry: refused before it is numbered, on every rank
           // alike, so the calls below still agree.
-          std::vector<uint8_t> too_large(SharedSlots::kBufferBytes + 1);
+          std::vector<uint8_t> too_large(kFull + 1);
           CollectiveOptions named;
           named.algorithm = "shared_slots";
           CHORUS_RETURN_IF_ERROR(ExpectInvalidArgument(
-              comm.Broadcast(too_large.data(), too_large.data(), 4097, DataType::kUint8, 0, named),
-              "carries at most 4096 bytes of broadcast, not 4097"));
+              comm.Broadcast(too_large.data(), too_large.data(), too_large.size(), DataType::kUint8,
+                             0, named),
+              absl::StrCat("carries at most ", kFull, " bytes of broadcast, not ", kFull + 1)));
           CHORUS_RETURN_IF_ERROR(ExpectInvalidArgument(
               comm.AllReduce(too_large.data(), too_large.data(), too_large.size(), DataType::kUint8,
                              ReduceOp::kSum, named),
-              absl::StrCat("carries at most ", SharedSlots::kBufferBytes,
-                           " bytes of allreduce, not ", too_large.size())));
+              absl::StrCat("carries at most ", kFull, " bytes of allreduce, not ", kFull + 1)));
           CHORUS_RETURN_IF_ERROR(RunCases(comm, BuildCases(SlotMatrix({"shared_slots"}), ranks)));
           CHORUS_RETURN_IF_ERROR(RunCases(comm, BuildCases(BufferedMatrix(), ranks)));
           CHORUS_RETURN_IF_ERROR(BufferedSum(comm, kLargestBufferedCount, 0));
