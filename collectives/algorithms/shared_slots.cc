@@ -20,7 +20,7 @@
 // over that piece of its own buffer (no peer reads it there before) and stamps its slot's `done`;
 // then each copies the other pieces from their owners' buffers. Every element is combined once, by
 // one rank, so every rank holds the same bits, and the data crosses between cores twice, with two
-// waits for all peers in place of the log2 p rounds of messages.
+// waits for all peers in place of the 2 log2 p rounds of messages.
 //
 // A rank that waits polls the slots, yielding the core as the transport advises and napping
 // once polling has not paid; it checks the deadline, a cancellation, the communicator, the
@@ -90,11 +90,12 @@ class SlotCall {
         stamp_(ctx.header_tag()),
         oversubscribed_(slots.oversubscribed()),
         buffered_(bytes > kSharedSlotPayloadBytes),
+        two_step_(buffered_ && ctx.header().kind == CollectiveKind::kAllReduce),
         unread_(std::move(sources)) {}
   // Counts this rank a reader of every slot it read, now that it has copied what it needs, and
   // leaves the reads it owes (it ended early) to later collectives (SlotDebts).
   ~SlotCall() {
-    if (published_ && buffered_ && !done_) {
+    if (published_ && two_step_ && !done_) {
       slots_.Slot(r_, index_)->done.store(stamp_ | kGaveUpBit, std::memory_order_release);
     }
     for (int peer : read_) slots_.Slot(peer, index_)->read.fetch_add(1, std::memory_order_acq_rel);
@@ -302,6 +303,7 @@ class SlotCall {
   const uint64_t stamp_;
   const bool oversubscribed_;  // yield the core at every poll
   const bool buffered_;        // the data rides in the ranks' buffers, not in the slots
+  const bool two_step_;        // a buffered allreduce: its pieces are marked `done`
   Ranks read_;                 // the peers whose slots this call has read
   Ranks unread_;               // those it is still to read
   bool attached_ = false;      // every peer's slots are mapped

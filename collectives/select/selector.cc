@@ -194,6 +194,12 @@ absl::StatusOr<const AlgorithmEntry*> Selector::Choose(const CollectiveArgs& arg
                            : static_cast<int64_t>(bytes);
   for (const AlgorithmRule& rule : rules_) {
     if (rule.kind == args.kind && size >= rule.min_bytes && size < rule.max_bytes) {
+      // A rule may name the slots for calls they cannot carry: refused like a named call,
+      // before the call is numbered, rather than breaking the communicator when it runs.
+      if (rule.algorithm == AlgorithmId::kSharedSlots) {
+        CHORUS_RETURN_IF_ERROR(
+            SharedSlotsRefusal(CollectiveKindName(args.kind), args.kind, shared_slots_, bytes));
+      }
       return FindAlgorithm(rule.kind, rule.algorithm);
     }
   }

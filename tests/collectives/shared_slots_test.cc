@@ -4,10 +4,11 @@
 // ThreadSanitizer); the selector's choice; more calls in flight than a rank has slots, small and
 // buffered mixed; a disagreement with a rank that runs the call with messages; a timeout and
 // Work::Abort, after which the communicator still works (the reads they owed are paid), and a rank
-// that gives up on a buffered call, which fails its peers at once; a peer that dies;
-// sub-communicators, which run on messages.
+// that gives up on a buffered call, which fails its peers at once; a rule naming the slots for a
+// call too large for them; a peer that dies; sub-communicators, which run on messages.
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <thread>
@@ -26,8 +27,8 @@ const TransportKind kTransport = kTestTransport;
 // Every case fits a slot: 512 elements of the widest type are 4 KiB.
 const std::vector<size_t> kCounts = {0, 1, 7, 512};
 // Allreduce and broadcast counts that need the buffers in some or all types (from 4097 bytes),
-// with allreduce pieces of uneven length, some empty at 5 ranks (the pieces are whole cache
-// lines), and the largest buffer of 8-byte elements.
+// with allreduce pieces of uneven length (the pieces are whole cache lines, the last one short),
+// and the largest buffer of 8-byte elements.
 const std::vector<size_t> kBufferedCounts = {1025, 4097, 33333};
 constexpr size_t kLargestBufferedCount = SharedSlots::kBufferBytes / 8;
 constexpr int kManyCalls = 3 * 8;  // three times the slots a rank has
@@ -154,7 +155,8 @@ TEST_CASE("more calls in flight than a rank has slots", "[slots]") {
 }
 
 TEST_CASE("buffered and small calls in flight, more than a rank has slots", "[slots]") {
-  // Every other call fills the buffers: each must wait for the readers of the one before.
+  // Three calls in four fill the buffers back to back, each waiting for the readers of the one
+  // before; every fourth rides a slot alone.
   CheckAll(RunOnThreadsAll(
       kTransport, 3,
       [&](Communicator& comm) -> absl::Status {
@@ -164,7 +166,7 @@ TEST_CASE("buffered and small calls in flight, more than a rank has slots", "[sl
         CollectiveOptions named;
         named.algorithm = "shared_slots";
         for (int call = 0; call < kManyCalls; ++call) {
-          values[call].assign(call % 2 == 0 ? kBuffered : 1, comm.rank() * 1000 + call);
+          values[call].assign(call % 4 == 3 ? 1 : kBuffered, comm.rank() * 1000 + call);
           works.push_back(comm.AllReduceAsync(values[call].data(), values[call].data(),
                                               values[call].size(), DataType::kInt64, ReduceOp::kSum,
                                               named));
@@ -327,8 +329,10 @@ TEST_CASE("a timed-out call leaves the communicator working", "[slots]") {
 
 TEST_CASE("a rank that gives up on a buffered call fails its peers at once", "[slots]") {
   // Rank 0 publishes its input and times out before rank 1 arrives: rank 1 reads that input and
-  // reduces its own piece, but rank 0's piece will never come.
+  // reduces its own piece, but rank 0's piece will never come. (The ranks are threads: rank 1
+  // starts its call once rank 0 has given up, however late its thread runs.)
   constexpr size_t kCount = 2000;  // int64: 16000 bytes
+  std::atomic<bool> rank0_gave_up{false};
   CheckAll(RunOnThreadsAll(
       kTransport, 2,
       [&](Communicator& comm) -> absl::Status {
@@ -339,10 +343,14 @@ TEST_CASE("a rank that gives up on a buffered call fails its peers at once", "[s
           options.timeout = absl::Milliseconds(100);
           const absl::Status timed_out = comm.AllReduce(values.data(), values.data(), kCount,
                                                         DataType::kInt64, ReduceOp::kSum, options);
+          rank0_gave_up.store(true);
           CHORUS_RETURN_IF_ERROR(Expect(GetErrorKind(timed_out) == ErrorKind::kDeadlineExceeded,
                                         timed_out.ToString()));
         } else {
-          std::this_thread::sleep_for(std::chrono::milliseconds(400));
+          for (int waits = 0; !rank0_gave_up.load() && waits < 1000; ++waits) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(10));
+          }
+          CHORUS_RETURN_IF_ERROR(Expect(rank0_gave_up.load(), "rank 0 never gave up"));
           const auto start = std::chrono::steady_clock::now();
           const absl::Status gave_up = comm.AllReduce(values.data(), values.data(), kCount,
                                                       DataType::kInt64, ReduceOp::kSum, options);
@@ -418,6 +426,24 @@ TEST_CASE("CommunicatorOptions::shared_slots = false keeps small calls on messag
         CHORUS_RETURN_IF_ERROR(ExpectInvalidArgument(
             comm.AllReduce(&value, &value, 1, DataType::kFloat32, ReduceOp::kSum, named),
             "needs ranks that share memory"));
+        return SumCalls(comm, 4);
+      },
+      absl::Minutes(1), options));
+}
+
+TEST_CASE("a rule that names the slots for a call they cannot carry is refused", "[slots]") {
+  CommunicatorOptions options;
+  options.algorithm_rules = "allreduce:0-inf=shared_slots";
+  CheckAll(RunOnThreadsAll(
+      kTransport, 2,
+      [&](Communicator& comm) -> absl::Status {
+        std::vector<uint8_t> too_large(SharedSlots::kBufferBytes + 1);
+        CHORUS_RETURN_IF_ERROR(ExpectInvalidArgument(
+            comm.AllReduce(too_large.data(), too_large.data(), too_large.size(), DataType::kUint8,
+                           ReduceOp::kSum),
+            "carries at most"));
+        // Refused before it was numbered, on both ranks: the communicator still works.
+        CHORUS_RETURN_IF_ERROR(BufferedSum(comm, 3000, 0));
         return SumCalls(comm, 4);
       },
       absl::Minutes(1), options));

@@ -85,7 +85,7 @@ class Fabric {
         slots_(new SharedSlot[static_cast<size_t>(size) * SharedSlots::kDepth]()),
         // Left uninitialised: nothing reads a buffer before its owner fills it, and pages
         // never filled cost address space only.
-        buffers_(new uint8_t[static_cast<size_t>(size) * SharedSlots::kBufferBytes]) {
+        buffers_(new CacheLine[static_cast<size_t>(size) * kBufferLines]) {
     for (int rank = 0; rank < size; ++rank) inboxes_.push_back(std::make_unique<Inbox>(size));
   }
 
@@ -93,7 +93,7 @@ class Fabric {
     return &slots_[static_cast<size_t>(rank) * SharedSlots::kDepth + index];
   }
   uint8_t* buffer(int rank) {
-    return &buffers_[static_cast<size_t>(rank) * SharedSlots::kBufferBytes];
+    return buffers_[static_cast<size_t>(rank) * kBufferLines].bytes;
   }
 
   // What rank `own` knows of rank `peer`: its own mesh aborted, the peer's closed, or OK.
@@ -250,7 +250,12 @@ class Fabric {
   std::vector<std::unique_ptr<Inbox>> inboxes_;
   std::vector<std::atomic<bool>> closed_;
   const std::unique_ptr<SharedSlot[]> slots_;  // kDepth per rank, rank after rank
-  const std::unique_ptr<uint8_t[]> buffers_;   // kBufferBytes per rank, rank after rank
+  // The buffers are cache-line aligned, as shared_slots.h promises.
+  struct alignas(64) CacheLine {
+    uint8_t bytes[64];
+  };
+  static constexpr size_t kBufferLines = SharedSlots::kBufferBytes / sizeof(CacheLine);
+  const std::unique_ptr<CacheLine[]> buffers_;  // kBufferLines per rank, rank after rank
 };
 
 // The fabric's shared slots: memory of this process, which its rank threads share.
