@@ -146,9 +146,11 @@ def bazel_counts(log_path, label="run"):
             # FLAKY: failed, then passed on a retry that bazel allowed (flaky = True); its
             # test.log is the passing attempt's.
             succeeded = result in ("PASSED", "FLAKY")
-            texts = target_logs(target) if result in ("PASSED", "FAILED", "FLAKY") else []
+            logs = target_logs(target)
+            # A timed-out or incomplete target's log carries no totals to count.
+            texts = logs if result in ("PASSED", "FAILED", "FLAKY") else []
             if not succeeded:
-                failures += failure_report(label, target, result, texts or target_logs(target))
+                failures += failure_report(label, target, result, logs)
             totals = case_totals(texts)
             if totals is None:
                 totals = (1, 0, 0) if succeeded else (0, 1, 0)

@@ -60,6 +60,8 @@ constexpr size_t kReduceBlockBytes = 16 * 1024;
 // before it had reduced its piece, so that the peers waiting for that piece fail at once. It is
 // the point-to-point bit, which no collective's header tag has (tag.h).
 constexpr uint64_t kGaveUpBit = uint64_t{1} << 47;
+// A slot's byte count beyond which its call's data is in the buffer.
+constexpr size_t kLargestSlotBytes = CollectiveHeader::kWireSize + kSharedSlotPayloadBytes;
 
 // Between looks at the clock, cancellation, the communicator and the peers' health.
 constexpr int kPollsPerCheck = 32;
@@ -139,7 +141,6 @@ class SlotCall {
     own.bytes = static_cast<uint32_t>(CollectiveHeader::kWireSize + bytes);
     own.readers = readers;
     own.read.store(0, std::memory_order_relaxed);
-    if (fills_buffer) ctx_.slot_turns().set_last_buffer_fill({index_, stamp_});
     own.stamp.store(stamp_, std::memory_order_release);
     published_ = true;
     return absl::OkStatus();
@@ -152,6 +153,8 @@ class SlotCall {
   }
   // The data this rank published.
   uint8_t* Own() { return Data(r_); }
+  // Whether the data rides in the ranks' buffers.
+  bool buffered() const { return buffered_; }
 
   // A buffered call's second step: this rank's part of the result is in its buffer.
   void MarkDone() {
@@ -202,17 +205,22 @@ class SlotCall {
   int Left() const { return (r_ + p_ - 1) % p_; }
 
  private:
-  // Waits until the peers have read what this rank's buffer held for the call that last filled
-  // it: that call's slot counts their reads, unless a later call has taken the slot (which
-  // waited for them).
+  // Waits until the peers have read what this rank's buffer holds: each of this rank's slots
+  // that still holds a call with its data in the buffer counts their reads. (Only the latest
+  // such call can have readers left: each waited here for those before it. A slot a later call
+  // took was read before it was taken.) The rank's calls take turns, so the slots' byte counts
+  // are this rank's own writes.
   absl::Status WaitForBuffer() {
-    const SlotTurns::BufferFill last = ctx_.slot_turns().last_buffer_fill();
-    if (last.stamp == 0) return absl::OkStatus();
-    const SharedSlot& filler = *slots_.Slot(r_, last.index);
     return WaitUntil(
         [&] {
-          return filler.stamp.load(std::memory_order_acquire) != last.stamp ||
-                 filler.read.load(std::memory_order_acquire) >= filler.readers;
+          for (int index = 0; index < SharedSlots::kDepth; ++index) {
+            const SharedSlot& slot = *slots_.Slot(r_, index);
+            if (slot.bytes > kLargestSlotBytes &&
+                slot.read.load(std::memory_order_acquire) < slot.readers) {
+              return false;
+            }
+          }
+          return true;
         },
         -1, "its peers to finish reading this rank's shared buffer of an earlier collective");
   }
@@ -441,7 +449,7 @@ absl::Status SharedSlotsAllReduce(CollectiveContext& ctx, const CollectiveArgs& 
     if (q == r) continue;
     CHORUS_ASSIGN_OR_RETURN(inputs[q], call.Read(q, bytes));
   }
-  if (bytes > kSharedSlotPayloadBytes) return ReduceAndGatherPieces(call, ctx, args, inputs);
+  if (call.buffered()) return ReduceAndGatherPieces(call, ctx, args, inputs);
   // In rank order, so that every rank computes the same bits.
   ReduceBuffers(args.type, args.op, inputs[0], inputs[1], args.recv, args.count);
   for (int q = 2; q < p; ++q) {

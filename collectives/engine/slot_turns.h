@@ -7,9 +7,6 @@
 // run on the slots takes its sequence number here (Take, under the lock that keeps the queue in
 // sequence order), waits until it is the oldest (IsTurn) and leaves (Done) however it ended.
 //
-// It also remembers which of the rank's calls last filled the rank's shared buffer, so that the
-// next call to fill it first waits for that call's readers.
-//
 // Thread-safe.
 #ifndef CHORUS_COLLECTIVES_ENGINE_SLOT_TURNS_H_
 #define CHORUS_COLLECTIVES_ENGINE_SLOT_TURNS_H_
@@ -34,29 +31,10 @@ class SlotTurns {
   // The call numbered `sequence` has ended.
   void Done(uint32_t sequence);
 
-  // The slot index and stamp of the call that last filled this rank's shared buffer (stamp 0:
-  // none yet). Called during the caller's turn.
-  struct BufferFill {
-    int index = 0;
-    uint64_t stamp = 0;
-  };
-  BufferFill last_buffer_fill() const {
-    return {buffer_fill_index_.load(std::memory_order_relaxed),
-            buffer_fill_stamp_.load(std::memory_order_relaxed)};
-  }
-  void set_last_buffer_fill(BufferFill fill) {
-    buffer_fill_index_.store(fill.index, std::memory_order_relaxed);
-    buffer_fill_stamp_.store(fill.stamp, std::memory_order_relaxed);
-  }
-
  private:
   std::mutex mu_;
   std::deque<uint32_t> queue_ ABSL_GUARDED_BY(mu_);
   std::atomic<int64_t> head_{-1};  // queue_.front(), or -1
-  // Written and read in turn only (the turns order them); atomic so that a call that ended
-  // early and one that runs next never race on them.
-  std::atomic<int> buffer_fill_index_{0};
-  std::atomic<uint64_t> buffer_fill_stamp_{0};
 };
 
 }  // namespace chorus
