@@ -22,6 +22,7 @@
 #include "chorus/collectives/select/selector.h"
 #include "chorus/collectives/shape.h"
 #include "chorus/collectives/staging/staged_call.h"
+#include "chorus/collectives/staging/staged_pipeline.h"
 #include "chorus/core/deadline.h"
 #include "chorus/core/env.h"
 #include "chorus/core/logging.h"
@@ -178,22 +179,34 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
     state_->Break(status);
     return status;
   };
+  // A staging failure before the algorithm starts ends the call here.
+  auto staging_failed = [&](const absl::Status& error, absl::string_view step) {
+    const absl::Status status = staging_error(error, step);
+    Conclude(header, started, status, record);
+    return status;
+  };
   // cuda_ipc reads device buffers where they are; every other algorithm (and a single rank)
-  // runs on pinned host copies.
+  // runs on pinned host copies, made whole before the algorithm runs or segment by segment.
   const bool read_in_place = algorithm.id == AlgorithmId::kCudaIpc && size() > 1;
+  const size_t segment = StagingSegment(args, algorithm.id);
   std::optional<StagedCall> staged;
-  if (args.cuda_device >= 0 && !read_in_place) {
+  std::optional<StagedPipeline> pipeline;
+  if (segment > 0) {
+    GpuRuntime& runtime = *InstalledGpuRuntime();
+    absl::StatusOr<StagedPipeline> prepared =
+        StagedPipeline::Prepare(runtime, Pinned(runtime), args, rank(), size(), segment);
+    if (!prepared.ok()) return staging_failed(prepared.status(), "pinning memory for");
+    pipeline.emplace(std::move(*prepared));
+  } else if (args.cuda_device >= 0 && !read_in_place) {
     GpuRuntime& runtime = *InstalledGpuRuntime();
     absl::StatusOr<StagedCall> in =
         StagedCall::StageIn(runtime, Pinned(runtime), args, rank(), size(), deadline);
-    if (!in.ok()) {
-      const absl::Status status = staging_error(in.status(), "copying in");
-      Conclude(header, started, status, record);
-      return status;
-    }
+    if (!in.ok()) return staging_failed(in.status(), "copying in");
     staged.emplace(std::move(*in));
   }
-  const CollectiveArgs& run_args = staged ? staged->host_args() : args;
+  const CollectiveArgs& run_args = staged     ? staged->host_args()
+                                   : pipeline ? pipeline->host_args()
+                                              : args;
   CollectiveContext ctx(*state_, run_args, header, deadline, start);
   absl::Status status;
   if (work != nullptr && !work->Attach([&ctx] { ctx.Cancel(); })) {
@@ -207,10 +220,25 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
     if (record != nullptr) record->Start(&ctx, started);
     // The shared slots carry the headers themselves.
     if (algorithm.id != AlgorithmId::kSharedSlots) ctx.Start();
-    status =
-        size() == 1 ? (CopyOwnBlock(run_args), absl::OkStatus()) : algorithm.run(ctx, run_args);
+    if (pipeline) {
+      // Each segment's result is complete (averaged too) before it is copied back; its sends,
+      // which may read the result, end before the average rewrites it.
+      status = pipeline->Run(
+          deadline,
+          [&](const CollectiveArgs& part) {
+            const size_t sends = ctx.SendsPosted();
+            absl::Status ran = algorithm.run(ctx, part);
+            if (ran.ok()) ran = ctx.WaitSendsSince(sends);
+            if (ran.ok()) FinishAverage(part, rank(), size());
+            return ran;
+          },
+          staging_error);
+    } else {
+      status =
+          size() == 1 ? (CopyOwnBlock(run_args), absl::OkStatus()) : algorithm.run(ctx, run_args);
+    }
     if (status.ok()) status = ctx.Finish();
-    if (status.ok() && !read_in_place) FinishAverage(run_args, rank(), size());
+    if (status.ok() && !read_in_place && !pipeline) FinishAverage(run_args, rank(), size());
     if (status.ok() && staged) {
       const absl::Status out = staged->StageOut(deadline);
       if (!out.ok()) status = staging_error(out, "copying the result back to");
@@ -271,9 +299,22 @@ uint32_t Communicator::NextSequence(const AlgorithmEntry& algorithm) {
   return next_sequence_.fetch_add(1);
 }
 
+size_t Communicator::StagingSegment(const CollectiveArgs& args, AlgorithmId algorithm) const {
+  // cuda_ipc reads the device buffers in place; the shared slots carry a call in one piece.
+  if (args.cuda_device < 0 || size() == 1 || algorithm == AlgorithmId::kCudaIpc ||
+      algorithm == AlgorithmId::kSharedSlots) {
+    return 0;
+  }
+  return PipelineSegmentElements(args, state_->tuning().staging_segment_bytes);
+}
+
 CollectiveHeader Communicator::MakeHeader(const CollectiveArgs& args, AlgorithmId algorithm,
                                           uint32_t sequence) const {
-  const uint64_t layout = algorithm == AlgorithmId::kHierarchical ? state_->topology().Digest() : 0;
+  uint64_t layout = algorithm == AlgorithmId::kHierarchical ? state_->topology().Digest() : 0;
+  // A rank that runs the call in segments exchanges segment-sized messages: its peers must too.
+  if (const size_t segment = StagingSegment(args, algorithm); segment > 0) {
+    layout ^= (segment * 0x9e3779b97f4a7c15ull) | 1;
+  }
   return CollectiveHeader::For(args, algorithm, sequence, size(), layout);
 }
 

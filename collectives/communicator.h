@@ -287,8 +287,9 @@ class Communicator {
   // `record` is the collective's flight record (null when the recorder is off); `start` is
   // when it starts (read by the caller, which also stamps the record with it): the deadline
   // counts from it.
-  // Device buffers (args.cuda_device) run through pinned host copies (staging/staged_call.h)
-  // unless the algorithm is cuda_ipc.
+  // Device buffers (args.cuda_device) run through pinned host copies (staging/staged_call.h;
+  // in segments for a large allreduce, broadcast or reduce, staging/staged_pipeline.h) unless
+  // the algorithm is cuda_ipc.
   absl::Status Execute(const CollectiveArgs& args, const AlgorithmEntry& algorithm,
                        const CollectiveHeader& header, absl::Duration timeout, Work* work,
                        FlightRecord* record, Deadline::Clock::time_point start);
@@ -305,10 +306,14 @@ class Communicator {
   absl::Status Place(CollectiveArgs& args, const CollectiveOptions& options) const;
   // The pinned blocks that stage this communicator's device buffers, made on first use.
   PinnedPool& Pinned(GpuRuntime& runtime);
-  // The header of a collective (with the host layout's digest for hierarchical).
   // The next sequence number, queued for its turn on the shared slots when `algorithm` runs
   // on them.
   uint32_t NextSequence(const AlgorithmEntry& algorithm);
+  // The elements of each segment when a call on device buffers is staged in segments
+  // (CommTuning::staging_segment_bytes); 0 when it is not.
+  size_t StagingSegment(const CollectiveArgs& args, AlgorithmId algorithm) const;
+  // The header of a collective (with the host layout's digest for hierarchical, and the
+  // staging segment where there is one).
   CollectiveHeader MakeHeader(const CollectiveArgs& args, AlgorithmId algorithm,
                               uint32_t sequence) const;
 

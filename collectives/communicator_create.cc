@@ -73,6 +73,13 @@ absl::Status ApplyEnvironment(CommunicatorOptions& options) {
       GetEnvBytes("CHORUS_CUDA_IPC_MIN_BYTES", static_cast<int64_t>(options.cuda_ipc_min_bytes)));
   if (ipc_min < 0) return InvalidArgumentError("CHORUS_CUDA_IPC_MIN_BYTES is negative");
   options.cuda_ipc_min_bytes = static_cast<size_t>(ipc_min);
+  CHORUS_ASSIGN_OR_RETURN(const int64_t staging_segment,
+                          GetEnvBytes("CHORUS_CUDA_STAGING_SEGMENT_BYTES",
+                                      static_cast<int64_t>(options.cuda_staging_segment_bytes)));
+  if (staging_segment < 0) {
+    return InvalidArgumentError("CHORUS_CUDA_STAGING_SEGMENT_BYTES is negative");
+  }
+  options.cuda_staging_segment_bytes = static_cast<size_t>(staging_segment);
   CHORUS_ASSIGN_OR_RETURN(const int64_t depth,
                           GetEnvInt("CHORUS_COLL_PIPELINE_DEPTH", options.pipeline_depth, 1, 1024));
   options.pipeline_depth = static_cast<int>(depth);
@@ -196,6 +203,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Assemble(
   tuning.network_cost = settings.cost;
   tuning.cuda_ipc = options.cuda_ipc && layout_known && topology->hosts() == 1;
   tuning.cuda_ipc_min_bytes = options.cuda_ipc_min_bytes;
+  tuning.staging_segment_bytes = options.cuda_staging_segment_bytes;
   tuning.piggyback_bytes = PiggybackBytesFor(links);
   std::unique_ptr<TraceLog> trace;
   if (std::optional<std::string> path = GetEnv("CHORUS_TRACE_FILE")) {

@@ -91,6 +91,11 @@ struct CommunicatorOptions {
   // cuda_ipc's rounds of stream waits and messages (docs/cuda.md).
   // CHORUS_CUDA_IPC_MIN_BYTES overrides it.
   size_t cuda_ipc_min_bytes = size_t{1} << 20;
+  // Allreduce, broadcast and reduce of CUDA device buffers that are staged through pinned memory
+  // run in segments of this many bytes when larger, so that the copies between the device and
+  // pinned memory overlap the transfers (docs/cuda.md); 0 stages each call whole. Every rank
+  // must use the same value. CHORUS_CUDA_STAGING_SEGMENT_BYTES overrides it.
+  size_t cuda_staging_segment_bytes = size_t{8} << 20;
 
   // Barrier, and allreduce and broadcast of at most 4 MiB, between ranks that share memory (the shm
   // transport, the hybrid one within one host, the in-process one) go through the mesh's shared

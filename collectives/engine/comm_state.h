@@ -53,6 +53,9 @@ struct CommTuning {
   // CommunicatorOptions::cuda_ipc allows it.
   bool cuda_ipc = false;
   size_t cuda_ipc_min_bytes = 0;  // ... for calls of at least this many bytes
+  // Staged allreduce, broadcast and reduce on device buffers run in segments of this many bytes
+  // (staging/staged_pipeline.h); 0: whole.
+  size_t staging_segment_bytes = 0;
   // The largest first message to a peer that rides inside the collective's header message
   // (engine/context.h); the same on every rank, since every rank's device has the same links.
   size_t piggyback_bytes = kPiggybackBytes;

@@ -150,10 +150,21 @@ std::string CollectiveHeader::Differences(const CollectiveHeader& other) const {
   note("root", root, other.root);
   note("count", count, other.count);
   if (shape != other.shape) {
-    diffs.push_back(algorithm == AlgorithmId::kHierarchical
-                        ? "per-rank counts or host layouts differ (check CommunicatorOptions::"
-                          "host_of_rank on both ranks)"
-                        : "per-rank counts differ");
+    // Collectives without per-rank counts have a shape only when staged in segments.
+    const bool elementwise = kind == CollectiveKind::kAllReduce ||
+                             kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
+    const char* staging =
+        "one rank stages CUDA device buffers in segments and the other does not, or in segments "
+        "of another size (pass device buffers on every rank or on none, with the same "
+        "CHORUS_CUDA_STAGING_SEGMENT_BYTES)";
+    const char* layouts = "(check CommunicatorOptions::host_of_rank on both ranks)";
+    if (algorithm == AlgorithmId::kHierarchical) {
+      diffs.push_back(elementwise
+                          ? absl::StrCat("host layouts differ ", layouts, ", or ", staging)
+                          : absl::StrCat("per-rank counts or host layouts differ ", layouts));
+    } else {
+      diffs.push_back(elementwise ? staging : "per-rank counts differ");
+    }
   }
   return absl::StrJoin(diffs, ", ");
 }

@@ -10,7 +10,8 @@
 // for allgather, the total for allgatherv); `shape` is a digest of per-rank counts where all
 // ranks know them (allgatherv, reduce_scatterv). For gatherv, scatterv and alltoallv, whose
 // ranks each know only their own counts, both are zero and the length of every message is
-// checked instead. The hierarchical algorithm folds a digest of the host layout into `shape`.
+// checked instead. The hierarchical algorithm folds a digest of the host layout into `shape`, and
+// a call on device buffers staged in segments folds the segment size.
 // The collective context may append a step and a small first message to it (context.h); the
 // header itself is always these 40 bytes.
 #ifndef CHORUS_COLLECTIVES_ENGINE_HEADER_H_

@@ -123,6 +123,12 @@ bool HostGpuRuntime::peer_access(int device, int peer) const {
   return peer_access_.count({device, peer}) > 0;
 }
 
+size_t HostGpuRuntime::pending_work(int device, void* stream) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  const auto queue = queues_.find({device, stream});
+  return queue == queues_.end() ? 0 : queue->second.work.size();
+}
+
 void HostGpuRuntime::Enqueue(int device, void* stream, std::function<void()> work) {
   std::lock_guard<std::mutex> lock(mu_);
   queues_[{device, stream}].work.push_back(std::move(work));

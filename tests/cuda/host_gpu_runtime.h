@@ -40,6 +40,8 @@ class HostGpuRuntime : public GpuRuntime {
   bool peer_access(int device, int peer) const;
 
   int pinned_allocations() const { return pinned_allocations_.load(); }
+  // Work queued on `stream` of `device` that no wait has run yet.
+  size_t pending_work(int device, void* stream) const;
   int pinned_blocks_live() const;
 
   std::string Describe() override { return "host stand-in"; }

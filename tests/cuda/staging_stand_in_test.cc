@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "chorus/collectives/communicator.h"
+#include "chorus/collectives/staging/staged_pipeline.h"
 #include "chorus/core/status.h"
 #include "tests/collectives/cases.h"
 #include "tests/collectives/world.h"
@@ -546,6 +547,181 @@ TEST_CASE("host stand-in: a failed copy fails the collective on every rank promp
         std::string::npos);
   CHECK(std::string(statuses[1].message()).find("cudaMemcpyAsync failed") != std::string::npos);
   CHECK(took < absl::Seconds(10));
+}
+
+// Staged in segments of 4 KiB: every call of the matrix larger than that runs in segments
+// (on messages: the shared slots carry a call whole).
+CommunicatorOptions SmallSegments() {
+  CommunicatorOptions options = StagedOnly();
+  options.cuda_staging_segment_bytes = 4096;
+  options.shared_slots = false;
+  return options;
+}
+
+Matrix SegmentedMatrix() {
+  Matrix matrix = SmallMatrix();
+  matrix.kinds = {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast, CollectiveKind::kReduce};
+  // 2 to 98 segments, the last one short.
+  matrix.counts = {5000, 100003};
+  return matrix;
+}
+
+TEST_CASE("host stand-in: allreduce, broadcast and reduce staged in segments, as threads",
+          "[stand-in][pipeline]") {
+  InstalledStandIn stand_in;
+  void* stream = stand_in.runtime().MakeStream(0);
+  const std::vector<Case> cases = BuildCases(SegmentedMatrix(), 3);
+  INFO(cases.size() << " cases");
+  CheckAll(RunOnThreadsAll(
+      TransportKind::kInproc, 3,
+      [&](Communicator& comm) {
+        return RunCases(comm, cases, CaseMemory{&stand_in.runtime(), 0, stream});
+      },
+      absl::Minutes(3), SmallSegments()));
+}
+
+TEST_CASE("host stand-in: allreduce, broadcast and reduce staged in segments, as processes",
+          "[stand-in][pipeline]") {
+  InstalledStandIn stand_in;
+  Matrix matrix = SegmentedMatrix();
+  matrix.every_algorithm = false;
+  const std::vector<Case> cases = BuildCases(matrix, 4);
+  const absl::Status status = RunOnProcesses(
+      TransportKind::kShm, 4,
+      [&](Communicator& comm) {
+        return RunCases(comm, cases, CaseMemory{&stand_in.runtime(), 1, nullptr});
+      },
+      absl::Minutes(3), SmallSegments());
+  CHECK(status.ok());
+  if (!status.ok()) FAIL(status.ToString());
+}
+
+// One rank's allreduce of `count` int32 on device buffers in segments of `segment` elements,
+// run directly on a StagedPipeline whose segments double their input; records how much work
+// was queued on the stream as each segment began.
+struct PipelineRun {
+  absl::Status status;
+  std::vector<size_t> pending_at_segment;
+  std::vector<int32_t> result;
+};
+
+PipelineRun RunPipeline(HostGpuRuntime& runtime, bool in_place, size_t count, size_t segment,
+                        int failing_segment = -1) {
+  void* stream = runtime.MakeStream(0);
+  PinnedPool pool(runtime, size_t{1} << 30);
+  DeviceBuffer input(runtime, 0, count * sizeof(int32_t));
+  DeviceBuffer output(runtime, 0, count * sizeof(int32_t));
+  // The stand-in's device memory is host memory.
+  int32_t* in = static_cast<int32_t*>(input.data);
+  int32_t* out = static_cast<int32_t*>(in_place ? input.data : output.data);
+  for (size_t i = 0; i < count; ++i) in[i] = static_cast<int32_t>(i);
+  if (!in_place) std::fill(out, out + count, -1);
+  CollectiveArgs args;
+  args.kind = CollectiveKind::kAllReduce;
+  args.send = in;
+  args.recv = out;
+  args.count = count;
+  args.type = DataType::kInt32;
+  args.op = ReduceOp::kSum;
+  args.cuda_device = 0;
+  args.cuda_stream = stream;
+  PipelineRun run;
+  absl::StatusOr<StagedPipeline> pipeline =
+      StagedPipeline::Prepare(runtime, pool, args, 0, 2, segment);
+  REQUIRE(pipeline.ok());
+  size_t first = 0;
+  run.status = pipeline->Run(
+      Deadline::After(absl::Seconds(10)),
+      [&](const CollectiveArgs& part) -> absl::Status {
+        run.pending_at_segment.push_back(runtime.pending_work(0, stream));
+        if (static_cast<int>(run.pending_at_segment.size()) - 1 == failing_segment) {
+          return AbortedError("segment failed");
+        }
+        const int32_t* from = static_cast<const int32_t*>(part.send);
+        int32_t* to = static_cast<int32_t*>(part.recv);
+        for (size_t i = 0; i < part.count; ++i) {
+          // The segment's input was copied in before it began.
+          if (from[i] != static_cast<int32_t>(first + i)) {
+            return InternalError(absl::StrCat("element ", first + i, " not copied in"));
+          }
+          to[i] = from[i] * 2;
+        }
+        first += part.count;
+        return absl::OkStatus();
+      },
+      [](const absl::Status& error, absl::string_view step) { return error; });
+  // Nothing is left on the stream to write the buffers after the call.
+  CHECK(runtime.pending_work(0, stream) == 0);
+  run.result.assign(out, out + count);
+  return run;
+}
+
+TEST_CASE("host stand-in: a staged pipeline copies segment k+1 in and k-1 out while k runs",
+          "[stand-in][pipeline]") {
+  InstalledStandIn stand_in;
+  constexpr size_t kSegment = 256;
+  constexpr size_t kCount = 10 * kSegment + 100;  // 11 segments, the last one short
+  for (bool in_place : {false, true}) {
+    INFO((in_place ? "in place" : "out of place"));
+    const PipelineRun run = RunPipeline(stand_in.runtime(), in_place, kCount, kSegment);
+    REQUIRE(run.status.ok());
+    // Segment 0 begins with segment 1's copy in queued; the middle ones also with the copy
+    // out of the segment before the last; the last one with only that copy out.
+    std::vector<size_t> expected(11, 2);
+    expected.front() = 1;
+    expected.back() = 1;
+    CHECK(run.pending_at_segment == expected);
+    for (size_t i = 0; i < kCount; ++i) {
+      INFO("element " << i);
+      REQUIRE(run.result[i] == static_cast<int32_t>(2 * i));
+    }
+  }
+}
+
+TEST_CASE("host stand-in: a staged pipeline whose segment fails copies out only those before",
+          "[stand-in][pipeline]") {
+  InstalledStandIn stand_in;
+  constexpr size_t kSegment = 100;
+  const PipelineRun run = RunPipeline(stand_in.runtime(), false, 10 * kSegment, kSegment, 3);
+  CHECK(absl::IsAborted(run.status));
+  CHECK(run.pending_at_segment.size() == 4);
+  for (size_t i = 0; i < run.result.size(); ++i) {
+    INFO("element " << i);
+    REQUIRE(run.result[i] == (i < 3 * kSegment ? static_cast<int32_t>(2 * i) : -1));
+  }
+}
+
+TEST_CASE("host stand-in: the staging segment is the default's for large calls only",
+          "[stand-in][pipeline]") {
+  CollectiveArgs args;
+  args.kind = CollectiveKind::kAllReduce;
+  args.type = DataType::kFloat32;
+  const size_t segment = CommunicatorOptions().cuda_staging_segment_bytes;
+  args.count = segment / 4;
+  CHECK(PipelineSegmentElements(args, segment) == 0);  // one segment: staged whole
+  args.count += 1;
+  CHECK(PipelineSegmentElements(args, segment) == segment / 4);
+  CHECK(PipelineSegmentElements(args, 0) == 0);
+  args.kind = CollectiveKind::kAllGather;  // not elementwise
+  CHECK(PipelineSegmentElements(args, segment) == 0);
+}
+
+TEST_CASE("host stand-in: ranks that stage in segments and whole fail with a mismatch",
+          "[stand-in][pipeline]") {
+  InstalledStandIn stand_in;
+  HostGpuRuntime& runtime = stand_in.runtime();
+  constexpr size_t kCount = 4096;  // 16 KiB: four segments of 4 KiB on device buffers
+  const std::vector<absl::Status> statuses = RunOnThreadsAll(
+      TransportKind::kInproc, 2,
+      [&](Communicator& comm) -> absl::Status {
+        DeviceBuffer buffer(runtime, 0, kCount * sizeof(float));
+        std::vector<float> host(kCount, 1.0f);
+        void* data = comm.rank() == 1 ? static_cast<void*>(host.data()) : buffer.data;
+        return comm.AllReduce(data, data, kCount, DataType::kFloat32, ReduceOp::kSum);
+      },
+      absl::Minutes(1), SmallSegments());
+  CheckAllFailed(statuses, ErrorKind::kMismatch,
+                 {"allreduce #0", "stages CUDA device buffers in segments"});
 }
 
 }  // namespace

@@ -1,0 +1,115 @@
+#include "chorus/collectives/staging/staged_pipeline.h"
+
+#include <algorithm>
+
+#include "chorus/collectives/shape.h"
+#include "chorus/core/status.h"
+
+namespace chorus {
+
+size_t PipelineSegmentElements(const CollectiveArgs& args, size_t segment_bytes) {
+  const bool elementwise = args.kind == CollectiveKind::kAllReduce ||
+                           args.kind == CollectiveKind::kBroadcast ||
+                           args.kind == CollectiveKind::kReduce;
+  if (!elementwise || segment_bytes == 0) return 0;
+  const size_t elements = std::max<size_t>(1, segment_bytes / args.elem());
+  return args.count > elements ? elements : 0;
+}
+
+absl::StatusOr<StagedPipeline> StagedPipeline::Prepare(GpuRuntime& runtime, PinnedPool& pool,
+                                                       const CollectiveArgs& args, int rank,
+                                                       int ranks, size_t segment_elements) {
+  const BufferPlacement placement{true, args.cuda_device, args.cuda_stream};
+  StagedPipeline pipeline(runtime, placement);
+  pipeline.segment_elements_ = segment_elements;
+  pipeline.host_args_ = args;
+  pipeline.host_args_.cuda_device = -1;
+  pipeline.host_args_.cuda_stream = nullptr;
+  const size_t elem = args.elem();
+  const BufferElements elements = ElementsOf(args, rank, ranks);
+  // The result's block serves as the input too when the call is in place, as on the device.
+  pipeline.in_place_ = elements.send > 0 && elements.recv > 0 && IsInPlace(args, rank);
+  if (elements.recv > 0) {
+    CHORUS_ASSIGN_OR_RETURN(pipeline.recv_, StageRegion(runtime, pool, placement, args.recv,
+                                                        elements.recv * elem, /*copy_in=*/false));
+    pipeline.host_args_.recv = pipeline.recv_.host_data();
+  }
+  if (pipeline.in_place_) {
+    pipeline.host_args_.send = pipeline.recv_.host_data();
+  } else if (elements.send > 0) {
+    CHORUS_ASSIGN_OR_RETURN(pipeline.send_,
+                            StageRegion(runtime, pool, placement, const_cast<void*>(args.send),
+                                        elements.send * elem, /*copy_in=*/false));
+    pipeline.host_args_.send = pipeline.send_.host_data();
+  }
+  return pipeline;
+}
+
+size_t StagedPipeline::SegmentCount() const {
+  return (host_args_.count + segment_elements_ - 1) / segment_elements_;
+}
+
+CollectiveArgs StagedPipeline::Segment(size_t index) const {
+  CollectiveArgs segment = host_args_;
+  const size_t first = index * segment_elements_;
+  segment.count = std::min(segment_elements_, host_args_.count - first);
+  const size_t offset = first * host_args_.elem();
+  // A buffer this rank does not use stays as the caller passed it (it is never read).
+  if (recv_.bytes > 0) segment.recv = recv_.host_data() + offset;
+  if (in_place_) {
+    segment.send = segment.recv;
+  } else if (send_.bytes > 0) {
+    segment.send = send_.host_data() + offset;
+  }
+  return segment;
+}
+
+absl::Status StagedPipeline::QueueIn(size_t index) {
+  const StagedRegion& input = in_place_ ? recv_ : send_;
+  if (input.bytes == 0) return absl::OkStatus();
+  const size_t offset = index * segment_elements_ * host_args_.elem();
+  const size_t bytes = Segment(index).count * host_args_.elem();
+  return runtime_->CopyAsync(input.host_data() + offset, input.device + offset, bytes,
+                             placement_.device, placement_.stream);
+}
+
+absl::Status StagedPipeline::QueueOut(size_t index) {
+  if (recv_.bytes == 0) return absl::OkStatus();
+  const size_t offset = index * segment_elements_ * host_args_.elem();
+  const size_t bytes = Segment(index).count * host_args_.elem();
+  return runtime_->CopyAsync(recv_.device + offset, recv_.host_data() + offset, bytes,
+                             placement_.device, placement_.stream);
+}
+
+absl::Status StagedPipeline::Run(
+    Deadline deadline, absl::FunctionRef<absl::Status(const CollectiveArgs& segment)> run_segment,
+    absl::FunctionRef<absl::Status(const absl::Status& error, absl::string_view step)>
+        copy_failed) {
+  const size_t segments = SegmentCount();
+  auto wait = [&] { return runtime_->WaitStream(placement_.device, placement_.stream, deadline); };
+  // Segment 0 must be in before anything runs; segment 1's copy runs beside segment 0.
+  absl::Status copied = QueueIn(0);
+  if (copied.ok()) copied = wait();
+  if (copied.ok() && segments > 1) copied = QueueIn(1);
+  if (!copied.ok()) {
+    wait().IgnoreError();  // a failed copy may leave earlier ones queued
+    return copy_failed(copied, "copying in");
+  }
+  for (size_t index = 0; index < segments; ++index) {
+    const absl::Status ran = run_segment(Segment(index));
+    // Segment index+1 is in and segment index-1 is out once the stream has drained.
+    absl::Status drained = wait();
+    if (!ran.ok()) return ran;
+    if (!drained.ok()) return copy_failed(drained, "copying to and from");
+    absl::Status queued = QueueOut(index);
+    if (queued.ok() && index + 2 < segments) queued = QueueIn(index + 2);
+    if (!queued.ok()) {
+      wait().IgnoreError();
+      return copy_failed(queued, "copying to and from");
+    }
+  }
+  const absl::Status out = wait();
+  return out.ok() ? out : copy_failed(out, "copying the result back to");
+}
+
+}  // namespace chorus
