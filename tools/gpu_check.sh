@@ -56,10 +56,13 @@ run_bundle() {
     # The same allreduce sweep with device and host buffers, 2 ranks over shared memory, and
     # host buffers with a library that has no CUDA support (nothing asks where they live).
     local sweep=(--transport shm -b 8 -e 256M -f 8 -n 20 -w 3)
-    # Device buffers: cuda_ipc from CHORUS_CUDA_IPC_MIN_BYTES up (the default), and all staged.
-    for ipc in 1 0; do
-      echo "=== chorus_bench --buffers cuda, CHORUS_CUDA_IPC=$ipc" | tee -a "$log"
-      CHORUS_CUDA_IPC=$ipc python3 "$dir/chorusrun" -n 2 "$dir/chorus_bench" "${sweep[@]}" \
+    # Device buffers: cuda_ipc from CHORUS_CUDA_IPC_MIN_BYTES up (the default); all staged (in
+    # segments above CHORUS_CUDA_STAGING_SEGMENT_BYTES, the default); and all staged whole.
+    for setting in "CHORUS_CUDA_IPC=1" "CHORUS_CUDA_IPC=0" \
+      "CHORUS_CUDA_IPC=0 CHORUS_CUDA_STAGING_SEGMENT_BYTES=0"; do
+      echo "=== chorus_bench --buffers cuda, $setting" | tee -a "$log"
+      # shellcheck disable=SC2086 # the setting is one or two words for env
+      env $setting python3 "$dir/chorusrun" -n 2 "$dir/chorus_bench" "${sweep[@]}" \
         --buffers cuda 2>&1 | grep -v "^\[rank 1\]" | tee -a "$log"
       [ "${PIPESTATUS[0]}" -eq 0 ] || status_c=1
     done

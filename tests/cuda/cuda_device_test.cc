@@ -1,8 +1,8 @@
 // On a real GPU (--config=cuda builds; "SKIPPED: <why>" without a GPU): the device reduction
 // kernels against the host kernels for every type and op, and the collectives matrix on device
 // buffers with ranks as processes sharing the GPU, over shared memory and TCP (and the collectives
-// that cuda_ipc serves through CUDA IPC). tools/gpu_check.sh runs the processes case first and
-// alone: the parent must not touch CUDA before it forks.
+// that cuda_ipc serves through CUDA IPC, and those staged in segments). tools/gpu_check.sh runs the
+// processes case first and alone: the parent must not touch CUDA before it forks.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -46,6 +46,28 @@ TEST_CASE("every collective on device buffers, ranks as processes", "[gpu][proce
       CHECK(status.ok());
       if (!status.ok()) FAIL(status.ToString());
     }
+    // Allreduce, broadcast and reduce staged in segments of 64 KiB (on messages: the shared
+    // slots carry a call whole), so that the copies of one segment run beside the next one's.
+    Matrix segmented;
+    segmented.kinds = {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast,
+                       CollectiveKind::kReduce};
+    segmented.types = {DataType::kFloat32, DataType::kBFloat16};
+    segmented.counts = {300001};
+    segmented.every_algorithm = false;
+    const std::vector<Case> cases = BuildCases(segmented, 3);
+    CommunicatorOptions options;
+    options.cuda_ipc = false;
+    options.shared_slots = false;
+    options.cuda_staging_segment_bytes = size_t{64} << 10;
+    const absl::Status status = RunOnProcesses(
+        transport, 3,
+        [&](Communicator& comm) {
+          return RunCases(comm, cases, CaseMemory{InstalledGpuRuntime(), 0, nullptr});
+        },
+        absl::Minutes(4), options);
+    INFO(cases.size() << " cases staged in segments over " << TransportName(transport));
+    CHECK(status.ok());
+    if (!status.ok()) FAIL(status.ToString());
   }
 }
 
