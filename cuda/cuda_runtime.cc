@@ -228,22 +228,16 @@ absl::Status CudaRuntime::CopyAsync(void* dst, const void* src, size_t bytes, in
       "cudaMemcpyAsync");
 }
 
-absl::Status CudaRuntime::ReduceAsync(DataType type, ReduceOp op, const void* a, const void* b,
-                                      void* dst, size_t count, int device, void* stream) {
-  ScopedDevice scoped(device);
-  CHORUS_RETURN_IF_ERROR(scoped.status());
-  return CudaStatus(
-      static_cast<cudaError_t>(cuda_kernels::LaunchReduce(type, op, a, b, dst, count, stream)),
-      "the reduction kernel's launch");
-}
-
-absl::Status CudaRuntime::DivideAsync(DataType type, void* data, size_t count, int divisor,
+absl::Status CudaRuntime::ReduceAsync(DataType type, ReduceOp op,
+                                      absl::Span<const void* const> inputs, void* dst, size_t count,
                                       int device, void* stream) {
   ScopedDevice scoped(device);
   CHORUS_RETURN_IF_ERROR(scoped.status());
+  const int divisor = op == ReduceOp::kAvg ? static_cast<int>(inputs.size()) : 0;
   return CudaStatus(
-      static_cast<cudaError_t>(cuda_kernels::LaunchDivide(type, data, count, divisor, stream)),
-      "the division kernel's launch");
+      static_cast<cudaError_t>(cuda_kernels::LaunchReduce(
+          type, op, inputs.data(), static_cast<int>(inputs.size()), dst, count, divisor, stream)),
+      "the reduction kernel's launch");
 }
 
 absl::Status CudaRuntime::WaitStream(int device, void* stream, Deadline deadline) {

@@ -16,6 +16,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/types/span.h"
 #include "chorus/core/deadline.h"
 #include "chorus/core/types.h"
 
@@ -85,14 +86,12 @@ class GpuRuntime {
   virtual absl::Status CopyAsync(void* dst, const void* src, size_t bytes, int device,
                                  void* stream) = 0;
 
-  // Queues dst[i] = a[i] op b[i] on `stream` (kAvg combines like kSum); `dst` may be `a` or `b`.
-  // All three point into memory of `device`.
-  virtual absl::Status ReduceAsync(DataType type, ReduceOp op, const void* a, const void* b,
+  // Queues dst[i] = inputs[0][i] op inputs[1][i] op ... on `stream`, combined in that order
+  // and rounded to the type at every step, as the host kernels combine them pairwise, so the
+  // result has the same bits. kAvg sums, then divides by the number of inputs. `dst` may be
+  // inputs[0] (no other input); all point into memory of `device`; at least one input.
+  virtual absl::Status ReduceAsync(DataType type, ReduceOp op, absl::Span<const void* const> inputs,
                                    void* dst, size_t count, int device, void* stream) = 0;
-
-  // Queues data[i] /= divisor (ReduceOp::kAvg's last step) on `stream`.
-  virtual absl::Status DivideAsync(DataType type, void* data, size_t count, int divisor, int device,
-                                   void* stream) = 0;
 
   // Returns once the work queued on `stream` so far has finished: OK, the error the work raised, or
   // DeadlineExceeded at `deadline` (the work goes on).

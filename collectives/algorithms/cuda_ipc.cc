@@ -28,6 +28,7 @@
 #include <cstring>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/functional/function_ref.h"
 #include "absl/random/random.h"
 #include "absl/strings/str_cat.h"
@@ -335,17 +336,14 @@ void IpcCall::Reduce(int first, size_t at, size_t count, char* out) {
   // `first`'s input first: when `out` is that input (in place), it is read before it is
   // overwritten, and never again.
   if (!working() || count == 0) return;
-  const char* accumulated = At(send_[first], at);
+  // One kernel reads every input once and writes `out` once (averaging too).
+  absl::InlinedVector<const void*, 16> inputs;
+  inputs.push_back(At(send_[first], at));
+  for (int peer = 0; peer < p_; ++peer) {
+    if (peer != first) inputs.push_back(At(send_[peer], at));
+  }
   stream_idle_ = false;
-  for (int peer = 0; peer < p_ && working(); ++peer) {
-    if (peer == first) continue;
-    Fail(runtime_->ReduceAsync(args_.type, args_.op, accumulated, At(send_[peer], at), out, count,
-                               device_, args_.cuda_stream));
-    accumulated = out;
-  }
-  if (working() && args_.op == ReduceOp::kAvg) {
-    Fail(runtime_->DivideAsync(args_.type, out, count, p_, device_, args_.cuda_stream));
-  }
+  Fail(runtime_->ReduceAsync(args_.type, args_.op, inputs, out, count, device_, args_.cuda_stream));
 }
 
 void IpcCall::Copy(char* dst, const char* src, size_t bytes) {

@@ -99,33 +99,43 @@ TEST_CASE("device reduction kernels match the host kernels for every type and op
   for (int t = 0; t < kNumDataTypes; ++t) {
     const DataType type = static_cast<DataType>(t);
     const size_t bytes = kCount * DataTypeSize(type);
-    std::vector<uint8_t> a(bytes), b(bytes);
-    for (auto& byte : a) byte = static_cast<uint8_t>(generator());
-    for (auto& byte : b) byte = static_cast<uint8_t>(generator());
-    void* da = *runtime->AllocateDevice(0, bytes);
-    void* db = *runtime->AllocateDevice(0, bytes);
-    void* dd = *runtime->AllocateDevice(0, bytes);
-    REQUIRE(runtime->CopyAsync(da, a.data(), bytes, 0, nullptr).ok());
-    REQUIRE(runtime->CopyAsync(db, b.data(), bytes, 0, nullptr).ok());
-    for (int o = 0; o < kNumReduceOps; ++o) {
-      const ReduceOp op = static_cast<ReduceOp>(o);
-      std::vector<uint8_t> host(bytes), device(bytes);
-      ReduceBuffers(type, op, a.data(), b.data(), host.data(), kCount);
-      REQUIRE(runtime->ReduceAsync(type, op, da, db, dd, kCount, 0, nullptr).ok());
-      REQUIRE(runtime->CopyAsync(device.data(), dd, bytes, 0, nullptr).ok());
-      REQUIRE(runtime->WaitStream(0, nullptr, Deadline::After(absl::Seconds(30))).ok());
-      INFO(DataTypeName(type) << " " << ReduceOpName(op));
-      CHECK(SameElements(type, host, device));
+    // Three random buffers, and a fourth one byte into an allocation (no 16-byte vectors).
+    std::vector<std::vector<uint8_t>> host_inputs(4, std::vector<uint8_t>(bytes));
+    std::vector<void*> allocations;
+    std::vector<const void*> device_inputs;
+    for (std::vector<uint8_t>& input : host_inputs) {
+      for (auto& byte : input) byte = static_cast<uint8_t>(generator());
+      void* allocation = *runtime->AllocateDevice(0, bytes + 1);
+      allocations.push_back(allocation);
+      void* at = static_cast<char*>(allocation) + (device_inputs.size() == 3 ? 1 : 0);
+      REQUIRE(runtime->CopyAsync(at, input.data(), bytes, 0, nullptr).ok());
+      device_inputs.push_back(at);
     }
-    std::vector<uint8_t> host = a, device(bytes);
-    DivideBuffer(type, host.data(), kCount, 3);
-    REQUIRE(runtime->DivideAsync(type, da, kCount, 3, 0, nullptr).ok());
-    REQUIRE(runtime->CopyAsync(device.data(), da, bytes, 0, nullptr).ok());
-    REQUIRE(runtime->WaitStream(0, nullptr, Deadline::After(absl::Seconds(30))).ok());
-    INFO(DataTypeName(type) << " / 3");
-    CHECK(SameElements(type, host, device));
-    runtime->FreeDevice(0, da);
-    runtime->FreeDevice(0, db);
+    void* dd = *runtime->AllocateDevice(0, bytes);
+    // Two inputs; three; the unaligned one among them; and 18, more than one launch takes.
+    const std::vector<std::vector<int>> choices = {
+        {0, 1}, {0, 1, 2}, {2, 3, 0}, {0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2, 0, 1, 2}};
+    for (const std::vector<int>& choice : choices) {
+      std::vector<const void*> inputs;
+      for (int k : choice) inputs.push_back(device_inputs[k]);
+      for (int o = 0; o < kNumReduceOps; ++o) {
+        const ReduceOp op = static_cast<ReduceOp>(o);
+        // The host kernels pairwise, in input order.
+        std::vector<uint8_t> host = host_inputs[choice[0]], device(bytes);
+        for (size_t k = 1; k < choice.size(); ++k) {
+          ReduceBuffers(type, op, host.data(), host_inputs[choice[k]].data(), host.data(), kCount);
+        }
+        if (op == ReduceOp::kAvg) {
+          DivideBuffer(type, host.data(), kCount, static_cast<int>(choice.size()));
+        }
+        REQUIRE(runtime->ReduceAsync(type, op, inputs, dd, kCount, 0, nullptr).ok());
+        REQUIRE(runtime->CopyAsync(device.data(), dd, bytes, 0, nullptr).ok());
+        REQUIRE(runtime->WaitStream(0, nullptr, Deadline::After(absl::Seconds(30))).ok());
+        INFO(DataTypeName(type) << " " << ReduceOpName(op) << " of " << choice.size() << " inputs");
+        CHECK(SameElements(type, host, device));
+      }
+    }
+    for (void* allocation : allocations) runtime->FreeDevice(0, allocation);
     runtime->FreeDevice(0, dd);
   }
 }

@@ -145,15 +145,21 @@ absl::Status HostGpuRuntime::CopyAsync(void* dst, const void* src, size_t bytes,
   return absl::OkStatus();
 }
 
-absl::Status HostGpuRuntime::ReduceAsync(DataType type, ReduceOp op, const void* a, const void* b,
-                                         void* dst, size_t count, int device, void* stream) {
-  Enqueue(device, stream, [=] { ReduceBuffers(type, op, a, b, dst, count); });
-  return absl::OkStatus();
-}
-
-absl::Status HostGpuRuntime::DivideAsync(DataType type, void* data, size_t count, int divisor,
-                                         int device, void* stream) {
-  Enqueue(device, stream, [=] { DivideBuffer(type, data, count, divisor); });
+absl::Status HostGpuRuntime::ReduceAsync(DataType type, ReduceOp op,
+                                         absl::Span<const void* const> inputs, void* dst,
+                                         size_t count, int device, void* stream) {
+  if (inputs.empty()) return InvalidArgumentError("ReduceAsync without inputs");
+  // The host kernels pairwise, in input order: what the device kernel must equal.
+  Enqueue(device, stream, [=, inputs = std::vector<const void*>(inputs.begin(), inputs.end())] {
+    const size_t bytes = count * DataTypeSize(type);
+    if (inputs.size() == 1 && dst != inputs[0]) std::memcpy(dst, inputs[0], bytes);
+    for (size_t k = 1; k < inputs.size(); ++k) {
+      ReduceBuffers(type, op, k == 1 ? inputs[0] : dst, inputs[k], dst, count);
+    }
+    if (op == ReduceOp::kAvg) {
+      DivideBuffer(type, dst, count, static_cast<int>(inputs.size()));
+    }
+  });
   return absl::OkStatus();
 }
 

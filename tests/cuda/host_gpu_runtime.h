@@ -61,10 +61,8 @@ class HostGpuRuntime : public GpuRuntime {
   absl::Status EnablePeerAccess(int device, int peer) override;
   absl::Status CopyAsync(void* dst, const void* src, size_t bytes, int device,
                          void* stream) override;
-  absl::Status ReduceAsync(DataType type, ReduceOp op, const void* a, const void* b, void* dst,
-                           size_t count, int device, void* stream) override;
-  absl::Status DivideAsync(DataType type, void* data, size_t count, int divisor, int device,
-                           void* stream) override;
+  absl::Status ReduceAsync(DataType type, ReduceOp op, absl::Span<const void* const> inputs,
+                           void* dst, size_t count, int device, void* stream) override;
   absl::Status WaitStream(int device, void* stream, Deadline deadline) override;
 
  private:
