@@ -9,9 +9,11 @@
 // announced for the previous contents, so a slow reader never sees its bytes change.
 //
 // Each rank also has one buffer of kBufferBytes beside its slots, for calls too large for a slot:
-// a slot then carries the header and stamps, the buffer the data. The owner fills its buffer only
-// once the readers of the call that last filled it are done (their `read` on that call's slot),
-// and may mark a second result in it with `done` (a second stamp).
+// a slot then carries the header and stamps, the buffer the data, at `buffer_offset`. A call of
+// at most half the buffer takes one half, so that the owner can fill one half while its peers
+// still read the other; a larger one takes the whole buffer. The owner fills a region only once
+// the readers of the calls that last used it are done (their `read` on those calls' slots), and
+// may mark a second result in it with `done` (a second stamp).
 //
 // The layout is plain memory shared between processes: fixed-size fields and lock-free atomics.
 #ifndef CHORUS_TRANSPORT_SHARED_SLOTS_H_
@@ -32,8 +34,9 @@ struct alignas(64) SharedSlot {
   // Which collective the contents belong to, as the owner names it (never 0; 0: never
   // written); stored last, with release.
   std::atomic<uint64_t> stamp;
-  uint32_t bytes;    // of `data` in use
-  uint32_t readers;  // how many peers read these contents
+  uint32_t bytes;          // of `data` in use
+  uint32_t readers;        // how many peers read these contents
+  uint32_t buffer_offset;  // where in the owner's buffer the data is, when it is there
   // Peers done reading the contents (each adds one once it has copied what it needs).
   alignas(64) std::atomic<uint32_t> read;
   // A second stamp, for a collective with a second step: the owner stores `stamp` here, with

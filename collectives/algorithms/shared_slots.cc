@@ -14,8 +14,10 @@
 //   3. An allreduce combines the inputs in rank order, so every rank computes the same bits.
 //
 // A broadcast or allreduce larger than a slot (up to kSharedBufferPayloadBytes) puts its data in
-// the rank's shared buffer instead, once the readers of the call that last filled that buffer
-// are done; the other ranks of a broadcast copy the root's. An allreduce splits the reduction: each
+// the rank's shared buffer instead: in one half of it when it fits there, once the readers of the
+// calls that last used that half are done (so a rank fills one half while its peers still read
+// the other), else in the whole buffer once every reader is done; the other ranks of a broadcast
+// copy the root's. An allreduce splits the reduction: each
 // rank reduces one piece of the vector from every rank's buffer, in rank order, writes the result
 // over that piece of its own buffer (no peer reads it there before) and stamps its slot's `done`;
 // then each copies the other pieces from their owners' buffers. Every element is combined once, by
@@ -135,7 +137,10 @@ class SlotCall {
     // A buffered call's rank that publishes no data (a broadcast's other ranks) leaves its
     // buffer alone.
     const bool fills_buffer = buffered_ && bytes > 0;
-    if (fills_buffer) CHORUS_RETURN_IF_ERROR(WaitForBuffer());
+    own.buffer_offset = 0;
+    if (fills_buffer) {
+      CHORUS_ASSIGN_OR_RETURN(own.buffer_offset, TakeBufferRegion(bytes));
+    }
     std::memcpy(own.data, ctx_.header_wire().data(), CollectiveHeader::kWireSize);
     if (bytes > 0) std::memcpy(Data(r_), data, bytes);
     own.bytes = static_cast<uint32_t>(CollectiveHeader::kWireSize + bytes);
@@ -148,8 +153,9 @@ class SlotCall {
 
   // Where `rank` puts its data for this call: its slot, or its buffer.
   uint8_t* Data(int rank) {
-    return buffered_ ? slots_.Buffer(rank)
-                     : slots_.Slot(rank, index_)->data + CollectiveHeader::kWireSize;
+    SharedSlot& slot = *slots_.Slot(rank, index_);
+    return buffered_ ? slots_.Buffer(rank) + slot.buffer_offset
+                     : slot.data + CollectiveHeader::kWireSize;
   }
   // The data this rank published.
   uint8_t* Own() { return Data(r_); }
@@ -205,24 +211,39 @@ class SlotCall {
   int Left() const { return (r_ + p_ - 1) % p_; }
 
  private:
-  // Waits until the peers have read what this rank's buffer holds: each of this rank's slots
-  // that still holds a call with its data in the buffer counts their reads. (Only the latest
-  // such call can have readers left: each waited here for those before it. A slot a later call
-  // took was read before it was taken.) The rank's calls take turns, so the slots' byte counts
-  // are this rank's own writes.
-  absl::Status WaitForBuffer() {
-    return WaitUntil(
+  // Where in this rank's buffer `bytes` of data go: a half that fits them (the whole buffer
+  // when none does) once the peers have read what this rank's earlier calls put there. Each of
+  // this rank's slots that still holds a call with its data in the buffer says where it lies
+  // and counts its readers. (A slot a later call took was read before it was taken.) The rank's
+  // calls take turns, so the slots' fields are this rank's own writes.
+  absl::StatusOr<uint32_t> TakeBufferRegion(size_t bytes) {
+    constexpr size_t kHalf = SharedSlots::kBufferBytes / 2;
+    const size_t length = bytes <= kHalf ? kHalf : SharedSlots::kBufferBytes;
+    auto in_use = [&](size_t start) {
+      for (int index = 0; index < SharedSlots::kDepth; ++index) {
+        const SharedSlot& slot = *slots_.Slot(r_, index);
+        if (slot.bytes <= kLargestSlotBytes ||
+            slot.read.load(std::memory_order_acquire) >= slot.readers) {
+          continue;
+        }
+        const size_t used = slot.bytes - CollectiveHeader::kWireSize;
+        if (slot.buffer_offset < start + length && start < slot.buffer_offset + used) return true;
+      }
+      return false;
+    };
+    uint32_t region = 0;
+    CHORUS_RETURN_IF_ERROR(WaitUntil(
         [&] {
-          for (int index = 0; index < SharedSlots::kDepth; ++index) {
-            const SharedSlot& slot = *slots_.Slot(r_, index);
-            if (slot.bytes > kLargestSlotBytes &&
-                slot.read.load(std::memory_order_acquire) < slot.readers) {
-              return false;
+          for (size_t start = 0; start + length <= SharedSlots::kBufferBytes; start += length) {
+            if (!in_use(start)) {
+              region = static_cast<uint32_t>(start);
+              return true;
             }
           }
-          return true;
+          return false;
         },
-        -1, "its peers to finish reading this rank's shared buffer of an earlier collective");
+        -1, "its peers to finish reading this rank's shared buffer of an earlier collective"));
+    return region;
   }
 
   // Polls `ready` until it holds. `peer`: the rank whose slot it waits for (-1: this rank's

@@ -155,18 +155,21 @@ TEST_CASE("more calls in flight than a rank has slots", "[slots]") {
 }
 
 TEST_CASE("buffered and small calls in flight, more than a rank has slots", "[slots]") {
-  // Three calls in four fill the buffers back to back, each waiting for the readers of the one
-  // before; every fourth rides a slot alone.
+  // Three calls in four fill the buffers back to back, each waiting for the readers of the
+  // calls before that used its region: two in four fit half a buffer, one takes the whole
+  // buffer (both halves); every fourth rides a slot alone.
   CheckAll(RunOnThreadsAll(
       kTransport, 3,
       [&](Communicator& comm) -> absl::Status {
         constexpr size_t kBuffered = 3000;  // int64: 24000 bytes
+        constexpr size_t kWhole = SharedSlots::kBufferBytes / 2 / sizeof(int64_t) + 1;
         std::vector<std::vector<int64_t>> values(kManyCalls);
         std::vector<WorkPtr> works;
         CollectiveOptions named;
         named.algorithm = "shared_slots";
         for (int call = 0; call < kManyCalls; ++call) {
-          values[call].assign(call % 4 == 3 ? 1 : kBuffered, comm.rank() * 1000 + call);
+          const size_t count = call % 4 == 3 ? 1 : call % 4 == 1 ? kWhole : kBuffered;
+          values[call].assign(count, comm.rank() * 1000 + call);
           works.push_back(comm.AllReduceAsync(values[call].data(), values[call].data(),
                                               values[call].size(), DataType::kInt64, ReduceOp::kSum,
                                               named));
