@@ -67,12 +67,6 @@ inline constexpr size_t kSharedSlotPayloadBytes = 4096;
 inline constexpr size_t kSharedBufferPayloadBytes = SharedSlots::kBufferBytes;
 // The most bytes a `kind` call carries on the shared slots (0: that kind never rides them).
 size_t SharedSlotsLimit(CollectiveKind kind);
-// Whether the selector puts a `kind` call of `bytes` among `ranks` on the shared slots by itself:
-// up to SharedSlotsLimit(kind), except a broadcast between 2 ranks of more than
-// kTwoRankBroadcastSlotBytes, which messages carry with one copy (the receiver reads the root's
-// memory) where the shared buffer takes two.
-bool SharedSlotsPreferred(CollectiveKind kind, int ranks, size_t bytes);
-inline constexpr size_t kTwoRankBroadcastSlotBytes = size_t{256} << 10;
 // Why a `kind` call named `call` cannot run on the shared slots (kInvalidArgument), or OK: the
 // communicator has none (`have_slots` false), or `bytes` exceed SharedSlotsLimit(kind).
 absl::Status SharedSlotsRefusal(absl::string_view call, CollectiveKind kind, bool have_slots,

@@ -424,13 +424,6 @@ size_t SharedSlotsLimit(CollectiveKind kind) {
   }
 }
 
-bool SharedSlotsPreferred(CollectiveKind kind, int ranks, size_t bytes) {
-  if (kind == CollectiveKind::kBroadcast && ranks == 2 && bytes > kTwoRankBroadcastSlotBytes) {
-    return false;
-  }
-  return bytes <= SharedSlotsLimit(kind);
-}
-
 absl::Status SharedSlotsRefusal(absl::string_view call, CollectiveKind kind, bool have_slots,
                                 size_t bytes) {
   if (!have_slots) {

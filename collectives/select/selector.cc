@@ -205,9 +205,9 @@ absl::StatusOr<const AlgorithmEntry*> Selector::Choose(const CollectiveArgs& arg
   }
   // No message beats a store and a load of shared memory: where the shared slots carry the
   // call, no model is asked. (Allreduce and broadcast in the shared buffers also beat the
-  // message algorithms at the sizes SharedSlotsPreferred gives them, waiting for the peers once
-  // or twice instead of rounds of messages; benchmarks.md.)
-  if (shared_slots_ && SharedSlotsPreferred(args.kind, ranks, bytes)) {
+  // message algorithms up to the buffer's size, waiting for the peers once or twice instead of
+  // rounds of messages; benchmarks.md.)
+  if (shared_slots_ && bytes <= SharedSlotsLimit(args.kind)) {
     if (const AlgorithmEntry* slots = slot_entries_[static_cast<size_t>(args.kind)]) return slots;
   }
   const AlgorithmEntry* best = ModelChoice(args.kind, ranks, bytes);

@@ -102,11 +102,8 @@ TEST_CASE("the types and ops through the shared slots, named and chosen", "[slot
                                         "chose " + small + " and " + barrier));
           constexpr size_t kFull = SharedSlots::kBufferBytes;
           for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast}) {
-            // Messages carry a 2-rank broadcast beyond 256 KiB in one copy, the buffer in two.
-            const size_t most =
-                kind == CollectiveKind::kBroadcast && ranks == 2 ? size_t{256} << 10 : kFull;
-            CHORUS_ASSIGN_OR_RETURN(const std::string buffered, comm.ChooseAlgorithm(kind, most));
-            CHORUS_ASSIGN_OR_RETURN(const std::string large, comm.ChooseAlgorithm(kind, most + 1));
+            CHORUS_ASSIGN_OR_RETURN(const std::string buffered, comm.ChooseAlgorithm(kind, kFull));
+            CHORUS_ASSIGN_OR_RETURN(const std::string large, comm.ChooseAlgorithm(kind, kFull + 1));
             CHORUS_RETURN_IF_ERROR(Expect(buffered == "shared_slots" && large != "shared_slots",
                                           "chose " + buffered + " and " + large));
           }
