@@ -216,20 +216,27 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
   } else {
     CHORUS_LOG(kDebug, "collectives")
         << ctx.Describe() << ": " << PayloadBytes(args, size()) << " bytes, algorithm "
-        << AlgorithmName(algorithm.id) << (staged ? ", staged from a CUDA device" : "");
+        << AlgorithmName(algorithm.id) << (staged ? ", staged from a CUDA device" : "")
+        << (pipeline
+                ? absl::StrCat(", staged from a CUDA device in segments of ", segment, " elements")
+                : "");
     if (record != nullptr) record->Start(&ctx, started);
     // The shared slots carry the headers themselves.
     if (algorithm.id != AlgorithmId::kSharedSlots) ctx.Start();
     if (pipeline) {
       // Each segment's result is complete (averaged too) before it is copied back; its sends,
-      // which may read the result, end before the average rewrites it.
+      // which may read the result, end before the average rewrites it. Then its scratch serves
+      // the next segment.
       status = pipeline->Run(
           deadline,
           [&](const CollectiveArgs& part) {
             const size_t sends = ctx.SendsPosted();
+            const CollectiveContext::ScratchMark scratch = ctx.MarkScratch();
             absl::Status ran = algorithm.run(ctx, part);
             if (ran.ok()) ran = ctx.WaitSendsSince(sends);
-            if (ran.ok()) FinishAverage(part, rank(), size());
+            if (!ran.ok()) return ran;
+            FinishAverage(part, rank(), size());
+            ctx.ReleaseScratchSince(scratch);
             return ran;
           },
           staging_error);

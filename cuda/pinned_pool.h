@@ -31,6 +31,13 @@ class PinnedPool {
 
     void* data() const { return data_; }
     size_t size() const { return size_; }
+    // Keeps the memory out of the pool for good (it is never freed): for a block that a copy
+    // which could not be waited for may still write.
+    void Abandon() {
+      pool_ = nullptr;
+      data_ = nullptr;
+      size_ = 0;
+    }
 
    private:
     friend class PinnedPool;

@@ -413,6 +413,14 @@ uint8_t* CollectiveContext::Scratch(size_t bytes) {
   return scratch_.back().data.get();
 }
 
+void CollectiveContext::ReleaseScratchSince(ScratchMark mark) {
+  while (scratch_.size() > mark.buffers) {
+    comm_.ReleaseScratch(std::move(scratch_.back().data), scratch_.back().capacity);
+    scratch_.pop_back();
+  }
+  inline_scratch_used_ = mark.inline_used;
+}
+
 void CollectiveContext::Cancel() {
   std::lock_guard<std::mutex> lock(mu_);
   cancelled_.store(true, std::memory_order_release);

@@ -139,6 +139,16 @@ class CollectiveContext {
 
   // A scratch buffer (contents undefined) owned by the context until it ends.
   uint8_t* Scratch(size_t bytes);
+  // For a caller that runs an algorithm several times in one context (staging in segments): the
+  // scratch taken since MarkScratch() goes back to the communicator's cache at
+  // ReleaseScratchSince(mark), which must come only once every transfer posted since the mark
+  // has been waited for (none may still write or read it).
+  struct ScratchMark {
+    size_t buffers = 0;
+    bool inline_used = false;
+  };
+  ScratchMark MarkScratch() const { return {scratch_.size(), inline_scratch_used_}; }
+  void ReleaseScratchSince(ScratchMark mark);
 
   // For algorithms that read their peers' data in shared memory instead of receiving messages
   // (shared_slots.cc), and so check headers and report failures themselves:

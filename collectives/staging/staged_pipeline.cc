@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "chorus/collectives/shape.h"
+#include "chorus/core/logging.h"
 #include "chorus/core/status.h"
 
 namespace chorus {
@@ -19,6 +20,9 @@ size_t PipelineSegmentElements(const CollectiveArgs& args, size_t segment_bytes)
 absl::StatusOr<StagedPipeline> StagedPipeline::Prepare(GpuRuntime& runtime, PinnedPool& pool,
                                                        const CollectiveArgs& args, int rank,
                                                        int ranks, size_t segment_elements) {
+  if (segment_elements == 0) {
+    return InvalidArgumentError("a staged pipeline needs segments of at least one element");
+  }
   const BufferPlacement placement{true, args.cuda_device, args.cuda_stream};
   StagedPipeline pipeline(runtime, placement);
   pipeline.segment_elements_ = segment_elements;
@@ -81,6 +85,21 @@ absl::Status StagedPipeline::QueueOut(size_t index) {
                              placement_.device, placement_.stream);
 }
 
+absl::Status StagedPipeline::Drain() {
+  // The call's own deadline may have passed: the copies still queued get a bounded wait of
+  // their own, since the pinned blocks go back to the pool afterwards.
+  const absl::Status drained =
+      runtime_->WaitStream(placement_.device, placement_.stream, Deadline::After(kDrainTimeout));
+  if (!drained.ok()) {
+    CHORUS_LOG(kWarn, "cuda") << "copies between a CUDA device and pinned memory did not finish "
+                                 "after a failed collective ("
+                              << drained.message() << "); its pinned memory is kept out of use";
+    send_.host.Abandon();
+    recv_.host.Abandon();
+  }
+  return drained;
+}
+
 absl::Status StagedPipeline::Run(
     Deadline deadline, absl::FunctionRef<absl::Status(const CollectiveArgs& segment)> run_segment,
     absl::FunctionRef<absl::Status(const absl::Status& error, absl::string_view step)>
@@ -92,24 +111,28 @@ absl::Status StagedPipeline::Run(
   if (copied.ok()) copied = wait();
   if (copied.ok() && segments > 1) copied = QueueIn(1);
   if (!copied.ok()) {
-    wait().IgnoreError();  // a failed copy may leave earlier ones queued
+    Drain().IgnoreError();  // a failed copy may leave earlier ones queued
     return copy_failed(copied, "copying in");
   }
   for (size_t index = 0; index < segments; ++index) {
     const absl::Status ran = run_segment(Segment(index));
+    if (!ran.ok()) {
+      Drain().IgnoreError();
+      return ran;
+    }
     // Segment index+1 is in and segment index-1 is out once the stream has drained.
-    absl::Status drained = wait();
-    if (!ran.ok()) return ran;
-    if (!drained.ok()) return copy_failed(drained, "copying to and from");
-    absl::Status queued = QueueOut(index);
+    absl::Status queued = wait();
+    if (queued.ok()) queued = QueueOut(index);
     if (queued.ok() && index + 2 < segments) queued = QueueIn(index + 2);
     if (!queued.ok()) {
-      wait().IgnoreError();
+      Drain().IgnoreError();
       return copy_failed(queued, "copying to and from");
     }
   }
   const absl::Status out = wait();
-  return out.ok() ? out : copy_failed(out, "copying the result back to");
+  if (out.ok()) return out;
+  Drain().IgnoreError();
+  return copy_failed(out, "copying the result back to");
 }
 
 }  // namespace chorus

@@ -24,6 +24,7 @@
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 #include "chorus/collectives/collective_args.h"
 #include "chorus/collectives/staging/staged_call.h"
 #include "chorus/core/deadline.h"
@@ -39,6 +40,9 @@ size_t PipelineSegmentElements(const CollectiveArgs& args, size_t segment_bytes)
 
 class StagedPipeline {
  public:
+  // How long a failed call waits for the copies it left queued.
+  static constexpr absl::Duration kDrainTimeout = absl::Seconds(10);
+
   // Takes the pinned blocks for `args` (device buffers of an allreduce, broadcast or reduce);
   // copies nothing yet.
   static absl::StatusOr<StagedPipeline> Prepare(GpuRuntime& runtime, PinnedPool& pool,
@@ -50,9 +54,11 @@ class StagedPipeline {
 
   // Runs `run_segment` on each segment of host_args() in order, with the copies around it. A
   // failed copy or wait is passed to `copy_failed` with what was being copied ("copying in",
-  // "copying the result back to"), whose status is returned; a failed segment's status is
-  // returned as it is. Either way nothing is left queued on the stream that was not waited for
-  // (short of the deadline), so the pinned blocks can go back to the pool.
+  // "copying to and from", "copying the result back to"), whose status is returned; a failed
+  // segment's status is returned as it is. Either way the copies left queued are waited for
+  // (Drain) before the pinned blocks can go back to the pool. After a failure the device's
+  // receive buffer holds the results of the segments before the failed one, and its input
+  // where the call is in place and they were not reached.
   absl::Status Run(
       Deadline deadline, absl::FunctionRef<absl::Status(const CollectiveArgs& segment)> run_segment,
       absl::FunctionRef<absl::Status(const absl::Status& error, absl::string_view step)>
@@ -66,6 +72,9 @@ class StagedPipeline {
   // nothing), or of its result back to the device (nothing when it receives nothing).
   absl::Status QueueIn(size_t index);
   absl::Status QueueOut(size_t index);
+  // Waits (kDrainTimeout at most) for the copies still queued after a failure; if they do not
+  // finish, the pinned blocks are abandoned rather than returned to the pool.
+  absl::Status Drain();
   // Segment `index` of host_args().
   CollectiveArgs Segment(size_t index) const;
   size_t SegmentCount() const;

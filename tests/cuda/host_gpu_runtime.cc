@@ -136,11 +136,14 @@ void HostGpuRuntime::Enqueue(int device, void* stream, std::function<void()> wor
 
 absl::Status HostGpuRuntime::CopyAsync(void* dst, const void* src, size_t bytes, int device,
                                        void* stream) {
-  if (failing_copies_.load() > 0 && failing_copies_.fetch_sub(1) > 0) {
+  const bool fails = failing_copies_.load() > 0 && (copies_before_failing_.load() <= 0 ||
+                                                    copies_before_failing_.fetch_sub(1) <= 0);
+  if (fails && failing_copies_.fetch_sub(1) > 0) {
     return InternalError(
         "cudaMemcpyAsync failed: cudaErrorLaunchFailure "
         "(injected by the test)");
   }
+  copies_queued_.fetch_add(1);
   Enqueue(device, stream, [dst, src, bytes] { std::memcpy(dst, src, bytes); });
   return absl::OkStatus();
 }

@@ -31,8 +31,14 @@ class HostGpuRuntime : public GpuRuntime {
   // A stream of `device`, valid for the runtime's life.
   void* MakeStream(int device);
 
-  // The next `count` copies fail with an Internal error, as a failed cudaMemcpyAsync would.
-  void FailCopies(int count) { failing_copies_.store(count); }
+  // The next `count` copies, after `after` more that succeed, fail with an Internal error, as a
+  // failed cudaMemcpyAsync would.
+  void FailCopies(int count, int after = 0) {
+    copies_before_failing_.store(after);
+    failing_copies_.store(count);
+  }
+  // Copies queued so far (failed ones not counted).
+  int copies_queued() const { return copies_queued_.load(); }
   // EnablePeerAccess between different devices fails while `refuse`, as between GPUs without
   // a peer-to-peer path.
   void RefusePeerAccess(bool refuse) { refusing_peer_access_.store(refuse); }
@@ -75,6 +81,8 @@ class HostGpuRuntime : public GpuRuntime {
 
   const int devices_;
   std::atomic<int> failing_copies_{0};
+  std::atomic<int> copies_before_failing_{0};
+  std::atomic<int> copies_queued_{0};
   std::atomic<bool> refusing_peer_access_{false};
   std::atomic<int> pinned_allocations_{0};
   mutable std::mutex mu_;

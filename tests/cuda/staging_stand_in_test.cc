@@ -603,6 +603,7 @@ struct PipelineRun {
   absl::Status status;
   std::vector<size_t> pending_at_segment;
   std::vector<int32_t> result;
+  std::string failed_copy;  // what copy_failed was told was being copied
 };
 
 PipelineRun RunPipeline(HostGpuRuntime& runtime, bool in_place, size_t count, size_t segment,
@@ -649,7 +650,10 @@ PipelineRun RunPipeline(HostGpuRuntime& runtime, bool in_place, size_t count, si
         first += part.count;
         return absl::OkStatus();
       },
-      [](const absl::Status& error, absl::string_view step) { return error; });
+      [&](const absl::Status& error, absl::string_view step) {
+        run.failed_copy = std::string(step);
+        return error;
+      });
   // Nothing is left on the stream to write the buffers after the call.
   CHECK(runtime.pending_work(0, stream) == 0);
   run.result.assign(out, out + count);
@@ -688,6 +692,54 @@ TEST_CASE("host stand-in: a staged pipeline whose segment fails copies out only 
   for (size_t i = 0; i < run.result.size(); ++i) {
     INFO("element " << i);
     REQUIRE(run.result[i] == (i < 3 * kSegment ? static_cast<int32_t>(2 * i) : -1));
+  }
+}
+
+TEST_CASE("host stand-in: a staged pipeline whose copy fails waits for the copies before it",
+          "[stand-in][pipeline]") {
+  InstalledStandIn stand_in;
+  constexpr size_t kSegment = 100;
+  // In: segments 0 and 1; segment 0 runs; out 0 and in 2; segment 1 runs; out 1 fails.
+  stand_in.runtime().FailCopies(1, /*after=*/4);
+  const PipelineRun run = RunPipeline(stand_in.runtime(), false, 10 * kSegment, kSegment);
+  CHECK(absl::StrContains(run.status.message(), "cudaMemcpyAsync failed"));
+  CHECK(run.failed_copy == "copying to and from");
+  CHECK(run.pending_at_segment.size() == 2);
+  for (size_t i = 0; i < run.result.size(); ++i) {
+    INFO("element " << i);
+    REQUIRE(run.result[i] == (i < kSegment ? static_cast<int32_t>(2 * i) : -1));
+  }
+}
+
+TEST_CASE("host stand-in: a large allreduce is staged in segments, two copies each per rank",
+          "[stand-in][pipeline]") {
+  InstalledStandIn stand_in;
+  HostGpuRuntime& runtime = stand_in.runtime();
+  constexpr size_t kCount = 100003;  // int32: 98 segments of 4 KiB, the last one short
+  for (const size_t segment_bytes : {size_t{4096}, size_t{0}}) {
+    INFO("segments of " << segment_bytes << " bytes");
+    CommunicatorOptions options = SmallSegments();
+    options.cuda_staging_segment_bytes = segment_bytes;
+    const int copies_before = runtime.copies_queued();
+    CheckAll(RunOnThreadsAll(
+        TransportKind::kInproc, 2,
+        [&](Communicator& comm) -> absl::Status {
+          DeviceBuffer buffer(runtime, 0, kCount * sizeof(int32_t));
+          int32_t* values = static_cast<int32_t*>(buffer.data);  // host memory in the stand-in
+          for (size_t i = 0; i < kCount; ++i) values[i] = static_cast<int32_t>(i) + comm.rank();
+          CHORUS_RETURN_IF_ERROR(
+              comm.AllReduce(values, values, kCount, DataType::kInt32, ReduceOp::kSum));
+          for (size_t i = 0; i < kCount; ++i) {
+            if (values[i] != static_cast<int32_t>(2 * i + 1)) {
+              return InternalError(absl::StrCat("element ", i, " is ", values[i]));
+            }
+          }
+          return absl::OkStatus();
+        },
+        absl::Minutes(1), options));
+    // In and out per segment (or per call) on each of the two ranks.
+    const int expected = segment_bytes == 0 ? 2 * 2 : 2 * 2 * 98;
+    CHECK(runtime.copies_queued() - copies_before == expected);
   }
 }
 
