@@ -596,6 +596,28 @@ TEST_CASE("host stand-in: allreduce, broadcast and reduce staged in segments, as
   if (!status.ok()) FAIL(status.ToString());
 }
 
+TEST_CASE("host stand-in: hierarchical calls staged in segments of 512 bytes, on two hosts",
+          "[stand-in][pipeline]") {
+  // Two hosts of two ranks: the inter-host phase runs in every segment; segments this small
+  // ride in the header message of each phase's first message to a peer.
+  InstalledStandIn stand_in;
+  void* stream = stand_in.runtime().MakeStream(0);
+  Matrix matrix = SegmentedMatrix();
+  matrix.counts = {20000};
+  matrix.algorithms = {"hierarchical"};
+  const std::vector<Case> cases = BuildCases(matrix, 4);
+  CommunicatorOptions options = SmallSegments();
+  options.cuda_staging_segment_bytes = 512;
+  options.host_of_rank = {0, 0, 1, 1};
+  INFO(cases.size() << " cases");
+  CheckAll(RunOnThreadsAll(
+      TransportKind::kInproc, 4,
+      [&](Communicator& comm) {
+        return RunCases(comm, cases, CaseMemory{&stand_in.runtime(), 0, stream});
+      },
+      absl::Minutes(3), options));
+}
+
 // One rank's allreduce of `count` int32 on device buffers in segments of `segment` elements,
 // run directly on a StagedPipeline whose segments double their input; records how much work
 // was queued on the stream as each segment began.
