@@ -65,18 +65,38 @@ void CheckAllFailed(const std::vector<absl::Status>& statuses, ErrorKind kind,
   }
 }
 
+// Every case on `ranks` rank threads over the in-process transport, device buffers on a stream of
+// GPU 0 of the stand-in.
+void CheckCasesOnThreads(HostGpuRuntime& runtime, const std::vector<Case>& cases, int ranks,
+                         const CommunicatorOptions& options = CommunicatorOptions()) {
+  void* stream = runtime.MakeStream(0);
+  INFO(cases.size() << " cases");
+  CheckAll(RunOnThreadsAll(
+      TransportKind::kInproc, ranks,
+      [&](Communicator& comm) {
+        return RunCases(comm, cases, CaseMemory{&runtime, 0, stream});
+      },
+      absl::Minutes(3), options));
+}
+
+// Every case on `ranks` rank processes over shared memory, device buffers on GPU 1 of the
+// stand-in (each process its own copy).
+void CheckCasesOnProcesses(HostGpuRuntime& runtime, const std::vector<Case>& cases, int ranks,
+                           const CommunicatorOptions& options) {
+  const absl::Status status = RunOnProcesses(
+      TransportKind::kShm, ranks,
+      [&](Communicator& comm) {
+        return RunCases(comm, cases, CaseMemory{&runtime, 1, nullptr});
+      },
+      absl::Minutes(3), options);
+  CHECK(status.ok());
+  if (!status.ok()) FAIL(status.ToString());
+}
+
 TEST_CASE("host stand-in: every collective and algorithm on device buffers, 3 ranks as threads",
           "[stand-in]") {
   InstalledStandIn stand_in;
-  void* stream = stand_in.runtime().MakeStream(0);
-  const std::vector<Case> cases = BuildCases(SmallMatrix(), 3);
-  INFO(cases.size() << " cases");
-  CheckAll(RunOnThreadsAll(
-      TransportKind::kInproc, 3,
-      [&](Communicator& comm) {
-        return RunCases(comm, cases, CaseMemory{&stand_in.runtime(), 0, stream});
-      },
-      absl::Minutes(3)));
+  CheckCasesOnThreads(stand_in.runtime(), BuildCases(SmallMatrix(), 3), 3);
   // The blocks were pinned once and then reused.
   CHECK(stand_in.runtime().pinned_allocations() < 40);
 }
@@ -86,15 +106,7 @@ TEST_CASE("host stand-in: device buffers over shared memory, 4 ranks as processe
   Matrix matrix = SmallMatrix();
   matrix.every_algorithm = false;
   matrix.counts = {0, 7, 100000};
-  const std::vector<Case> cases = BuildCases(matrix, 4);
-  const absl::Status status = RunOnProcesses(
-      TransportKind::kShm, 4,
-      [&](Communicator& comm) {
-        return RunCases(comm, cases, CaseMemory{&stand_in.runtime(), 1, nullptr});
-      },
-      absl::Minutes(3), StagedOnly());
-  CHECK(status.ok());
-  if (!status.ok()) FAIL(status.ToString());
+  CheckCasesOnProcesses(stand_in.runtime(), BuildCases(matrix, 4), 4, StagedOnly());
 }
 
 // Device buffers of `bytes` on the stand-in, freed with the object.
@@ -569,15 +581,7 @@ Matrix SegmentedMatrix() {
 TEST_CASE("host stand-in: allreduce, broadcast and reduce staged in segments, as threads",
           "[stand-in][pipeline]") {
   InstalledStandIn stand_in;
-  void* stream = stand_in.runtime().MakeStream(0);
-  const std::vector<Case> cases = BuildCases(SegmentedMatrix(), 3);
-  INFO(cases.size() << " cases");
-  CheckAll(RunOnThreadsAll(
-      TransportKind::kInproc, 3,
-      [&](Communicator& comm) {
-        return RunCases(comm, cases, CaseMemory{&stand_in.runtime(), 0, stream});
-      },
-      absl::Minutes(3), SmallSegments()));
+  CheckCasesOnThreads(stand_in.runtime(), BuildCases(SegmentedMatrix(), 3), 3, SmallSegments());
 }
 
 TEST_CASE("host stand-in: allreduce, broadcast and reduce staged in segments, as processes",
@@ -585,15 +589,7 @@ TEST_CASE("host stand-in: allreduce, broadcast and reduce staged in segments, as
   InstalledStandIn stand_in;
   Matrix matrix = SegmentedMatrix();
   matrix.every_algorithm = false;
-  const std::vector<Case> cases = BuildCases(matrix, 4);
-  const absl::Status status = RunOnProcesses(
-      TransportKind::kShm, 4,
-      [&](Communicator& comm) {
-        return RunCases(comm, cases, CaseMemory{&stand_in.runtime(), 1, nullptr});
-      },
-      absl::Minutes(3), SmallSegments());
-  CHECK(status.ok());
-  if (!status.ok()) FAIL(status.ToString());
+  CheckCasesOnProcesses(stand_in.runtime(), BuildCases(matrix, 4), 4, SmallSegments());
 }
 
 TEST_CASE("host stand-in: hierarchical calls staged in segments of 512 bytes, on two hosts",
@@ -601,21 +597,13 @@ TEST_CASE("host stand-in: hierarchical calls staged in segments of 512 bytes, on
   // Two hosts of two ranks: the inter-host phase runs in every segment; segments this small
   // ride in the header message of each phase's first message to a peer.
   InstalledStandIn stand_in;
-  void* stream = stand_in.runtime().MakeStream(0);
   Matrix matrix = SegmentedMatrix();
   matrix.counts = {20000};
   matrix.algorithms = {"hierarchical"};
-  const std::vector<Case> cases = BuildCases(matrix, 4);
   CommunicatorOptions options = SmallSegments();
   options.cuda_staging_segment_bytes = 512;
   options.host_of_rank = {0, 0, 1, 1};
-  INFO(cases.size() << " cases");
-  CheckAll(RunOnThreadsAll(
-      TransportKind::kInproc, 4,
-      [&](Communicator& comm) {
-        return RunCases(comm, cases, CaseMemory{&stand_in.runtime(), 0, stream});
-      },
-      absl::Minutes(3), options));
+  CheckCasesOnThreads(stand_in.runtime(), BuildCases(matrix, 4), 4, options);
 }
 
 // One rank's allreduce of `count` int32 on device buffers in segments of `segment` elements,
