@@ -8,6 +8,7 @@
 // call too large for them; a peer that dies; sub-communicators, which run on messages.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -154,7 +155,8 @@ TEST_CASE("more calls in flight than a rank has slots", "[slots]") {
 TEST_CASE("buffered and small calls in flight, more than a rank has slots", "[slots]") {
   // Three calls in four fill the buffers back to back, each waiting for the readers of the
   // calls before that used its region: two in four fit half a buffer, one takes the whole
-  // buffer (both halves); every fourth rides a slot alone.
+  // buffer (both halves); every fourth rides a slot alone. (Each call waits for every rank, so
+  // the halves are seldom both in use here; the broadcasts below make sure they are.)
   CheckAll(RunOnThreadsAll(
       kTransport, 3,
       [&](Communicator& comm) -> absl::Status {
@@ -181,6 +183,33 @@ TEST_CASE("buffered and small calls in flight, more than a rank has slots", "[sl
         }
         for (int call = 0; call < kManyCalls; ++call) {
           CHORUS_RETURN_IF_ERROR(BufferedSum(comm, kBuffered + call, call));
+        }
+        return absl::OkStatus();
+      },
+      absl::Minutes(1)));
+}
+
+TEST_CASE("a root fills one half of its buffer while a late rank reads the other", "[slots]") {
+  // Rank 1 enters each broadcast late, so it is still copying the root's previous call when the
+  // root (which waits only for rank 2's header) publishes the next: that call must take the
+  // other half, and every fourth, too large for a half, must wait for both.
+  CheckAll(RunOnThreadsAll(
+      kTransport, 3,
+      [&](Communicator& comm) -> absl::Status {
+        constexpr size_t kHalf = SharedSlots::kBufferBytes / 2;
+        for (int call = 0; call < 24; ++call) {
+          const size_t bytes = call % 4 == 3 ? kHalf + 8 : kHalf - 40000 * call;
+          std::vector<uint8_t> data(bytes);
+          for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<uint8_t>(i * 7 + call);
+          std::vector<uint8_t> out(bytes, 0);
+          if (comm.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+          CHORUS_RETURN_IF_ERROR(
+              comm.Broadcast(data.data(), out.data(), bytes, DataType::kUint8, /*root=*/0));
+          const auto wrong = std::mismatch(out.begin(), out.end(), data.begin());
+          if (wrong.first != out.end()) {
+            return InternalError(absl::StrCat("call ", call, ": byte ", wrong.first - out.begin(),
+                                              " is ", *wrong.first, ", not ", *wrong.second));
+          }
         }
         return absl::OkStatus();
       },
