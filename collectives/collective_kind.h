@@ -64,6 +64,10 @@ absl::StatusOr<AlgorithmId> ParseAlgorithmName(absl::string_view name);
 bool IsRooted(CollectiveKind kind);
 // True for collectives that combine values with a ReduceOp.
 bool IsReduction(CollectiveKind kind);
+// True for collectives whose every buffer holds the same `count` elements, element i of each
+// meeting element i of the result (allreduce, broadcast, reduce): the same stretch of every
+// rank's buffers is a call of its own.
+bool IsElementwise(CollectiveKind kind);
 
 bool IsValidCollectiveKind(uint8_t value);
 bool IsValidAlgorithmId(uint8_t value);

@@ -227,6 +227,10 @@ absl::StatusOr<CollectiveKind> ParseCollectiveKind(absl::string_view name) {
 
 bool IsRooted(CollectiveKind kind) { return ShapeOf(kind).rooted; }
 bool IsReduction(CollectiveKind kind) { return ShapeOf(kind).reduction; }
+bool IsElementwise(CollectiveKind kind) {
+  const CollectiveShape& shape = ShapeOf(kind);
+  return shape.send == E::kCount && shape.recv == E::kCount;
+}
 
 BufferElements ElementsOf(const CollectiveArgs& args, int rank, int ranks) {
   const CollectiveShape& shape = ShapeOf(args.kind);

@@ -151,8 +151,7 @@ std::string CollectiveHeader::Differences(const CollectiveHeader& other) const {
   note("count", count, other.count);
   if (shape != other.shape) {
     // Collectives without per-rank counts have a shape only when staged in segments.
-    const bool elementwise = kind == CollectiveKind::kAllReduce ||
-                             kind == CollectiveKind::kBroadcast || kind == CollectiveKind::kReduce;
+    const bool elementwise = IsElementwise(kind);
     const char* staging =
         "one rank stages CUDA device buffers in segments and the other does not, or in segments "
         "of another size (pass device buffers on every rank or on none, with the same "

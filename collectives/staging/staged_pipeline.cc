@@ -9,10 +9,7 @@
 namespace chorus {
 
 size_t PipelineSegmentElements(const CollectiveArgs& args, size_t segment_bytes) {
-  const bool elementwise = args.kind == CollectiveKind::kAllReduce ||
-                           args.kind == CollectiveKind::kBroadcast ||
-                           args.kind == CollectiveKind::kReduce;
-  if (!elementwise || segment_bytes == 0) return 0;
+  if (!IsElementwise(args.kind) || segment_bytes == 0) return 0;
   const size_t elements = std::max<size_t>(1, segment_bytes / args.elem());
   return args.count > elements ? elements : 0;
 }
@@ -53,11 +50,14 @@ size_t StagedPipeline::SegmentCount() const {
   return (host_args_.count + segment_elements_ - 1) / segment_elements_;
 }
 
+size_t StagedPipeline::SegmentElements(size_t index) const {
+  return std::min(segment_elements_, host_args_.count - index * segment_elements_);
+}
+
 CollectiveArgs StagedPipeline::Segment(size_t index) const {
   CollectiveArgs segment = host_args_;
-  const size_t first = index * segment_elements_;
-  segment.count = std::min(segment_elements_, host_args_.count - first);
-  const size_t offset = first * host_args_.elem();
+  segment.count = SegmentElements(index);
+  const size_t offset = index * segment_elements_ * host_args_.elem();
   // A buffer this rank does not use stays as the caller passed it (it is never read).
   if (recv_.bytes > 0) segment.recv = recv_.host_data() + offset;
   if (in_place_) {
@@ -68,21 +68,22 @@ CollectiveArgs StagedPipeline::Segment(size_t index) const {
   return segment;
 }
 
-absl::Status StagedPipeline::QueueIn(size_t index) {
-  const StagedRegion& input = in_place_ ? recv_ : send_;
-  if (input.bytes == 0) return absl::OkStatus();
+absl::Status StagedPipeline::QueueCopy(size_t index, const StagedRegion& region, bool out) {
+  if (region.bytes == 0) return absl::OkStatus();
   const size_t offset = index * segment_elements_ * host_args_.elem();
-  const size_t bytes = Segment(index).count * host_args_.elem();
-  return runtime_->CopyAsync(input.host_data() + offset, input.device + offset, bytes,
-                             placement_.device, placement_.stream);
+  const size_t bytes = SegmentElements(index) * host_args_.elem();
+  char* const host = region.host_data() + offset;
+  char* const device = region.device + offset;
+  return runtime_->CopyAsync(out ? device : host, out ? host : device, bytes, placement_.device,
+                             placement_.stream);
+}
+
+absl::Status StagedPipeline::QueueIn(size_t index) {
+  return QueueCopy(index, in_place_ ? recv_ : send_, /*out=*/false);
 }
 
 absl::Status StagedPipeline::QueueOut(size_t index) {
-  if (recv_.bytes == 0) return absl::OkStatus();
-  const size_t offset = index * segment_elements_ * host_args_.elem();
-  const size_t bytes = Segment(index).count * host_args_.elem();
-  return runtime_->CopyAsync(recv_.device + offset, recv_.host_data() + offset, bytes,
-                             placement_.device, placement_.stream);
+  return QueueCopy(index, recv_, /*out=*/true);
 }
 
 absl::Status StagedPipeline::Drain() {

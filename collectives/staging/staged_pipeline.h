@@ -72,11 +72,15 @@ class StagedPipeline {
   // nothing), or of its result back to the device (nothing when it receives nothing).
   absl::Status QueueIn(size_t index);
   absl::Status QueueOut(size_t index);
+  // Queues the copy of segment `index` of `region` from the device, or with `out` to it
+  // (nothing for an empty region).
+  absl::Status QueueCopy(size_t index, const StagedRegion& region, bool out);
   // Waits (kDrainTimeout at most) for the copies still queued after a failure; if they do not
   // finish, the pinned blocks are abandoned rather than returned to the pool.
   absl::Status Drain();
-  // Segment `index` of host_args().
+  // Segment `index` of host_args(), and its element count (the last one may be short).
   CollectiveArgs Segment(size_t index) const;
+  size_t SegmentElements(size_t index) const;
   size_t SegmentCount() const;
 
   GpuRuntime* runtime_;

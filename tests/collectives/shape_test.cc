@@ -42,6 +42,13 @@ TEST_CASE("every collective is named, parsed back and in its row") {
   CHECK(!IsRooted(K::kAllGather));
   CHECK(IsReduction(K::kReduceScatterV));
   CHECK(!IsReduction(K::kBroadcast));
+  // Elementwise: exactly the collectives whose buffers are all `count` elements.
+  for (int k = 0; k < kNumCollectiveKinds; ++k) {
+    const K kind = static_cast<K>(k);
+    INFO(CollectiveKindName(kind));
+    CHECK(IsElementwise(kind) ==
+          (kind == K::kAllReduce || kind == K::kBroadcast || kind == K::kReduce));
+  }
   CHECK(!ShapeOf(K::kSend).collective);
 }
 
