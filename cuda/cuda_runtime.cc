@@ -231,6 +231,7 @@ absl::Status CudaRuntime::CopyAsync(void* dst, const void* src, size_t bytes, in
 absl::Status CudaRuntime::ReduceAsync(DataType type, ReduceOp op,
                                       absl::Span<const void* const> inputs, void* dst, size_t count,
                                       int device, void* stream) {
+  if (inputs.empty()) return InvalidArgumentError("ReduceAsync without inputs");
   ScopedDevice scoped(device);
   CHORUS_RETURN_IF_ERROR(scoped.status());
   const int divisor = op == ReduceOp::kAvg ? static_cast<int>(inputs.size()) : 0;

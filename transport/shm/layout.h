@@ -158,7 +158,8 @@ constexpr uint64_t AreaBytes(uint64_t ring_bytes, uint64_t staging_bytes) {
 }
 
 // The owner's shared slots, after the areas of a mesh of `size`, and its buffer after them.
-// A change to SharedSlot's fields changes what peers read where: it needs a new kLayoutVersion.
+// Any change to SharedSlot's fields changes what peers read where and needs a new
+// kLayoutVersion; this catches the ones that change its size (and so move the buffer).
 static_assert(sizeof(SharedSlot) == 4352, "the shared slot layout changed: bump kLayoutVersion");
 constexpr uint64_t kSharedBufferOffset = RoundUpToPage(SharedSlots::kDepth * sizeof(SharedSlot));
 constexpr uint64_t kSharedSlotsBytes = kSharedBufferOffset + SharedSlots::kBufferBytes;
