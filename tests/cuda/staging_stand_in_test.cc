@@ -753,6 +753,41 @@ TEST_CASE("host stand-in: a large allreduce is staged in segments, two copies ea
   }
 }
 
+TEST_CASE("host stand-in: a copy that fails between segments fails every rank promptly",
+          "[stand-in][pipeline]") {
+  InstalledStandIn stand_in;
+  HostGpuRuntime& runtime = stand_in.runtime();
+  CommunicatorOptions options = SmallSegments();
+  options.timeout = absl::Seconds(20);
+  constexpr size_t kCount = 10 * 1024;  // float32: 10 segments of 4 KiB
+  const absl::Time start = absl::Now();
+  const std::vector<absl::Status> statuses = RunOnThreadsAll(
+      TransportKind::kInproc, 2,
+      [&](Communicator& comm) -> absl::Status {
+        DeviceBuffer buffer(runtime, 0, kCount * sizeof(float));
+        std::vector<float> host(kCount, 1.0f);
+        // Both ranks queue 20 copies; the ninth after this (the stand-in counts the ranks'
+        // copies together) fails, part way through the segments.
+        if (comm.rank() == 1) runtime.FailCopies(1, /*after=*/8);
+        return comm.AllReduce(buffer.data, buffer.data, kCount, DataType::kFloat32, ReduceOp::kSum);
+      },
+      absl::Minutes(1), options);
+  const absl::Duration took = absl::Now() - start;
+  INFO("took " << absl::FormatDuration(took));
+  bool named = false;
+  for (size_t r = 0; r < statuses.size(); ++r) {
+    INFO("rank " << r << ": " << statuses[r].ToString());
+    CHECK_FALSE(statuses[r].ok());
+    CHECK(std::string(statuses[r].message()).find("allreduce #0") != std::string::npos);
+    named |= std::string(statuses[r].message())
+                 .find(
+                     "the CUDA device buffers: cudaMemcpyAsync "
+                     "failed") != std::string::npos;
+  }
+  CHECK(named);
+  CHECK(took < absl::Seconds(10));
+}
+
 TEST_CASE("host stand-in: the staging segment is the default's for large calls only",
           "[stand-in][pipeline]") {
   CollectiveArgs args;
