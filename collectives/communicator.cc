@@ -221,9 +221,13 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
                 ? absl::StrCat(", staged from a CUDA device in segments of ", segment, " elements")
                 : "");
     if (record != nullptr) record->Start(&ctx, started);
-    // The shared slots carry the headers themselves.
-    if (algorithm.id != AlgorithmId::kSharedSlots) ctx.Start();
-    if (pipeline) {
+    // The shared slots carry the headers themselves, and settle what earlier calls on them
+    // left to check (slot_debts.h); a call over messages settles it before it starts.
+    if (algorithm.id != AlgorithmId::kSharedSlots) {
+      status = ctx.SettleSlotDebts(/*probe=*/true);
+      if (status.ok()) ctx.Start();
+    }
+    if (status.ok() && pipeline) {
       // Each segment's result is complete (averaged too) before it is copied back; its sends,
       // which may read the result, end before the average rewrites it. Then its scratch serves
       // the next segment.
@@ -240,10 +244,13 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
             return ran;
           },
           staging_error);
-    } else {
+    } else if (status.ok()) {
       status =
           size() == 1 ? (CopyOwnBlock(run_args), absl::OkStatus()) : algorithm.run(ctx, run_args);
     }
+    // Checks left to later calls whose peers have now published are made before this call
+    // reports success, so that a disagreement is reported by the next call at the latest.
+    if (status.ok() && size() > 1) status = ctx.SettleSlotDebts();
     if (status.ok()) status = ctx.Finish();
     if (status.ok() && !read_in_place && !pipeline) FinishAverage(run_args, rank(), size());
     if (status.ok() && staged) {

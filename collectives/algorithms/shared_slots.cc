@@ -10,7 +10,10 @@
 //      barrier, the root's for a broadcast, and always its left-hand neighbour's, as the header
 //      ring of the message path does, so that any disagreement is seen by some rank. It checks
 //      each header against its own before it uses the data (a disagreement breaks the
-//      communicator, as on messages), takes what it needs and counts itself a reader.
+//      communicator, as on messages), takes what it needs and counts itself a reader. A
+//      broadcast root, which reads no data, checks its neighbour's header only if it is there
+//      already and otherwise leaves the check to its later calls (SlotDebts::OweCheck): its
+//      part ends once its data is out, so it runs ahead of the ranks that read it.
 //   3. An allreduce combines the inputs in rank order, so every rank computes the same bits.
 //
 // A broadcast or allreduce larger than a slot (up to kSharedBufferPayloadBytes) puts its data in
@@ -105,6 +108,7 @@ class SlotCall {
     for (int peer : read_) slots_.Slot(peer, index_)->read.fetch_add(1, std::memory_order_acq_rel);
     if (!attached_ || unread_.empty()) return;  // unattached: the communicator is broken
     for (int peer : unread_) ctx_.slot_debts().Owe(peer, index_, stamp_);
+    // A disagreement it finds is kept for the next call to report.
     ctx_.slot_debts().Settle(slots_);
   }
   SlotCall(const SlotCall&) = delete;
@@ -115,8 +119,7 @@ class SlotCall {
   absl::Status Attach() {
     CHORUS_RETURN_IF_ERROR(slots_.AttachAll());
     attached_ = true;
-    ctx_.slot_debts().Settle(slots_);
-    return absl::OkStatus();
+    return ctx_.SettleSlotDebts();
   }
 
   // Step 1: this rank's slot, once free, holding its header and `bytes` of `data` (in this
@@ -208,6 +211,17 @@ class SlotCall {
     return Data(peer);
   }
 
+  // Checks `peer`'s header (of which this rank reads nothing else) now if the peer has
+  // published it, else leaves the check to later calls (SlotDebts::OweCheck) rather than wait.
+  absl::Status CheckNowOrLater(int peer) {
+    if (slots_.Slot(peer, index_)->stamp.load(std::memory_order_acquire) == stamp_) {
+      return Read(peer, 0).status();
+    }
+    unread_.erase(std::remove(unread_.begin(), unread_.end(), peer), unread_.end());
+    ctx_.slot_debts().OweCheck(peer, index_, stamp_, ctx_.header_wire());
+    return absl::OkStatus();
+  }
+
   int Left() const { return (r_ + p_ - 1) % p_; }
 
  private:
@@ -273,8 +287,9 @@ class SlotCall {
       }
       if (const absl::Status stop = Check(peer, now, what, ready); !stop.ok()) return stop;
       // A peer this wait needs may itself wait for a read this rank owes.
-      ctx_.slot_debts().Settle(slots_);
-      if (now >= next_probe) {
+      const bool probe = now >= next_probe;
+      CHORUS_RETURN_IF_ERROR(ctx_.SettleSlotDebts(probe));
+      if (probe) {
         CHORUS_RETURN_IF_ERROR(ProbeMessages(peer));
         next_probe = now + kProbeAfter;
       }
@@ -490,7 +505,10 @@ absl::Status SharedSlotsBroadcast(CollectiveContext& ctx, const CollectiveArgs& 
     CHORUS_ASSIGN_OR_RETURN(const uint8_t* data, call.Read(args.root, bytes));
     if (bytes > 0) std::memcpy(args.recv, data, bytes);
   }
-  // The header ring, unless the left-hand neighbour is the root, read above.
+  // The header ring, unless the left-hand neighbour is the root, read above. The root leaves its
+  // check to later calls: its part is done once its data is out, as a message root's is once
+  // its sends are buffered, and it can run calls ahead while its peers read.
+  if (root) return call.CheckNowOrLater(left);
   if (left != args.root) CHORUS_RETURN_IF_ERROR(call.Read(left, 0).status());
   return absl::OkStatus();
 }

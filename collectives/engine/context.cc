@@ -69,6 +69,24 @@ const char kSameCallsAdvice[] =
     "every rank must call the same collectives in the same order with the same count, type, "
     "op and root";
 
+// Why `peer`'s header in wire form disagrees with `mine` (described as `mine_described`): a
+// MismatchError naming both views; OK when they agree.
+absl::Status Disagreement(const CollectiveHeader& mine, absl::string_view mine_described, int peer,
+                          const uint8_t* wire, size_t bytes) {
+  absl::StatusOr<CollectiveHeader> theirs = CollectiveHeader::Decode(wire, bytes);
+  if (!theirs.ok()) {
+    return MismatchError(
+        absl::StrCat(mine_described, ": rank ", peer, " sent a malformed collective header (",
+                     theirs.status().message(), "); is it running a different Chorus version?"),
+        peer);
+  }
+  const std::string differences = mine.Differences(*theirs);
+  if (differences.empty()) return absl::OkStatus();
+  return MismatchError(absl::StrCat(mine_described, " but rank ", peer, " called ",
+                                    theirs->Describe(), " (", differences, "); ", kSameCallsAdvice),
+                       peer);
+}
+
 }  // namespace
 
 CollectiveContext::CollectiveContext(CommState& comm, const CollectiveArgs& args,
@@ -83,7 +101,9 @@ CollectiveContext::CollectiveContext(CommState& comm, const CollectiveArgs& args
       first_wait_clock_(start),
       peer_slots_(comm.size()) {}
 CollectiveContext::~CollectiveContext() {
-  Cancel();
+  // A call that posted nothing (on the shared slots) has nothing to cancel, and nobody calls
+  // Cancel once its context ends: its Work has detached.
+  if (registered_any_) Cancel();
   // No transport touches the header messages after Cancel.
   for (PeerHeader* header : headers_) ReturnCachedMessage(std::move(header->cached));
   for (std::unique_ptr<uint8_t[]>& message : more_outgoing_) {
@@ -167,6 +187,7 @@ std::string CollectiveContext::DescribeProgress() const {
 }
 
 void CollectiveContext::Register(const Transfer& transfer, RequestPtr request) {
+  registered_any_ = true;
   std::lock_guard<std::mutex> lock(mu_);
   posted_.push_back(transfer);
   if (cancelled_) request->Cancel();
@@ -599,19 +620,27 @@ absl::Status CollectiveContext::CheckWire(int peer, const uint8_t* wire, size_t 
       std::memcmp(wire, header_wire_.data(), CollectiveHeader::kWireSize) == 0) {
     return absl::OkStatus();
   }
-  absl::StatusOr<CollectiveHeader> theirs = CollectiveHeader::Decode(wire, bytes);
-  if (!theirs.ok()) {
+  const absl::Status disagreement = Disagreement(header_, Describe(), peer, wire, bytes);
+  return disagreement.ok() ? disagreement : Fatal(disagreement);
+}
+
+absl::Status CollectiveContext::SettleSlotDebts(bool probe) {
+  SharedSlots* slots = shared_slots();
+  if (slots == nullptr) return absl::OkStatus();
+  std::optional<SlotDisagreement> found = comm_.slot_debts().Settle(*slots);
+  if (!found && probe) found = comm_.slot_debts().Probe(*slots);
+  if (!found) return absl::OkStatus();
+  const CollectiveHeader mine =
+      CollectiveHeader::Decode(found->mine.data(), found->mine.size()).value();
+  const std::string earlier =
+      absl::StrCat(Describe(), ": earlier, ", mine.Describe(), " on rank ", comm_.rank());
+  if (found->over_messages) {
     return Fatal(MismatchError(
-        absl::StrCat(Describe(), ": rank ", peer, " sent a malformed collective header (",
-                     theirs.status().message(), "); is it running a different Chorus version?"),
-        peer));
+        absl::StrCat(earlier, " ran on the shared slots but rank ", found->peer,
+                     " called it with arguments that chose messages; ", kSameCallsAdvice),
+        found->peer));
   }
-  const std::string differences = header_.Differences(*theirs);
-  if (differences.empty()) return absl::OkStatus();
-  return Fatal(
-      MismatchError(absl::StrCat(Describe(), " but rank ", peer, " called ", theirs->Describe(),
-                                 " (", differences, "); ", kSameCallsAdvice),
-                    peer));
+  return Fatal(Disagreement(mine, earlier, found->peer, found->theirs.data(), found->theirs_bytes));
 }
 
 absl::Status CollectiveContext::CheckHeaderMessage(int peer) {

@@ -162,6 +162,11 @@ class CollectiveContext {
   // Checks a peer's header in wire form against this rank's; a disagreement breaks the
   // communicator and is returned (as for a header message).
   absl::Status CheckWire(int peer, const uint8_t* wire, size_t bytes);
+  // Pays the reads of shared slots the communicator's collectives owe (slot_debts.h); a header
+  // check an earlier collective left to later calls that found a disagreement breaks the
+  // communicator and is returned. `probe`: also look for a peer owed such a check that ran its
+  // collective over messages.
+  absl::Status SettleSlotDebts(bool probe = false);
   // `peer` sent this collective's header as a message where this rank expects none: receives
   // and checks it, and returns the disagreement (always an error; breaks the communicator).
   absl::Status CheckHeaderMessage(int peer);
@@ -326,6 +331,7 @@ class CollectiveContext {
   mutable std::mutex mu_;
   // Everything posted, headers included: for Cancel and for DescribeProgress.
   absl::InlinedVector<Transfer, 6> posted_ ABSL_GUARDED_BY(mu_);
+  bool registered_any_ = false;  // posted_ is not empty (the running thread's own record)
   // The requests of posted_ (deferred receives own theirs), kept until the context ends.
   absl::InlinedVector<RequestPtr, 6> requests_ ABSL_GUARDED_BY(mu_);
   // Set under mu_, so that a transfer posted under it either sees it or is cancelled by

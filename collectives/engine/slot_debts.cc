@@ -1,6 +1,7 @@
 #include "chorus/collectives/engine/slot_debts.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace chorus {
 namespace {
@@ -17,26 +18,60 @@ bool Past(uint64_t now, uint64_t owed) {
 
 }  // namespace
 
-void SlotDebts::Owe(int peer, int index, uint64_t stamp) {
+void SlotDebts::Push(const Debt& debt) {
   std::lock_guard<std::mutex> lock(mu_);
-  debts_.push_back({peer, index, stamp});
+  debts_.push_back(debt);
   any_.store(true, std::memory_order_release);
 }
 
-void SlotDebts::Settle(SharedSlots& slots) {
-  if (!any_.load(std::memory_order_acquire)) return;
+void SlotDebts::Owe(int peer, int index, uint64_t stamp) {
+  Push({peer, index, stamp, /*checked=*/false, {}});
+}
+
+void SlotDebts::OweCheck(int peer, int index, uint64_t stamp, const CollectiveHeader::Wire& mine) {
+  Push({peer, index, stamp, /*checked=*/true, mine});
+}
+
+std::optional<SlotDisagreement> SlotDebts::Settle(SharedSlots& slots) {
+  if (!any_.load(std::memory_order_acquire)) return std::nullopt;
   std::lock_guard<std::mutex> lock(mu_);
   auto settled = [&](const Debt& debt) {
     SharedSlot& slot = *slots.Slot(debt.peer, debt.index);
     const uint64_t now = slot.stamp.load(std::memory_order_acquire);
-    if (now == debt.stamp) {
-      slot.read.fetch_add(1, std::memory_order_acq_rel);
-      return true;
+    if (now != debt.stamp) return now != 0 && Past(now, debt.stamp);
+    if (debt.checked) {
+      const size_t bytes = std::min<size_t>(slot.bytes, CollectiveHeader::kWireSize);
+      if ((bytes != CollectiveHeader::kWireSize ||
+           std::memcmp(slot.data, debt.mine.data(), bytes) != 0) &&
+          !disagreement_) {
+        disagreement_.emplace();
+        disagreement_->peer = debt.peer;
+        disagreement_->mine = debt.mine;
+        std::memcpy(disagreement_->theirs.data(), slot.data, bytes);
+        disagreement_->theirs_bytes = bytes;
+      }
     }
-    return now != 0 && Past(now, debt.stamp);
+    slot.read.fetch_add(1, std::memory_order_acq_rel);
+    return true;
   };
   debts_.erase(std::remove_if(debts_.begin(), debts_.end(), settled), debts_.end());
-  any_.store(!debts_.empty(), std::memory_order_release);
+  any_.store(!debts_.empty() || disagreement_, std::memory_order_release);
+  return disagreement_;
+}
+
+std::optional<SlotDisagreement> SlotDebts::Probe(SharedSlots& slots) {
+  if (!any_.load(std::memory_order_acquire)) return std::nullopt;
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const Debt& debt : debts_) {
+    if (disagreement_) break;
+    if (!debt.checked || !slots.MessageWaiting(debt.peer, debt.stamp)) continue;
+    disagreement_.emplace();
+    disagreement_->peer = debt.peer;
+    disagreement_->mine = debt.mine;
+    disagreement_->over_messages = true;
+  }
+  any_.store(!debts_.empty() || disagreement_, std::memory_order_release);
+  return disagreement_;
 }
 
 size_t SlotDebts::owed() const {

@@ -191,8 +191,8 @@ TEST_CASE("buffered and small calls in flight, more than a rank has slots", "[sl
 
 TEST_CASE("a root fills one half of its buffer while a late rank reads the other", "[slots]") {
   // Rank 1 enters each broadcast late, so it is still copying the root's previous call when the
-  // root (which waits only for rank 2's header) publishes the next: that call must take the
-  // other half, and every fourth, too large for a half, must wait for both.
+  // root (which waits for no peer) publishes the next: that call must take the other half, and
+  // every fourth, too large for a half, must wait for both.
   CheckAll(RunOnThreadsAll(
       kTransport, 3,
       [&](Communicator& comm) -> absl::Status {
@@ -214,6 +214,109 @@ TEST_CASE("a root fills one half of its buffer while a late rank reads the other
         return absl::OkStatus();
       },
       absl::Minutes(1)));
+}
+
+TEST_CASE("a broadcast root runs calls ahead of ranks that have not started", "[slots]") {
+  // The root's part ends once its data is in its slot: it finishes more broadcasts than one
+  // before the other ranks start any (fewer than a rank's slots), and they then read every one.
+  // A root that waited for a peer would wait here until its timeout.
+  constexpr int kAhead = SharedSlots::kDepth - 1;
+  std::atomic<bool> root_done{false};
+  CommunicatorOptions options;
+  options.timeout = absl::Seconds(20);
+  CheckAll(RunOnThreadsAll(
+      kTransport, 3,
+      [&](Communicator& comm) -> absl::Status {
+        CollectiveOptions named;
+        named.algorithm = "shared_slots";
+        if (comm.rank() != 0) {
+          const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+          while (!root_done.load()) {
+            if (std::chrono::steady_clock::now() > give_up) {
+              return InternalError("the root did not finish its broadcasts alone");
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+          }
+        }
+        for (int call = 0; call < kAhead; ++call) {
+          int64_t value = comm.rank() == 0 ? 100 + call : -1;
+          CHORUS_RETURN_IF_ERROR(
+              comm.Broadcast(&value, &value, 1, DataType::kInt64, /*root=*/0, named));
+          CHORUS_RETURN_IF_ERROR(
+              Expect(value == 100 + call, absl::StrCat("call ", call, ": ", value)));
+        }
+        if (comm.rank() == 0) root_done.store(true);
+        return SumCalls(comm, 2);
+      },
+      absl::Minutes(1), options));
+}
+
+TEST_CASE("a broadcast root's left-hand neighbour on messages is a mismatch on every rank",
+          "[slots]") {
+  // Rank 2, the root's left-hand neighbour, broadcasts more than the buffers hold and so runs
+  // the call over messages, where ranks 0 and 1 use the slots. Only the root reads rank 2's
+  // header; it leaves that check to its next call, which finds rank 2's header message.
+  const size_t kBeyondBuffers = SharedSlots::kBufferBytes / sizeof(float) + 1;
+  const auto start = std::chrono::steady_clock::now();
+  const std::vector<absl::Status> statuses = RunOnThreadsAll(
+      kTransport, 3,
+      [&](Communicator& comm) -> absl::Status {
+        std::vector<float> data(kBeyondBuffers, 1.0f);
+        const size_t count = comm.rank() == 2 ? kBeyondBuffers : 2000;
+        absl::Status status =
+            comm.Broadcast(data.data(), data.data(), count, DataType::kFloat32, /*root=*/0);
+        if (status.ok()) status = comm.Barrier();
+        return status;
+      },
+      absl::Minutes(1));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
+  for (size_t rank = 0; rank < statuses.size(); ++rank) {
+    INFO("rank " << rank << ": " << statuses[rank].ToString());
+    CHECK(GetErrorKind(statuses[rank]) == ErrorKind::kMismatch);
+    CHECK(absl::StrContains(statuses[rank].message(), "called"));
+  }
+}
+
+TEST_CASE("a disagreement only a broadcast root's check sees fails the next call", "[slots]") {
+  // Ranks 0 and 1 broadcast from root 0, rank 2 from root 2. Rank 1 reads rank 0's slot and
+  // agrees; the roots read none, and each leaves its check of its left-hand neighbour's header to
+  // its next call, since they run in turn: rank 0, then rank 2 (rank 0's left), then rank 1
+  // (rank 2's left). Every broadcast succeeds; the roots' next call, an allreduce over messages,
+  // must fail with the disagreement instead of succeeding, and so must rank 1's allreduce or,
+  // where its part was done before the news came, the barrier after it.
+  std::atomic<int> finished{-1};  // the last rank whose broadcast returned, in the order 0, 2, 1
+  const std::vector<absl::Status> statuses = RunOnThreadsAll(
+      kTransport, 3,
+      [&](Communicator& comm) -> absl::Status {
+        const int after = comm.rank() == 0 ? -1 : comm.rank() == 2 ? 0 : 2;
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (finished.load() != after) {
+          if (std::chrono::steady_clock::now() > give_up) {
+            return InternalError(absl::StrCat("rank ", after, " did not finish its broadcast"));
+          }
+          std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        int64_t value = comm.rank();
+        const absl::Status broadcast = comm.Broadcast(&value, &value, 1, DataType::kInt64,
+                                                      /*root=*/comm.rank() == 2 ? 2 : 0);
+        finished.store(comm.rank());
+        CHORUS_RETURN_IF_ERROR(broadcast);
+        CollectiveOptions ring;
+        ring.algorithm = "ring";
+        std::vector<int64_t> values(64, comm.rank());
+        CHORUS_RETURN_IF_ERROR(comm.AllReduce(values.data(), values.data(), values.size(),
+                                              DataType::kInt64, ReduceOp::kSum, ring));
+        return comm.Barrier();
+      },
+      absl::Minutes(1));
+  for (size_t rank = 0; rank < statuses.size(); ++rank) {
+    INFO("rank " << rank << ": " << statuses[rank].ToString());
+    CHECK(GetErrorKind(statuses[rank]) == ErrorKind::kMismatch);
+    CHECK(absl::StrContains(statuses[rank].message(), "allreduce #1 (ring"));
+    CHECK(absl::StrContains(statuses[rank].message(), "earlier, broadcast #0"));
+    CHECK((absl::StrContains(statuses[rank].message(), "root 0 vs 2") ||
+           absl::StrContains(statuses[rank].message(), "root 2 vs 0")));
+  }
 }
 
 TEST_CASE("calls eight and more apart run at once on one rank", "[slots]") {
