@@ -2,16 +2,19 @@
 // memory, through the mesh's shared slots instead of messages, and larger allreduce and broadcast
 // through the ranks' shared buffers. Results for every type and op (BuildCases' stand-ins under
 // ThreadSanitizer); the selector's choice; more calls in flight than a rank has slots, small and
-// buffered mixed; a disagreement with a rank that runs the call with messages; a timeout and
-// Work::Abort, after which the communicator still works (the reads they owed are paid), and a rank
-// that gives up on a buffered call, which fails its peers at once; a rule naming the slots for a
-// call too large for them; a peer that dies; sub-communicators, which run on messages.
+// buffered mixed; a broadcast root that runs ahead of its readers, and the disagreements only
+// its deferred check of its neighbour sees; a disagreement with a rank that runs the call with
+// messages; a timeout and Work::Abort, after which the communicator still works (the reads they
+// owed are paid), and a rank that gives up on a buffered call, which fails its peers at once; a
+// rule naming the slots for a call too large for them; a peer that dies; sub-communicators,
+// which run on messages.
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <functional>
 #include <thread>
 #include <vector>
 
@@ -251,32 +254,6 @@ TEST_CASE("a broadcast root runs calls ahead of ranks that have not started", "[
       absl::Minutes(1), options));
 }
 
-TEST_CASE("a broadcast root's left-hand neighbour on messages is a mismatch on every rank",
-          "[slots]") {
-  // Rank 2, the root's left-hand neighbour, broadcasts more than the buffers hold and so runs
-  // the call over messages, where ranks 0 and 1 use a slot. Only the root reads rank 2's header;
-  // it leaves that check to its next call, which finds rank 2's header message.
-  const size_t kBeyondBuffers = SharedSlots::kBufferBytes / sizeof(float) + 1;
-  const auto start = std::chrono::steady_clock::now();
-  const std::vector<absl::Status> statuses = RunOnThreadsAll(
-      kTransport, 3,
-      [&](Communicator& comm) -> absl::Status {
-        std::vector<float> data(kBeyondBuffers, 1.0f);
-        const size_t count = comm.rank() == 2 ? kBeyondBuffers : 500;  // 2000 bytes: a slot
-        absl::Status status =
-            comm.Broadcast(data.data(), data.data(), count, DataType::kFloat32, /*root=*/0);
-        if (status.ok()) status = comm.Barrier();
-        return status;
-      },
-      absl::Minutes(1));
-  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
-  for (size_t rank = 0; rank < statuses.size(); ++rank) {
-    INFO("rank " << rank << ": " << statuses[rank].ToString());
-    CHECK(GetErrorKind(statuses[rank]) == ErrorKind::kMismatch);
-    CHECK(absl::StrContains(statuses[rank].message(), "called"));
-  }
-}
-
 TEST_CASE("a disagreement only a broadcast root's check sees fails the next call", "[slots]") {
   // Ranks 0 and 1 broadcast from root 0, rank 2 from root 2. Rank 1 reads rank 0's slot and
   // agrees; the roots read none, and each leaves its check of its left-hand neighbour's header to
@@ -385,17 +362,20 @@ TEST_CASE("a call aborted before it starts leaves the communicator working", "[s
       absl::Minutes(1), options));
 }
 
-TEST_CASE("a rank that runs the call with messages is a mismatch on every rank", "[slots]") {
-  const size_t kBeyondBuffers = SharedSlots::kBufferBytes / sizeof(float) + 1;
+// More elements than the shared buffers hold: a call of this many chooses messages.
+constexpr size_t kBeyondBuffers = SharedSlots::kBufferBytes / sizeof(float) + 1;
+
+// Runs `call` on 3 ranks, on `count` floats on ranks 0 and 1 and on kBeyondBuffers on rank 2,
+// which so runs it over messages; checks that every rank fails promptly with a MismatchError and
+// returns the errors.
+std::vector<absl::Status> RankTwoOnMessages(
+    size_t count, const std::function<absl::Status(Communicator&, float*, size_t)>& call) {
   const auto start = std::chrono::steady_clock::now();
   const std::vector<absl::Status> statuses = RunOnThreadsAll(
       kTransport, 3,
       [&](Communicator& comm) -> absl::Status {
-        // 2000 floats fit the buffers; rank 2's one more than they hold do not, so it chooses
-        // messages.
         std::vector<float> data(kBeyondBuffers, 1.0f);
-        const size_t count = comm.rank() == 2 ? kBeyondBuffers : 2000;
-        return comm.AllReduce(data.data(), data.data(), count, DataType::kFloat32, ReduceOp::kSum);
+        return call(comm, data.data(), comm.rank() == 2 ? kBeyondBuffers : count);
       },
       absl::Minutes(1));
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(10));
@@ -403,9 +383,32 @@ TEST_CASE("a rank that runs the call with messages is a mismatch on every rank",
     INFO("rank " << rank << ": " << statuses[rank].ToString());
     CHECK(GetErrorKind(statuses[rank]) == ErrorKind::kMismatch);
     CHECK(absl::StrContains(statuses[rank].message(), "called"));
-    CHECK(absl::StrContains(statuses[rank].message(),
-                            absl::StrCat("count 2000 vs ", kBeyondBuffers)));
   }
+  return statuses;
+}
+
+TEST_CASE("a rank that runs the call with messages is a mismatch on every rank", "[slots]") {
+  // 2000 floats fit the buffers.
+  const std::vector<absl::Status> statuses =
+      RankTwoOnMessages(2000, [](Communicator& comm, float* data, size_t count) {
+        return comm.AllReduce(data, data, count, DataType::kFloat32, ReduceOp::kSum);
+      });
+  for (const absl::Status& status : statuses) {
+    INFO(status.ToString());
+    CHECK(absl::StrContains(status.message(), absl::StrCat("count 2000 vs ", kBeyondBuffers)));
+  }
+}
+
+TEST_CASE("a broadcast root's left-hand neighbour on messages is a mismatch on every rank",
+          "[slots]") {
+  // Rank 2, the root's left-hand neighbour, runs the call over messages where ranks 0 and 1 use
+  // a slot (500 floats: 2000 bytes). Only the root reads rank 2's header; it leaves that check to
+  // its next call, which finds rank 2's header message.
+  RankTwoOnMessages(500, [](Communicator& comm, float* data, size_t count) {
+    absl::Status status = comm.Broadcast(data, data, count, DataType::kFloat32, /*root=*/0);
+    if (status.ok()) status = comm.Barrier();
+    return status;
+  });
 }
 
 TEST_CASE("ranks that disagree on the op fail with both views", "[slots]") {
