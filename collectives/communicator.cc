@@ -249,7 +249,7 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
           size() == 1 ? (CopyOwnBlock(run_args), absl::OkStatus()) : algorithm.run(ctx, run_args);
     }
     // Checks left to later calls whose peers have now published are made before this call
-    // reports success, so that a disagreement is reported by the next call at the latest.
+    // reports success, so that a disagreement is reported by a later call.
     if (status.ok() && size() > 1) status = ctx.SettleSlotDebts();
     if (status.ok()) status = ctx.Finish();
     if (status.ok() && !read_in_place && !pipeline) FinishAverage(run_args, rank(), size());

@@ -115,12 +115,12 @@ class SlotCall {
   SlotCall(const SlotCall&) = delete;
   SlotCall& operator=(const SlotCall&) = delete;
 
-  // Maps every peer's slots (the transport's error when it cannot) and pays what earlier calls
-  // owe. A call that never attaches owes nothing: it could never have read a slot.
+  // Maps every peer's slots (the transport's error when it cannot). A call that never attaches
+  // owes nothing: it could never have read a slot.
   absl::Status Attach() {
     CHORUS_RETURN_IF_ERROR(slots_.AttachAll());
     attached_ = true;
-    return ctx_.SettleSlotDebts();
+    return absl::OkStatus();
   }
 
   // Step 1: this rank's slot, once free, holding its header and `bytes` of `data` (in this
@@ -131,6 +131,8 @@ class SlotCall {
       return ctx_.PeerLost(ErrorPeerRank(attached).value_or(-1), attached,
                            "the attachment to its shared slots");
     }
+    // What earlier calls owe, paid before this one waits for anything.
+    CHORUS_RETURN_IF_ERROR(ctx_.SettleSlotDebts());
     const uint32_t sequence = ctx_.header().sequence;
     CHORUS_RETURN_IF_ERROR(WaitUntil([&] { return ctx_.slot_turns().IsTurn(sequence); }, -1,
                                      "this rank's earlier calls on the shared slots"));

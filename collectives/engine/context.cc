@@ -346,6 +346,7 @@ Transfer CollectiveContext::Defer(int peer, uint64_t step, void* data, size_t by
   std::lock_guard<std::mutex> lock(mu_);
   transfer.deferred = static_cast<int>(deferred_.size());
   deferred_.push_back(DeferredRecv{data, nullptr});
+  registered_any_ = true;
   posted_.push_back(transfer);
   return transfer;
 }
@@ -405,6 +406,7 @@ Transfer CollectiveContext::Post(int peer, uint64_t step, size_t bytes, bool is_
   RequestPtr request =
       PostLocked(peer, step, is_recv ? RequestKind::kRecv : RequestKind::kSend, connection, post);
   transfer.request = request.get();
+  registered_any_ = true;
   posted_.push_back(transfer);
   requests_.push_back(std::move(request));
   return transfer;
@@ -632,15 +634,20 @@ absl::Status CollectiveContext::SettleSlotDebts(bool probe) {
   if (!found) return absl::OkStatus();
   const CollectiveHeader mine =
       CollectiveHeader::Decode(found->mine.data(), found->mine.size()).value();
-  const std::string earlier =
-      absl::StrCat(Describe(), ": earlier, ", mine.Describe(), " on rank ", comm_.rank());
+  // This call's own check, made as it ends, or an earlier call's.
+  const std::string described =
+      mine.sequence == header_.sequence
+          ? Describe()
+          : absl::StrCat(Describe(), ": earlier, ", mine.Describe(), " on rank ", comm_.rank());
   if (found->over_messages) {
     return Fatal(MismatchError(
-        absl::StrCat(earlier, " ran on the shared slots but rank ", found->peer,
+        absl::StrCat(described, " ran on the shared slots but rank ", found->peer,
                      " called it with arguments that chose messages; ", kSameCallsAdvice),
         found->peer));
   }
-  return Fatal(Disagreement(mine, earlier, found->peer, found->theirs.data(), found->theirs_bytes));
+  const absl::Status disagreement =
+      Disagreement(mine, described, found->peer, found->theirs.data(), found->theirs_bytes);
+  return disagreement.ok() ? disagreement : Fatal(disagreement);
 }
 
 absl::Status CollectiveContext::CheckHeaderMessage(int peer) {

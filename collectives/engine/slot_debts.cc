@@ -18,6 +18,14 @@ bool Past(uint64_t now, uint64_t owed) {
 
 }  // namespace
 
+SlotDisagreement SlotDebts::OverMessages(const Debt& debt) {
+  SlotDisagreement disagreement;
+  disagreement.peer = debt.peer;
+  disagreement.mine = debt.mine;
+  disagreement.over_messages = true;
+  return disagreement;
+}
+
 void SlotDebts::Push(const Debt& debt) {
   std::lock_guard<std::mutex> lock(mu_);
   debts_.push_back(debt);
@@ -38,7 +46,15 @@ std::optional<SlotDisagreement> SlotDebts::Settle(SharedSlots& slots) {
   auto settled = [&](const Debt& debt) {
     SharedSlot& slot = *slots.Slot(debt.peer, debt.index);
     const uint64_t now = slot.stamp.load(std::memory_order_acquire);
-    if (now != debt.stamp) return now != 0 && Past(now, debt.stamp);
+    if (now != debt.stamp) {
+      if (now == 0 || !Past(now, debt.stamp)) return false;
+      // The peer never put the owed call in this slot: it failed before it did, or it ran the
+      // call over messages, which is a disagreement to keep.
+      if (debt.checked && !disagreement_ && slots.MessageWaiting(debt.peer, debt.stamp)) {
+        disagreement_ = OverMessages(debt);
+      }
+      return true;
+    }
     if (debt.checked) {
       const size_t bytes = std::min<size_t>(slot.bytes, CollectiveHeader::kWireSize);
       if ((bytes != CollectiveHeader::kWireSize ||
@@ -64,11 +80,9 @@ std::optional<SlotDisagreement> SlotDebts::Probe(SharedSlots& slots) {
   std::lock_guard<std::mutex> lock(mu_);
   for (const Debt& debt : debts_) {
     if (disagreement_) break;
-    if (!debt.checked || !slots.MessageWaiting(debt.peer, debt.stamp)) continue;
-    disagreement_.emplace();
-    disagreement_->peer = debt.peer;
-    disagreement_->mine = debt.mine;
-    disagreement_->over_messages = true;
+    if (debt.checked && slots.MessageWaiting(debt.peer, debt.stamp)) {
+      disagreement_ = OverMessages(debt);
+    }
   }
   any_.store(!debts_.empty() || disagreement_, std::memory_order_release);
   return disagreement_;

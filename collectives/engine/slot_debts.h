@@ -10,8 +10,10 @@
 // A collective may also leave a header check to later calls (a broadcast root checks its
 // left-hand neighbour's header this way, so that it never waits for a rank that only reads from
 // it): such a debt is paid once the slot holds what was owed and its header is compared with
-// the one the collective had. The first disagreement found is kept, and every later Settle
-// returns it, so that the call that first can report it does (it breaks the communicator).
+// the one the collective had; one whose slot moved past what was owed is forgotten only after a
+// look for the peer's header sent as a message instead. The first disagreement found is kept,
+// and every later Settle returns it, so that the call that first can report it does (it breaks
+// the communicator).
 //
 // Thread-safe.
 #ifndef CHORUS_COLLECTIVES_ENGINE_SLOT_DEBTS_H_
@@ -65,6 +67,8 @@ class SlotDebts {
     CollectiveHeader::Wire mine;  // when checked
   };
   void Push(const Debt& debt);
+  // `debt`'s peer sent the collective's header as a message.
+  static SlotDisagreement OverMessages(const Debt& debt);
 
   mutable std::mutex mu_;
   std::vector<Debt> debts_ ABSL_GUARDED_BY(mu_);

@@ -404,11 +404,15 @@ TEST_CASE("a broadcast root's left-hand neighbour on messages is a mismatch on e
   // Rank 2, the root's left-hand neighbour, runs the call over messages where ranks 0 and 1 use
   // a slot (500 floats: 2000 bytes). Only the root reads rank 2's header; it leaves that check to
   // its next call, which finds rank 2's header message.
-  RankTwoOnMessages(500, [](Communicator& comm, float* data, size_t count) {
-    absl::Status status = comm.Broadcast(data, data, count, DataType::kFloat32, /*root=*/0);
-    if (status.ok()) status = comm.Barrier();
-    return status;
-  });
+  const std::vector<absl::Status> statuses =
+      RankTwoOnMessages(500, [](Communicator& comm, float* data, size_t count) {
+        absl::Status status = comm.Broadcast(data, data, count, DataType::kFloat32, /*root=*/0);
+        if (status.ok()) status = comm.Barrier();
+        return status;
+      });
+  INFO(statuses[0].ToString());
+  CHECK(absl::StrContains(statuses[0].message(), "earlier, broadcast #0"));
+  CHECK(absl::StrContains(statuses[0].message(), "chose messages"));
 }
 
 TEST_CASE("ranks that disagree on the op fail with both views", "[slots]") {

@@ -120,7 +120,9 @@ bool WithinBudget(const CallCounts& least, const Budget& budget) {
 // ranks gets another chance, up to kAttempts. A cost added to every call fails every attempt.
 constexpr int kAttempts = 3;
 
-void CheckBudget(TransportKind transport, Call call, const Budget& budget) {
+// `budgets[rank]`: one per rank, or one for both.
+void CheckBudget(TransportKind transport, Call call, std::vector<Budget> budgets) {
+  if (budgets.size() == 1) budgets.push_back(budgets[0]);
   Outcome outcome;
   for (int attempt = 0; attempt < kAttempts; ++attempt) {
     outcome.least_by_rank.assign(2, CallCounts{});
@@ -129,13 +131,14 @@ void CheckBudget(TransportKind transport, Call call, const Budget& budget) {
       WARN("SKIPPED: cannot count system calls on this machine: " << outcome.skipped);
       return;
     }
-    if (WithinBudget(outcome.least_by_rank[0], budget) &&
-        WithinBudget(outcome.least_by_rank[1], budget)) {
+    if (WithinBudget(outcome.least_by_rank[0], budgets[0]) &&
+        WithinBudget(outcome.least_by_rank[1], budgets[1])) {
       break;
     }
   }
   for (int rank = 0; rank < 2; ++rank) {
     const CallCounts& least = outcome.least_by_rank[rank];
+    const Budget& budget = budgets[rank];
     INFO(TransportName(transport) << ", " << CallName(call) << ", rank " << rank
                                   << ", least per call: " << least.ToString());
     WARN(TransportName(transport) << ", " << CallName(call) << ", rank " << rank
@@ -148,14 +151,17 @@ void CheckBudget(TransportKind transport, Call call, const Budget& budget) {
 
 // Shared memory: the calls ride the shared slots, with no request and no allocation, and a call
 // whose peer's slot is already written makes no system call at all. The locks are the flight
-// recorder's and the slot queue's (SlotTurns: taking a turn and leaving it). A broadcast root
-// whose left-hand neighbour has not published yet leaves its header check to a later call
-// (SlotDebts), which takes two more; the fast path, counted here, checks it at once.
+// recorder's and the slot queue's (SlotTurns: taking a turn and leaving it). The broadcast's
+// root (rank 0) runs ahead of its reader, so it seldom finds the reader's header published and
+// leaves its check of it to its next call (SlotDebts): recording the debt and settling it take
+// two more.
 TEST_CASE("small collectives over shared memory") {
   constexpr Budget kShm = {/*allocations=*/0, /*lock_acquisitions=*/6, /*syscalls=*/0};
-  CheckBudget(TransportKind::kShm, Call::kAllReduce, kShm);
-  CheckBudget(TransportKind::kShm, Call::kBroadcast, kShm);
-  CheckBudget(TransportKind::kShm, Call::kBarrier, kShm);
+  constexpr Budget kShmRunningAhead = {/*allocations=*/0, /*lock_acquisitions=*/8,
+                                       /*syscalls=*/0};
+  CheckBudget(TransportKind::kShm, Call::kAllReduce, {kShm});
+  CheckBudget(TransportKind::kShm, Call::kBroadcast, {kShmRunningAhead, kShm});
+  CheckBudget(TransportKind::kShm, Call::kBarrier, {kShm});
 }
 
 // TCP: the requests, the outbound message and the receive slot; one system call, the send
@@ -165,11 +171,11 @@ TEST_CASE("small collectives over shared memory") {
 // allocations, 17 lock acquisitions and 2 system calls.
 TEST_CASE("small collectives over TCP") {
   constexpr Budget kTcp = {/*allocations=*/4, /*lock_acquisitions=*/12, /*syscalls=*/1};
-  CheckBudget(TransportKind::kTcp, Call::kAllReduce, kTcp);
-  CheckBudget(TransportKind::kTcp, Call::kBroadcast, kTcp);
-  CheckBudget(TransportKind::kTcp, Call::kBarrier, kTcp);
+  CheckBudget(TransportKind::kTcp, Call::kAllReduce, {kTcp});
+  CheckBudget(TransportKind::kTcp, Call::kBroadcast, {kTcp});
+  CheckBudget(TransportKind::kTcp, Call::kBarrier, {kTcp});
   constexpr Budget kTcp16K = {/*allocations=*/6, /*lock_acquisitions=*/14, /*syscalls=*/1};
-  CheckBudget(TransportKind::kTcp, Call::kAllReduce16K, kTcp16K);
+  CheckBudget(TransportKind::kTcp, Call::kAllReduce16K, {kTcp16K});
 }
 
 }  // namespace
