@@ -70,31 +70,34 @@ void OweCheckOf(SlotDebts& debts, uint32_t sequence, const CollectiveHeader& min
                  MemorySlots::Stamp(sequence), mine.Encode());
 }
 
-TEST_CASE("a read owed is paid once the slot holds what was owed") {
+// One rank's debts to peer kPeer's slots.
+struct Debts {
   MemorySlots slots;
   SlotDebts debts;
+
+  // Settle reports nothing and pays the one read owed of slot `sequence`'s contents.
+  void ExpectPaid(uint32_t sequence) {
+    CHECK_FALSE(debts.Settle(slots).has_value());
+    CHECK(debts.owed() == 0);
+    CHECK(slots.Slot(kPeer, static_cast<int>(sequence % SharedSlots::kDepth))->read.load() == 1);
+  }
+};
+
+TEST_CASE_METHOD(Debts, "a read owed is paid once the slot holds what was owed") {
   debts.Owe(kPeer, 3, MemorySlots::Stamp(3));
   CHECK_FALSE(debts.Settle(slots).has_value());
   CHECK(debts.owed() == 1);  // not written yet
   slots.Publish(kPeer, Broadcast(3, 0));
-  CHECK_FALSE(debts.Settle(slots).has_value());
-  CHECK(debts.owed() == 0);
-  CHECK(slots.Slot(kPeer, 3)->read.load() == 1);
+  ExpectPaid(3);
 }
 
-TEST_CASE("a checked read whose header agrees is paid and reports nothing") {
-  MemorySlots slots;
-  SlotDebts debts;
+TEST_CASE_METHOD(Debts, "a checked read whose header agrees is paid and reports nothing") {
   OweCheckOf(debts, 2, Broadcast(2, 0));
   slots.Publish(kPeer, Broadcast(2, 0));
-  CHECK_FALSE(debts.Settle(slots).has_value());
-  CHECK(debts.owed() == 0);
-  CHECK(slots.Slot(kPeer, 2)->read.load() == 1);
+  ExpectPaid(2);
 }
 
-TEST_CASE("a checked read whose header disagrees is kept for every later Settle") {
-  MemorySlots slots;
-  SlotDebts debts;
+TEST_CASE_METHOD(Debts, "a checked read whose header disagrees is kept for every later Settle") {
   OweCheckOf(debts, 2, Broadcast(2, 0));
   slots.Publish(kPeer, Broadcast(2, 1));
   for (int settle = 0; settle < 3; ++settle) {
@@ -113,9 +116,8 @@ TEST_CASE("a checked read whose header disagrees is kept for every later Settle"
   CHECK(debts.owed() == 0);
 }
 
-TEST_CASE("a checked read of a peer that sent its header as a message is a disagreement") {
-  MemorySlots slots;
-  SlotDebts debts;
+TEST_CASE_METHOD(Debts,
+                 "a checked read of a peer that sent its header as a message is a disagreement") {
   OweCheckOf(debts, 5, Broadcast(5, 0));
   CHECK_FALSE(debts.Probe(slots).has_value());
   slots.SendHeaderMessage(kPeer, 5);
@@ -125,10 +127,9 @@ TEST_CASE("a checked read of a peer that sent its header as a message is a disag
   CHECK(debts.Settle(slots).has_value());  // kept
 }
 
-TEST_CASE("a checked read whose slot moved past it looks for a header message first") {
+TEST_CASE_METHOD(Debts,
+                 "a checked read whose slot moved past it looks for a header message first") {
   SECTION("the peer ran the call over messages: a disagreement") {
-    MemorySlots slots;
-    SlotDebts debts;
     OweCheckOf(debts, 1, Broadcast(1, 0));
     slots.SendHeaderMessage(kPeer, 1);
     slots.Publish(kPeer, Broadcast(1 + SharedSlots::kDepth, 0));  // the same slot, later
@@ -138,8 +139,6 @@ TEST_CASE("a checked read whose slot moved past it looks for a header message fi
     CHECK(debts.owed() == 0);
   }
   SECTION("the peer's call ended before it published: forgotten") {
-    MemorySlots slots;
-    SlotDebts debts;
     OweCheckOf(debts, 1, Broadcast(1, 0));
     slots.Publish(kPeer, Broadcast(1 + SharedSlots::kDepth, 0));
     CHECK_FALSE(debts.Settle(slots).has_value());
