@@ -85,16 +85,18 @@ absl::Status LinearScatter(CollectiveContext& ctx, const CollectiveArgs& args) {
   return ctx.WaitAll(sends);
 }
 
-// Round k: signal rank + 2^k, wait for rank - 2^k. After ceil(log2 p) rounds every rank has
-// heard, directly or transitively, from every other.
+// Round k: signal the rank 2^k places further on the header ring, wait for the one 2^k places
+// back. After ceil(log2 p) rounds every rank has heard, directly or transitively, from every
+// other. Round 0 signals the ring successor, so the header rides on it.
 absl::Status DisseminationBarrier(CollectiveContext& ctx, const CollectiveArgs& args) {
   static const uint8_t kToken = 0;
   uint8_t sink = 0;
   int round = 0;
+  const int position = ctx.RingPosition(ctx.rank());
   for (int distance = 1; distance < ctx.size(); distance *= 2, ++round) {
     const Transfer transfers[] = {
-        ctx.Recv(Mod(ctx.rank() - distance, ctx.size()), round, &sink, 0),
-        ctx.Send(Mod(ctx.rank() + distance, ctx.size()), round, &kToken, 0)};
+        ctx.Recv(ctx.RankAtRingPosition(position - distance), round, &sink, 0),
+        ctx.Send(ctx.RankAtRingPosition(position + distance), round, &kToken, 0)};
     CHORUS_RETURN_IF_ERROR(ctx.WaitAll(transfers));
   }
   return absl::OkStatus();

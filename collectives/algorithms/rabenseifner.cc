@@ -14,7 +14,7 @@
 
 #include "chorus/collectives/algorithms/algorithms.h"
 #include "chorus/collectives/algorithms/blocks.h"
-#include "chorus/collectives/algorithms/fold.h"
+#include "chorus/collectives/engine/fold.h"
 #include "chorus/collectives/reduce/reduce_kernels.h"
 
 namespace chorus {

@@ -11,7 +11,7 @@
 
 #include "chorus/collectives/algorithms/algorithms.h"
 #include "chorus/collectives/algorithms/blocks.h"
-#include "chorus/collectives/algorithms/fold.h"
+#include "chorus/collectives/engine/fold.h"
 #include "chorus/collectives/reduce/reduce_kernels.h"
 
 namespace chorus {
@@ -23,6 +23,7 @@ absl::Status RecursiveDoublingAllReduce(CollectiveContext& ctx, const Collective
   uint8_t* out = static_cast<uint8_t*>(args.recv);
   const int rounds = fold.Rounds();
   const int index = fold.ActiveIndex(rank);
+  ctx.WillSendTo(fold.Peers(rank));
 
   if (index < 0) {  // folded away: hand the data over, get the result back
     CHORUS_RETURN_IF_ERROR(ctx.Wait(ctx.Send(rank + 1, 0, args.send, bytes)));
@@ -62,6 +63,7 @@ absl::Status RecursiveDoublingAllGather(CollectiveContext& ctx, const Collective
   uint8_t* out = static_cast<uint8_t*>(args.recv);
   const int rounds = fold.Rounds();
   const int index = fold.ActiveIndex(rank);
+  ctx.WillSendTo(fold.Peers(rank));
   auto span_of = [&](int first_rank, int end_rank) {
     return std::make_pair(out + offsets[first_rank] * elem,
                           (offsets[end_rank] - offsets[first_rank]) * elem);

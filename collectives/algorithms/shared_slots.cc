@@ -7,11 +7,12 @@
 //      data there: the input for an allreduce, the root's data for a broadcast, none for a
 //      barrier or a broadcast's other ranks. It stamps the slot last.
 //   2. Each rank reads, in place, the slots it needs: every peer's for an allreduce or a
-//      barrier, the root's for a broadcast, and always its left-hand neighbour's, as the header
-//      ring of the message path does, so that any disagreement is seen by some rank. It checks
+//      barrier, the root's for a broadcast, and always its predecessor's on the header ring
+//      (engine/header_ring.h), as on the message path, so that any disagreement is seen by
+//      some rank. It checks
 //      each header against its own before it uses the data (a disagreement breaks the
 //      communicator, as on messages), takes what it needs and counts itself a reader. The root
-//      of a broadcast in a slot, which reads no data, checks its neighbour's header only if it
+//      of a broadcast in a slot, which reads no data, checks its predecessor's header only if it
 //      is there already and otherwise leaves the check to its later calls
 //      (SlotDebts::OweCheck): its part ends once its data is out, so it runs ahead of the
 //      ranks that read it.
@@ -82,6 +83,11 @@ constexpr auto kProbeAfter = std::chrono::milliseconds(1);
 using Clock = std::chrono::steady_clock;
 // Peers of one call: no heap allocation up to 16 ranks.
 using Ranks = absl::InlinedVector<int, 16>;
+
+// The rank whose header this rank checks (engine/header_ring.h).
+int RingPredecessor(const CollectiveContext& ctx) {
+  return ctx.RankAtRingPosition(ctx.RingPosition(ctx.rank()) - 1);
+}
 
 // One rank's part of one collective on the slots.
 class SlotCall {
@@ -225,7 +231,7 @@ class SlotCall {
     return absl::OkStatus();
   }
 
-  int Left() const { return (r_ + p_ - 1) % p_; }
+  int Predecessor() const { return RingPredecessor(ctx_); }
 
  private:
   // Where in this rank's buffer `bytes` of data go: a half that fits them (the whole buffer
@@ -331,12 +337,12 @@ class SlotCall {
   }
 
   // A peer that runs this collective over messages (its arguments differ, so it chose another
-  // algorithm) sends its header to its right-hand neighbour, and so to some rank that waits
-  // here for its left-hand one: that rank reports the disagreement and breaks the
-  // communicator, which ends the waits of the ranks on messages too.
+  // algorithm) sends its header to its ring successor, and so to some rank that waits here for
+  // its predecessor: that rank reports the disagreement and breaks the communicator, which
+  // ends the waits of the ranks on messages too.
   absl::Status ProbeMessages(int peer) {
     for (int q = 0; q < p_; ++q) {
-      if (q == r_ || (peer >= 0 && q != peer && q != Left())) continue;
+      if (q == r_ || (peer >= 0 && q != peer && q != Predecessor())) continue;
       if (slots_.MessageWaiting(q, ctx_.header_tag())) return ctx_.CheckHeaderMessage(q);
     }
     return absl::OkStatus();
@@ -359,8 +365,10 @@ class SlotCall {
 };
 
 // The peers whose slots rank `r` of `p` reads: every one for an allreduce or a barrier; for a
-// broadcast the root's and its left-hand neighbour's (the header ring).
-Ranks SlotSources(const CollectiveArgs& args, int r, int p) {
+// broadcast the root's and its predecessor's on the header ring.
+Ranks SlotSources(const CollectiveContext& ctx, const CollectiveArgs& args) {
+  const int r = ctx.rank();
+  const int p = ctx.size();
   Ranks sources;
   if (args.kind != CollectiveKind::kBroadcast) {
     for (int q = 0; q < p; ++q) {
@@ -368,9 +376,9 @@ Ranks SlotSources(const CollectiveArgs& args, int r, int p) {
     }
     return sources;
   }
-  const int left = (r + p - 1) % p;
-  sources.push_back(left);
-  if (r != args.root && left != args.root) sources.push_back(args.root);
+  const int predecessor = RingPredecessor(ctx);
+  sources.push_back(predecessor);
+  if (r != args.root && predecessor != args.root) sources.push_back(args.root);
   return sources;
 }
 
@@ -463,7 +471,7 @@ void SharedSlotsSkipped(CollectiveContext& ctx, const CollectiveArgs& args) {
   SharedSlots* slots = ctx.shared_slots();
   if (slots == nullptr) return;
   // A call that reads none of its sources: ~SlotCall leaves every read it owes to later calls.
-  SlotCall call(ctx, *slots, SlotSources(args, ctx.rank(), ctx.size()), 0);
+  SlotCall call(ctx, *slots, SlotSources(ctx, args), 0);
   // Unattached, it owes nothing; the peer that could not be reached fails the call's peers.
   call.Attach().IgnoreError();
 }
@@ -473,7 +481,7 @@ absl::Status SharedSlotsAllReduce(CollectiveContext& ctx, const CollectiveArgs& 
   CHORUS_ASSIGN_OR_RETURN(SharedSlots* const slots, SlotsFor(ctx, args.kind, bytes));
   const int p = ctx.size();
   const int r = ctx.rank();
-  SlotCall call(ctx, *slots, SlotSources(args, r, p), bytes);
+  SlotCall call(ctx, *slots, SlotSources(ctx, args), bytes);
   CHORUS_RETURN_IF_ERROR(call.Publish(args.send, bytes, static_cast<uint32_t>(p - 1)));
   absl::InlinedVector<const uint8_t*, 16> inputs(p);
   inputs[r] = call.Own();  // the output may be the input: read the copy
@@ -496,10 +504,10 @@ absl::Status SharedSlotsBroadcast(CollectiveContext& ctx, const CollectiveArgs& 
   const int p = ctx.size();
   const int r = ctx.rank();
   const bool root = r == args.root;
-  const int left = (r + p - 1) % p;
-  SlotCall call(ctx, *slots, SlotSources(args, r, p), bytes);
-  // Every other rank reads the root's slot; the others' are read by their right-hand
-  // neighbours only (the header ring).
+  const int predecessor = RingPredecessor(ctx);
+  SlotCall call(ctx, *slots, SlotSources(ctx, args), bytes);
+  // Every other rank reads the root's slot; the others' are read by their ring successors
+  // only.
   CHORUS_RETURN_IF_ERROR(
       call.Publish(args.send, root ? bytes : 0, root ? static_cast<uint32_t>(p - 1) : 1));
   if (root) {
@@ -508,13 +516,13 @@ absl::Status SharedSlotsBroadcast(CollectiveContext& ctx, const CollectiveArgs& 
     CHORUS_ASSIGN_OR_RETURN(const uint8_t* data, call.Read(args.root, bytes));
     if (bytes > 0) std::memcpy(args.recv, data, bytes);
   }
-  // The header ring, unless the left-hand neighbour is the root, read above. The root of a call
+  // The header ring, unless the predecessor is the root, read above. The root of a call
   // in a slot may leave its check to later calls: its part is done once its data is out, as a
   // message root's is once its sends are buffered, and it runs calls ahead while its peers
   // read. A buffered call's root waits: there the copies set the pace, not the wait, and
   // running ahead measured no faster (at 4 MiB on 2 ranks, up to a tenth slower).
-  if (root && !call.buffered()) return call.CheckNowOrLater(left);
-  if (left != args.root) CHORUS_RETURN_IF_ERROR(call.Read(left, 0).status());
+  if (root && !call.buffered()) return call.CheckNowOrLater(predecessor);
+  if (predecessor != args.root) CHORUS_RETURN_IF_ERROR(call.Read(predecessor, 0).status());
   return absl::OkStatus();
 }
 
@@ -522,7 +530,7 @@ absl::Status SharedSlotsBarrier(CollectiveContext& ctx, const CollectiveArgs& ar
   CHORUS_ASSIGN_OR_RETURN(SharedSlots* const slots, SlotsFor(ctx, args.kind, 0));
   const int p = ctx.size();
   const int r = ctx.rank();
-  SlotCall call(ctx, *slots, SlotSources(args, r, p), 0);
+  SlotCall call(ctx, *slots, SlotSources(ctx, args), 0);
   CHORUS_RETURN_IF_ERROR(call.Publish(nullptr, 0, static_cast<uint32_t>(p - 1)));
   for (int q = 0; q < p; ++q) {
     if (q != r) CHORUS_RETURN_IF_ERROR(call.Read(q, 0).status());

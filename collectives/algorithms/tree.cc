@@ -4,6 +4,9 @@
 // allreduce the two phases overlap too: between reductions a node forwards whatever result
 // segments have already come back down.
 //
+// Both number the ranks by their position on the header ring (engine/header_ring.h) rather
+// than by rank; "rank" below means that position.
+//
 //   binomial            one tree: virtual rank v = rank - root (mod p); v's parent is v with
 //                       its lowest set bit cleared. Latency ~log2(p) steps, but the root
 //                       sends the whole message log2(p) times.
@@ -284,9 +287,21 @@ class TreeRun {
 
 using TreeBuilder = TreeRoles (*)(int rank, int size, int root, size_t count);
 
+// This rank's roles in the trees `build` makes over the ranks' positions on the header ring
+// (engine/header_ring.h), so that a rank's ring successor is, as often as in rank order, a
+// child it sends to anyway and its header rides on that data.
+TreeRoles BuildOnRing(const CollectiveContext& ctx, TreeBuilder build, int root, size_t count) {
+  TreeRoles trees = build(ctx.RingPosition(ctx.rank()), ctx.size(), ctx.RingPosition(root), count);
+  for (TreeRole& tree : trees) {
+    if (tree.parent >= 0) tree.parent = ctx.RankAtRingPosition(tree.parent);
+    for (int& child : tree.children) child = ctx.RankAtRingPosition(child);
+  }
+  return trees;
+}
+
 absl::Status TreeBroadcast(CollectiveContext& ctx, const CollectiveArgs& args, TreeBuilder build) {
   TreeJob job;
-  job.trees = build(ctx.rank(), ctx.size(), args.root, args.count);
+  job.trees = BuildOnRing(ctx, build, args.root, args.count);
   job.output = static_cast<uint8_t*>(args.recv);
   job.broadcast = true;
   if (ctx.rank() == args.root && args.send != args.recv && args.count > 0) {
@@ -297,7 +312,7 @@ absl::Status TreeBroadcast(CollectiveContext& ctx, const CollectiveArgs& args, T
 
 absl::Status TreeReduce(CollectiveContext& ctx, const CollectiveArgs& args, TreeBuilder build) {
   TreeJob job;
-  job.trees = build(ctx.rank(), ctx.size(), args.root, args.count);
+  job.trees = BuildOnRing(ctx, build, args.root, args.count);
   job.input = static_cast<const uint8_t*>(args.send);
   job.partial = ctx.rank() == args.root ? static_cast<uint8_t*>(args.recv)
                                         : ctx.Scratch(args.count * args.elem());
@@ -307,7 +322,7 @@ absl::Status TreeReduce(CollectiveContext& ctx, const CollectiveArgs& args, Tree
 
 absl::Status TreeAllReduce(CollectiveContext& ctx, const CollectiveArgs& args, TreeBuilder build) {
   TreeJob job;
-  job.trees = build(ctx.rank(), ctx.size(), /*root=*/0, args.count);
+  job.trees = BuildOnRing(ctx, build, /*root=*/0, args.count);
   job.input = static_cast<const uint8_t*>(args.send);
   job.partial = static_cast<uint8_t*>(args.recv);
   job.output = static_cast<uint8_t*>(args.recv);

@@ -36,6 +36,7 @@ CommState::CommState(std::string name, int rank, int size, std::shared_ptr<Store
       mesh_(std::move(mesh)),
       tuning_(tuning),
       topology_(std::move(topology)),
+      header_ring_(size),
       trace_(std::move(trace)),
       shared_slots_(shared_slots),
       connections_(new std::atomic<Connection*>[size]()) {}

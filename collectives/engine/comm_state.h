@@ -16,6 +16,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "chorus/collectives/diagnostics/trace.h"
+#include "chorus/collectives/engine/header_ring.h"
 #include "chorus/collectives/engine/slot_debts.h"
 #include "chorus/collectives/engine/slot_turns.h"
 #include "chorus/collectives/engine/topology.h"
@@ -95,6 +96,8 @@ class CommState {
   const CommTuning& tuning() const { return tuning_; }
   // Which ranks share a host (fixed at creation).
   const Topology& topology() const { return topology_; }
+  // Who sends its collective header to whom (header_ring.h).
+  const HeaderRing& header_ring() const { return header_ring_; }
   // The timeline (CHORUS_TRACE_FILE); nullptr when tracing is off.
   TraceLog* trace() const { return trace_.get(); }
 
@@ -129,6 +132,7 @@ class CommState {
   const std::shared_ptr<Mesh> mesh_;
   const CommTuning tuning_;
   const Topology topology_;
+  const HeaderRing header_ring_;
   const std::unique_ptr<TraceLog> trace_;
   SharedSlots* const shared_slots_;  // owned by mesh_
   SlotDebts slot_debts_;

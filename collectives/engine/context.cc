@@ -22,6 +22,12 @@ namespace {
 // elsewhere (a mismatched header, a dead peer) is noticed within this time.
 constexpr absl::Duration kRescanInterval = absl::Milliseconds(5);
 
+// How long a wait blocks before a header held for a later data message (WillSendTo) goes out
+// on its own. A round of a small collective ends well within it, so the header still rides on
+// its data; a rank that a disagreement stalls sends it soon enough for its successor to report
+// the disagreement.
+constexpr absl::Duration kHeldHeaderGrace = absl::Milliseconds(2);
+
 // A wait that lasts longer than this also looks in the store for a failure another rank
 // published, every this often (see CommState::PeekFailure).
 constexpr absl::Duration kStoreCheckInterval = absl::Milliseconds(250);
@@ -197,11 +203,33 @@ void CollectiveContext::Register(const Transfer& transfer, RequestPtr request) {
 void CollectiveContext::Start() {
   const int size = comm_.size();
   if (size == 1) return;
-  owed_header_ = (comm_.rank() + 1) % size;
-  ExpectHeaderFrom((comm_.rank() + size - 1) % size);
+  const HeaderRing& ring = comm_.header_ring();
+  owed_header_ = ring.Next(comm_.rank());
+  ExpectHeaderFrom(ring.Prev(comm_.rank()));
+}
+
+void CollectiveContext::WillSendTo(absl::Span<const int> peers) {
+  for (int peer : peers) {
+    if (!group_.empty()) peer = group_[peer];
+    if (peer == owed_header_) hold_owed_header_ = true;
+  }
+}
+
+int CollectiveContext::RingPosition(int rank) const {
+  return group_.empty() ? comm_.header_ring().PositionOf(rank) : rank;
+}
+
+int CollectiveContext::RankAtRingPosition(int position) const {
+  if (group_.empty()) return comm_.header_ring().RankAt(position);
+  const int size = this->size();
+  return ((position % size) + size) % size;
 }
 
 void CollectiveContext::FlushOwedHeader() {
+  if (!hold_owed_header_) SendOwedHeader();
+}
+
+void CollectiveContext::SendOwedHeader() {
   if (owed_header_ < 0) return;
   SendHeaderTo(owed_header_);
   owed_header_ = -1;
@@ -463,6 +491,8 @@ absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
 absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
   // Read from the clock once per blocking round, never on the way through.
   std::optional<Deadline::Clock::time_point> store_check;
+  // When a header held for a later data message goes out on its own (kHeldHeaderGrace).
+  std::optional<Deadline::Clock::time_point> held_header_due;
   // With tracing on, a wait that blocks becomes a "wait" event from its first block to its
   // return, named after the transfer it first blocked on.
   struct TracedWait {
@@ -540,9 +570,17 @@ absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
       store_check = now + absl::ToChronoNanoseconds(kStoreCheckInterval);
     }
     if (now >= deadline_.time_point()) return TimedOut(transfers);
+    Deadline::Clock::time_point slice_end = now + absl::ToChronoNanoseconds(kRescanInterval);
+    if (owed_header_ >= 0) {  // held by WillSendTo (unheld ones went out before the wait)
+      if (!held_header_due) held_header_due = now + absl::ToChronoNanoseconds(kHeldHeaderGrace);
+      if (now >= *held_header_due) {
+        SendOwedHeader();
+      } else {
+        slice_end = std::min(slice_end, *held_header_due);
+      }
+    }
     // The status is read from the requests above; a slice ending is not an error here.
-    pending->Wait(deadline_.Min(Deadline::At(now + absl::ToChronoNanoseconds(kRescanInterval))))
-        .IgnoreError();
+    pending->Wait(deadline_.Min(Deadline::At(slice_end))).IgnoreError();
   }
 }
 
@@ -567,13 +605,13 @@ bool CollectiveContext::Ready(const Transfer& transfer) {
 }
 
 absl::Status CollectiveContext::Finish() {
-  FlushOwedHeader();
+  SendOwedHeader();
   CHORUS_RETURN_IF_ERROR(AwaitAll(sends_));
   return AwaitAll(header_recvs_);
 }
 
 absl::Status CollectiveContext::WaitSendsSince(size_t first) {
-  FlushOwedHeader();
+  SendOwedHeader();
   if (first >= sends_.size()) return absl::OkStatus();
   return AwaitAll(absl::MakeConstSpan(sends_).subspan(first));
 }

@@ -8,12 +8,12 @@
 // header (so a rank never completes with data from a rank that disagrees with it). The one
 // exception is RecvReduce, which combines data into its output as it arrives: a peer that
 // disagrees can leave that output (at most the posted length) with meaningless values, but the
-// collective still fails before it completes, as the header rule requires. Each rank
-// also sends its header to its right-hand ring neighbour and checks the one from its left
-// before it completes, so that any disagreement is seen by at least one rank even when the
-// two sides' communication patterns do not meet. A disagreement breaks the communicator
-// (CommState::Break): the record in the store and the aborted mesh make every other rank that
-// is still inside the collective fail promptly with the same message.
+// collective still fails before it completes, as the header rule requires. Each rank also
+// sends its header to its successor on the header ring (header_ring.h) and checks the one from
+// its predecessor before it completes, so that any disagreement is seen by at least one rank
+// even when the two sides' communication patterns do not meet. A disagreement breaks the
+// communicator (CommState::Break): the record in the store and the aborted mesh make every
+// other rank that is still inside the collective fail promptly with the same message.
 //
 // Piggybacking: when a rank's first message to a peer is small (at most the communicator's
 // CommTuning::piggyback_bytes, which its device's links set: 1 KiB, 16 KiB over TCP), it
@@ -27,10 +27,13 @@
 // length is the one expected: otherwise, as for any message, a MismatchError), and every other
 // deferred receive is posted on the transport. Large receives are posted at once (a large
 // receive for the step a payload carries is a length disagreement, a MismatchError).
-// Start() owes the right-hand neighbour its header rather than sending it, so that it can ride
-// on the first data message to that neighbour; an owed header goes out on its own before this
-// rank blocks in any wait (and so before Finish), so no rank waits while its neighbour lacks
-// its header. Transports see ordinary tagged messages: none of this is theirs to know.
+// Start() owes the ring successor its header rather than sending it, so that it can ride on
+// the first data message to that successor; an owed header goes out on its own before this
+// rank blocks in any wait (and so before Finish), so no rank waits while its successor lacks
+// its header. An algorithm that will send to the successor later in the call (WillSendTo)
+// keeps the header for that message instead; it still goes out on its own once a wait has
+// blocked for kHeldHeaderGrace (context.cc), so a rank that a disagreement stalls never holds
+// it back. Transports see ordinary tagged messages: none of this is theirs to know.
 #ifndef CHORUS_COLLECTIVES_ENGINE_CONTEXT_H_
 #define CHORUS_COLLECTIVES_ENGINE_CONTEXT_H_
 
@@ -96,9 +99,21 @@ class CollectiveContext {
   // When the whole collective must end on this rank.
   Deadline deadline() const { return deadline_; }
 
-  // Expects a header from the left-hand neighbour and owes one to the right: it rides on the
-  // first small message to that neighbour, or goes out alone before this rank first waits.
+  // Expects a header from the ring predecessor and owes one to the successor: it rides on the
+  // first small message to that successor, or goes out alone before this rank first waits.
   void Start();
+
+  // The peers this rank will send to during the call (group ranks under a GroupView). When
+  // the ring successor is one of them, the header owed to it waits for that data message
+  // instead of going out alone before the first wait (see the top of this file).
+  void WillSendTo(absl::Span<const int> peers);
+
+  // Where `rank` (a group rank under a GroupView) sits on the header ring, and the rank at a
+  // position (taken modulo size()). Algorithms free to order the ranks (trees, dissemination)
+  // number them this way, so that a rank's successor is a peer it sends to anyway. Under a
+  // GroupView the group's own order.
+  int RingPosition(int rank) const;
+  int RankAtRingPosition(int position) const;
 
   // Post a message of step `step` (numbered by the algorithm from 0). Errors surface in Wait.
   // Under a GroupView, `peer` is a group rank and the view's step base is added to `step`;
@@ -127,6 +142,10 @@ class CollectiveContext {
   // Waits for every send posted so far and for all expected headers; called once the
   // algorithm has returned OK.
   absl::Status Finish();
+
+  // The transport messages this rank has posted in the call: data, and headers whether alone
+  // or carrying data (diagnostics and tests).
+  size_t messages_sent() const { return sends_.size(); }
 
   // The number of sends posted so far, and a wait for the sends posted since such a count: a
   // phase whose send buffers a later phase overwrites waits for its own sends first (an
@@ -248,7 +267,10 @@ class CollectiveContext {
   // Sends the header with a small message (`bytes` <= piggyback_bytes_) of step `step`.
   Transfer SendHeaderWith(int peer, Connection& connection, uint64_t step, const void* data,
                           size_t bytes);
+  // Sends the header owed to the ring successor unless WillSendTo holds it for a data message.
   void FlushOwedHeader();
+  // Sends it in any case.
+  void SendOwedHeader();
   PeerHeader* ExpectHeaderFrom(int peer);
   // The header expected from `peer`, or null.
   PeerHeader* HeaderOf(int peer) {
@@ -298,7 +320,8 @@ class CollectiveContext {
     bool header_sent = false;
   };
   absl::InlinedVector<PeerSlot, 16> peer_slots_;  // by communicator rank
-  int owed_header_ = -1;                          // Start(): the right-hand neighbour, until sent
+  int owed_header_ = -1;           // Start(): the ring successor, until the header is sent
+  bool hold_owed_header_ = false;  // WillSendTo: the successor gets data later in the call
   // Headers expected, in the order first expected. Receive buffers stay put: the first lives
   // in the context, the others on the heap.
   absl::InlinedVector<PeerHeader*, 2> headers_;

@@ -1,5 +1,5 @@
 // The small header every rank sends to each peer it exchanges data with in a collective (and
-// to its right-hand ring neighbour, so that any disagreement is seen by at least one rank),
+// to its successor on the header ring, so that any disagreement is seen by at least one rank),
 // on the collective's header step. Receivers compare it with their own view and fail with a
 // MismatchError naming both views instead of reading mismatched data.
 //

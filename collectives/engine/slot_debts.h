@@ -8,7 +8,7 @@
 // wrote (its own collective ended first) is forgotten once the slot has moved past them.
 //
 // A collective may also leave a header check to later calls (a broadcast root checks its
-// left-hand neighbour's header this way, so that it never waits for a rank that only reads from
+// ring predecessor's header this way, so that it never waits for a rank that only reads from
 // it): such a debt is paid once the slot holds what was owed and its header is compared with
 // the one the collective had; one whose slot moved past what was owed is forgotten only after a
 // look for the peer's header sent as a message instead. The first disagreement found is kept,

@@ -1,9 +1,12 @@
 // The collective context's piggyback protocol (collectives/engine/context.h), driven directly on
-// two ranks of a real mesh: receives posted in another order than the sends, a receive posted after
-// the header was handled, two messages with the same step, a rank that only receives (its owed
-// header must still go out), and cancellation of a receive whose data rides in the header.
+// a real mesh: receives posted in another order than the sends, a receive posted after the
+// header was handled, two messages with the same step, a rank that only receives (its owed
+// header must still go out), cancellation of a receive whose data rides in the header, a
+// header held for a later message to the ring successor (riding on it, or going out alone once
+// a wait blocks), and the messages recursive doubling and the dissemination barrier send.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -14,10 +17,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "chorus/collectives/algorithms/algorithms.h"
 #include "chorus/collectives/engine/comm_state.h"
 #include "chorus/collectives/engine/context.h"
+#include "chorus/collectives/engine/fold.h"
 #include "chorus/collectives/engine/header.h"
 #include "chorus/core/status.h"
+#include "chorus/collectives/select/algorithm_table.h"
 #include "chorus/rendezvous/memory_store.h"
 #include "chorus/rendezvous/prefix_store.h"
 #include "tests/collectives/test_transport.h"
@@ -54,30 +60,45 @@ absl::StatusOr<Rank> MakeRank(Store& store, const std::string& name, int rank, i
 
 using ContextBody = std::function<absl::Status(CollectiveContext& ctx, int rank)>;
 
-// Runs `body` on two ranks (threads), each inside one collective context with the same header,
-// then Finish(); returns the first error.
-absl::Status RunContexts(const ContextBody& body) {
+// Runs `body` on `size` ranks (threads) over one mesh, `calls` times on each, every time inside
+// a fresh collective context (sequence number `call`) for a call of `shape` run by `algorithm`,
+// then Finish() and `finished` (when given); returns the first error.
+absl::Status RunContextsOf(
+    int size, const CollectiveArgs& shape, AlgorithmId algorithm, int calls,
+    const std::function<absl::Status(CollectiveContext& ctx, int rank, int call)>& body,
+    const std::function<void(const CollectiveContext& ctx, int rank)>& finished = nullptr) {
   MemoryStore store;
   const std::string name = FreshName();
   const std::vector<absl::Status> statuses = RunRanksAsThreads(
-      2,
+      size,
       [&](int rank) -> absl::Status {
-        CHORUS_ASSIGN_OR_RETURN(Rank made, MakeRank(store, name, rank, 2));
-        CollectiveArgs args;
-        args.kind = CollectiveKind::kAllToAllV;  // a header without counts: lengths are checked
-        args.type = DataType::kInt32;
-        const CollectiveHeader header =
-            CollectiveHeader::For(args, AlgorithmId::kPairwise, /*sequence=*/0, 2);
-        CollectiveContext ctx(*made.state, args, header, Deadline::After(absl::Seconds(20)));
-        ctx.Start();
-        CHORUS_RETURN_IF_ERROR(body(ctx, rank));
-        return ctx.Finish();
+        CHORUS_ASSIGN_OR_RETURN(Rank made, MakeRank(store, name, rank, size));
+        for (int call = 0; call < calls; ++call) {
+          const CollectiveHeader header = CollectiveHeader::For(
+              shape, algorithm, /*sequence=*/static_cast<uint32_t>(call), size);
+          CollectiveContext ctx(*made.state, shape, header, Deadline::After(absl::Seconds(20)));
+          ctx.Start();
+          CHORUS_RETURN_IF_ERROR(body(ctx, rank, call));
+          CHORUS_RETURN_IF_ERROR(ctx.Finish());
+          if (finished) finished(ctx, rank);
+        }
+        return absl::OkStatus();
       },
       absl::Minutes(1));
   for (size_t rank = 0; rank < statuses.size(); ++rank) {
     if (!statuses[rank].ok()) return Annotate(statuses[rank], absl::StrCat("rank ", rank));
   }
   return absl::OkStatus();
+}
+
+// Runs `body` on two ranks, once, inside contexts whose header has no counts (lengths are
+// checked).
+absl::Status RunContexts(const ContextBody& body) {
+  CollectiveArgs shape;
+  shape.kind = CollectiveKind::kAllToAllV;
+  shape.type = DataType::kInt32;
+  return RunContextsOf(2, shape, AlgorithmId::kPairwise, /*calls=*/1,
+                       [&](CollectiveContext& ctx, int rank, int) { return body(ctx, rank); });
 }
 
 std::vector<int32_t> Pattern(int32_t base, size_t count) {
@@ -154,7 +175,7 @@ TEST_CASE("two messages with the same step arrive in order", "[context]") {
 }
 
 TEST_CASE("a rank sends its owed header before it blocks", "[context]") {
-  // Rank 0 owes rank 1 (its right-hand neighbour) its header and sends it no data. Rank 1 sends
+  // Rank 0 owes rank 1 (its ring successor) its header and sends it no data. Rank 1 sends
   // its data only once that header has arrived, while rank 0 blocks waiting for that data: a
   // rank that kept its owed header until Finish would leave both waiting until the deadline.
   const absl::Status status = RunContexts([](CollectiveContext& ctx, int rank) -> absl::Status {
@@ -209,6 +230,125 @@ TEST_CASE("a cancelled receive never gets the data that rode in the header", "[c
   for (size_t rank = 0; rank < statuses.size(); ++rank) {
     INFO("rank " << rank << ": " << statuses[rank].ToString());
     CHECK(statuses[rank].ok());
+  }
+}
+
+TEST_CASE("a header held for a data message to the ring successor rides on it", "[context]") {
+  // Rank 0 holds the header it owes rank 1 and polls (Ready sends an owed header that is not
+  // held) until rank 1's data has come; its reply then carries the header: one message.
+  const absl::Status status = RunContexts([](CollectiveContext& ctx, int rank) -> absl::Status {
+    const std::vector<int32_t> ask = Pattern(10, 2), reply = Pattern(20, 2);
+    if (rank == 1) {
+      std::vector<int32_t> got(2, -1);
+      const Transfer transfers[] = {ctx.Send(0, 0, ask.data(), ask.size() * 4),
+                                    ctx.Recv(0, 1, got.data(), got.size() * 4)};
+      CHORUS_RETURN_IF_ERROR(ctx.WaitAll(transfers));
+      return ExpectEqual(got, reply, "step 1");
+    }
+    const int successor[] = {1};
+    ctx.WillSendTo(successor);
+    std::vector<int32_t> got(2, -1);
+    const Transfer asked = ctx.Recv(1, 0, got.data(), got.size() * 4);
+    const auto until = absl::Now() + absl::Seconds(10);
+    while (!ctx.Ready(asked) && absl::Now() < until) absl::SleepFor(absl::Microseconds(100));
+    CHORUS_RETURN_IF_ERROR(ctx.Wait(asked));
+    CHORUS_RETURN_IF_ERROR(ExpectEqual(got, ask, "step 0"));
+    CHORUS_RETURN_IF_ERROR(ctx.Wait(ctx.Send(1, 1, reply.data(), reply.size() * 4)));
+    return Expect(ctx.messages_sent() == 1,
+                  absl::StrCat(ctx.messages_sent(), " messages, not the reply alone"));
+  });
+  INFO(status.ToString());
+  CHECK(status.ok());
+}
+
+TEST_CASE("a held header goes out on its own once a wait blocks", "[context]") {
+  // Rank 0 holds the header it owes rank 1 for its reply, but rank 1 sends the data rank 0
+  // waits for only once that header has arrived: rank 0 must send it alone while it waits.
+  const absl::Status status = RunContexts([](CollectiveContext& ctx, int rank) -> absl::Status {
+    const std::vector<int32_t> ask = Pattern(10, 2), reply = Pattern(20, 2);
+    if (rank == 1) {
+      const auto until = absl::Now() + absl::Seconds(10);
+      while (absl::StrContains(ctx.DescribeProgress(), "SILENT") && absl::Now() < until) {
+        absl::SleepFor(absl::Milliseconds(1));
+      }
+      CHORUS_RETURN_IF_ERROR(Expect(!absl::StrContains(ctx.DescribeProgress(), "SILENT"),
+                                    "rank 0's held header never went out while it waited"));
+      std::vector<int32_t> got(2, -1);
+      const Transfer transfers[] = {ctx.Send(0, 0, ask.data(), ask.size() * 4),
+                                    ctx.Recv(0, 1, got.data(), got.size() * 4)};
+      CHORUS_RETURN_IF_ERROR(ctx.WaitAll(transfers));
+      return ExpectEqual(got, reply, "step 1");
+    }
+    const int successor[] = {1};
+    ctx.WillSendTo(successor);
+    std::vector<int32_t> got(2, -1);
+    CHORUS_RETURN_IF_ERROR(ctx.Wait(ctx.Recv(1, 0, got.data(), got.size() * 4)));
+    CHORUS_RETURN_IF_ERROR(ExpectEqual(got, ask, "step 0"));
+    return ctx.Wait(ctx.Send(1, 1, reply.data(), reply.size() * 4));
+  });
+  INFO(status.ToString());
+  CHECK(status.ok());
+}
+
+// The fewest messages each of `size` ranks sent over kCountedCalls runs of `run` (a call of
+// `shape` by `algorithm`): the count when no wait blocked long enough to send a held header on
+// its own.
+constexpr int kCountedCalls = 30;
+
+std::vector<size_t> FewestMessages(int size, const CollectiveArgs& shape, AlgorithmId algorithm,
+                                   AlgorithmFn run) {
+  std::vector<size_t> fewest(size, SIZE_MAX);
+  const absl::Status status = RunContextsOf(
+      size, shape, algorithm, kCountedCalls,
+      [&](CollectiveContext& ctx, int rank, int) -> absl::Status {
+        float value = static_cast<float>(rank + 1);
+        CollectiveArgs args = shape;
+        args.send = &value;
+        args.recv = &value;
+        CHORUS_RETURN_IF_ERROR(run(ctx, args));
+        if (shape.kind != CollectiveKind::kAllReduce) return absl::OkStatus();
+        const float sum = static_cast<float>(size * (size + 1) / 2);
+        return Expect(value == sum, absl::StrCat("allreduce gave ", value, ", not ", sum));
+      },
+      [&](const CollectiveContext& ctx, int rank) {
+        fewest[rank] = std::min(fewest[rank], ctx.messages_sent());
+      });
+  INFO(status.ToString());
+  CHECK(status.ok());
+  return fewest;
+}
+
+TEST_CASE("recursive doubling sends the ring header on its data", "[context]") {
+  // Every rank's successor on the header ring is one of its partners, except a rank folded
+  // away (a non-power-of-two count), whose header to its successor goes alone.
+  CollectiveArgs shape;
+  shape.kind = CollectiveKind::kAllReduce;
+  shape.type = DataType::kFloat32;
+  shape.op = ReduceOp::kSum;
+  shape.count = 1;
+  for (int size : {4, 6, 8}) {
+    const Fold fold(size);
+    const std::vector<size_t> fewest = FewestMessages(
+        size, shape, AlgorithmId::kRecursiveDoubling, RecursiveDoublingAllReduce);
+    for (int rank = 0; rank < size; ++rank) {
+      INFO(size << " ranks, rank " << rank);
+      const size_t alone = fold.ActiveIndex(rank) < 0 ? 1 : 0;
+      CHECK(fewest[rank] == fold.Peers(rank).size() + alone);
+    }
+  }
+}
+
+TEST_CASE("a dissemination barrier sends the ring header on its first round", "[context]") {
+  CollectiveArgs shape;
+  shape.kind = CollectiveKind::kBarrier;
+  for (int size : {3, 4, 8}) {
+    const int rounds = size <= 4 ? 2 : 3;
+    const std::vector<size_t> fewest =
+        FewestMessages(size, shape, AlgorithmId::kDissemination, DisseminationBarrier);
+    for (int rank = 0; rank < size; ++rank) {
+      INFO(size << " ranks, rank " << rank);
+      CHECK(fewest[rank] == static_cast<size_t>(rounds));
+    }
   }
 }
 

@@ -40,8 +40,7 @@ TEST_CASE("a collective whose peer never comes times out naming it", "[failure]"
                    "timed out at the wrong time"));
         CHORUS_RETURN_IF_ERROR(
             Expect(absl::StrContains(timed_out.message(), "allreduce #0"), timed_out.ToString()));
-        // Rank 1's left neighbour is rank 0 and rank 0's is rank 2 (silent): rank 0 must
-        // name rank 2.
+        // The ring algorithm has rank 0 receive from rank 2 (silent): rank 0 must name rank 2.
         if (comm.rank() == 0) {
           CHORUS_RETURN_IF_ERROR(
               Expect(absl::StrContains(timed_out.message(), "rank 2"), timed_out.ToString()));

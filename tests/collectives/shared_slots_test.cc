@@ -15,11 +15,13 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "chorus/collectives/engine/header_ring.h"
 #include "chorus/core/status.h"
 #include "tests/collectives/cases.h"
 #include "tests/collectives/test_transport.h"
@@ -255,17 +257,22 @@ TEST_CASE("a broadcast root runs calls ahead of ranks that have not started", "[
 }
 
 TEST_CASE("a disagreement only a broadcast root's check sees fails the next call", "[slots]") {
-  // Ranks 0 and 1 broadcast from root 0, rank 2 from root 2. Rank 1 reads rank 0's slot and
-  // agrees; the roots read none, and each leaves its check of its left-hand neighbour's header to
-  // its next call, since they run in turn: rank 0, then rank 2 (rank 0's left), then rank 1
-  // (rank 2's left). Every broadcast succeeds; the roots' next call, an allreduce over messages,
-  // must fail with the disagreement instead of succeeding, and so must rank 1's allreduce or,
-  // where its part was done before the news came, the barrier after it.
-  std::atomic<int> finished{-1};  // the last rank whose broadcast returned, in the order 0, 2, 1
+  // Named by their places on the header ring, whose successor checks each rank's header: the
+  // first and second broadcast from root `first`, the third from root `third`. The second
+  // reads the first's slot and agrees; the roots read none, and each leaves its check of its
+  // predecessor's header to its next call, since they run in turn: first, then third (first's
+  // predecessor), then second (third's predecessor). Every broadcast succeeds; the roots' next
+  // call, an allreduce over messages, must fail with the disagreement instead of succeeding,
+  // and so must the second's allreduce or, where its part was done before the news came, the
+  // barrier after it.
+  const HeaderRing ring(3);
+  const int first = ring.RankAt(0), third = ring.RankAt(2);  // the second: the other rank
+  std::atomic<int> finished{-1};  // the last rank whose broadcast returned
   const std::vector<absl::Status> statuses = RunOnThreadsAll(
       kTransport, 3,
       [&](Communicator& comm) -> absl::Status {
-        const int after = comm.rank() == 0 ? -1 : comm.rank() == 2 ? 0 : 2;
+        const int rank = comm.rank();
+        const int after = rank == first ? -1 : rank == third ? first : third;
         const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
         while (finished.load() != after) {
           if (std::chrono::steady_clock::now() > give_up) {
@@ -273,26 +280,28 @@ TEST_CASE("a disagreement only a broadcast root's check sees fails the next call
           }
           std::this_thread::sleep_for(std::chrono::milliseconds(1));
         }
-        int64_t value = comm.rank();
+        int64_t value = rank;
         const absl::Status broadcast = comm.Broadcast(&value, &value, 1, DataType::kInt64,
-                                                      /*root=*/comm.rank() == 2 ? 2 : 0);
-        finished.store(comm.rank());
+                                                      /*root=*/rank == third ? third : first);
+        finished.store(rank);
         CHORUS_RETURN_IF_ERROR(broadcast);
-        CollectiveOptions ring;
-        ring.algorithm = "ring";
-        std::vector<int64_t> values(64, comm.rank());
+        CollectiveOptions ring_algorithm;
+        ring_algorithm.algorithm = "ring";
+        std::vector<int64_t> values(64, rank);
         CHORUS_RETURN_IF_ERROR(comm.AllReduce(values.data(), values.data(), values.size(),
-                                              DataType::kInt64, ReduceOp::kSum, ring));
+                                              DataType::kInt64, ReduceOp::kSum, ring_algorithm));
         return comm.Barrier();
       },
       absl::Minutes(1));
+  const std::string one_way = absl::StrCat("root ", first, " vs ", third);
+  const std::string other_way = absl::StrCat("root ", third, " vs ", first);
   for (size_t rank = 0; rank < statuses.size(); ++rank) {
     INFO("rank " << rank << ": " << statuses[rank].ToString());
     CHECK(GetErrorKind(statuses[rank]) == ErrorKind::kMismatch);
     CHECK(absl::StrContains(statuses[rank].message(), "allreduce #1 (ring"));
     CHECK(absl::StrContains(statuses[rank].message(), "earlier, broadcast #0"));
-    CHECK((absl::StrContains(statuses[rank].message(), "root 0 vs 2") ||
-           absl::StrContains(statuses[rank].message(), "root 2 vs 0")));
+    CHECK((absl::StrContains(statuses[rank].message(), one_way) ||
+           absl::StrContains(statuses[rank].message(), other_way)));
   }
 }
 
@@ -399,20 +408,21 @@ TEST_CASE("a rank that runs the call with messages is a mismatch on every rank",
   }
 }
 
-TEST_CASE("a broadcast root's left-hand neighbour on messages is a mismatch on every rank",
+TEST_CASE("a broadcast root's ring predecessor on messages is a mismatch on every rank",
           "[slots]") {
-  // Rank 2, the root's left-hand neighbour, runs the call over messages where ranks 0 and 1 use
-  // a slot (500 floats: 2000 bytes). Only the root reads rank 2's header; it leaves that check to
-  // its next call, which finds rank 2's header message.
+  // Rank 2 runs the call over messages where the others use a slot (500 floats: 2000 bytes),
+  // and the root is its successor on the header ring. Only the root reads rank 2's header; it
+  // leaves that check to its next call, which finds rank 2's header message.
+  const int root = HeaderRing(3).Next(2);
   const std::vector<absl::Status> statuses =
-      RankTwoOnMessages(500, [](Communicator& comm, float* data, size_t count) {
-        absl::Status status = comm.Broadcast(data, data, count, DataType::kFloat32, /*root=*/0);
+      RankTwoOnMessages(500, [root](Communicator& comm, float* data, size_t count) {
+        absl::Status status = comm.Broadcast(data, data, count, DataType::kFloat32, root);
         if (status.ok()) status = comm.Barrier();
         return status;
       });
-  INFO(statuses[0].ToString());
-  CHECK(absl::StrContains(statuses[0].message(), "earlier, broadcast #0"));
-  CHECK(absl::StrContains(statuses[0].message(), "chose messages"));
+  INFO(statuses[root].ToString());
+  CHECK(absl::StrContains(statuses[root].message(), "earlier, broadcast #0"));
+  CHECK(absl::StrContains(statuses[root].message(), "chose messages"));
 }
 
 TEST_CASE("ranks that disagree on the op fail with both views", "[slots]") {

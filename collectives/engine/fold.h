@@ -3,8 +3,10 @@
 // remaining `active` ranks (a power of two) run the algorithm. Active rank i stands for the
 // original ranks [FirstRank(i), FirstRank(i + 1)): two for the first `extra` actives, one for
 // the others, so a range of actives always covers a contiguous range of ranks' blocks.
-#ifndef CHORUS_COLLECTIVES_ALGORITHMS_FOLD_H_
-#define CHORUS_COLLECTIVES_ALGORITHMS_FOLD_H_
+#ifndef CHORUS_COLLECTIVES_ENGINE_FOLD_H_
+#define CHORUS_COLLECTIVES_ENGINE_FOLD_H_
+
+#include "absl/container/inlined_vector.h"
 
 namespace chorus {
 
@@ -30,6 +32,20 @@ struct Fold {
     return rounds;
   }
 
+  // The ranks `rank` sends to over a recursive algorithm's run: its partner in each round and
+  // the folded rank it holds, or for a folded rank the one that holds it.
+  absl::InlinedVector<int, 8> Peers(int rank) const {
+    absl::InlinedVector<int, 8> peers;
+    const int index = ActiveIndex(rank);
+    if (index < 0) {
+      peers.push_back(rank + 1);
+      return peers;
+    }
+    for (int round = 0; round < Rounds(); ++round) peers.push_back(RankOf(index ^ (1 << round)));
+    if (index < extra) peers.push_back(FirstRank(index));
+    return peers;
+  }
+
   int ranks;
   int active;
   int extra;
@@ -37,4 +53,4 @@ struct Fold {
 
 }  // namespace chorus
 
-#endif  // CHORUS_COLLECTIVES_ALGORITHMS_FOLD_H_
+#endif  // CHORUS_COLLECTIVES_ENGINE_FOLD_H_
