@@ -233,27 +233,39 @@ TEST_CASE("a cancelled receive never gets the data that rode in the header", "[c
   }
 }
 
+// The held-header cases on two ranks: rank 1 asks (step 0) and checks rank 0's reply (step 1);
+// rank 0 holds the header it owes rank 1, its ring successor, for that reply, gets the ask
+// through `await`, and replies.
+absl::Status Ask(CollectiveContext& ctx) {
+  const std::vector<int32_t> ask = Pattern(10, 2);
+  std::vector<int32_t> got(2, -1);
+  const Transfer transfers[] = {ctx.Send(0, 0, ask.data(), ask.size() * 4),
+                                ctx.Recv(0, 1, got.data(), got.size() * 4)};
+  CHORUS_RETURN_IF_ERROR(ctx.WaitAll(transfers));
+  return ExpectEqual(got, Pattern(20, 2), "the reply");
+}
+
+absl::Status Reply(CollectiveContext& ctx,
+                   const std::function<absl::Status(const Transfer& asked)>& await) {
+  const int successor[] = {1};
+  ctx.WillSendTo(successor);
+  std::vector<int32_t> got(2, -1);
+  CHORUS_RETURN_IF_ERROR(await(ctx.Recv(1, 0, got.data(), got.size() * 4)));
+  CHORUS_RETURN_IF_ERROR(ExpectEqual(got, Pattern(10, 2), "the ask"));
+  const std::vector<int32_t> reply = Pattern(20, 2);
+  return ctx.Wait(ctx.Send(1, 1, reply.data(), reply.size() * 4));
+}
+
 TEST_CASE("a header held for a data message to the ring successor rides on it", "[context]") {
-  // Rank 0 holds the header it owes rank 1 and polls (Ready sends an owed header that is not
-  // held) until rank 1's data has come; its reply then carries the header: one message.
+  // Rank 0 polls for the ask (Ready would send an owed header that is not held), so its reply
+  // carries the header: one message.
   const absl::Status status = RunContexts([](CollectiveContext& ctx, int rank) -> absl::Status {
-    const std::vector<int32_t> ask = Pattern(10, 2), reply = Pattern(20, 2);
-    if (rank == 1) {
-      std::vector<int32_t> got(2, -1);
-      const Transfer transfers[] = {ctx.Send(0, 0, ask.data(), ask.size() * 4),
-                                    ctx.Recv(0, 1, got.data(), got.size() * 4)};
-      CHORUS_RETURN_IF_ERROR(ctx.WaitAll(transfers));
-      return ExpectEqual(got, reply, "step 1");
-    }
-    const int successor[] = {1};
-    ctx.WillSendTo(successor);
-    std::vector<int32_t> got(2, -1);
-    const Transfer asked = ctx.Recv(1, 0, got.data(), got.size() * 4);
-    const auto until = absl::Now() + absl::Seconds(10);
-    while (!ctx.Ready(asked) && absl::Now() < until) absl::SleepFor(absl::Microseconds(100));
-    CHORUS_RETURN_IF_ERROR(ctx.Wait(asked));
-    CHORUS_RETURN_IF_ERROR(ExpectEqual(got, ask, "step 0"));
-    CHORUS_RETURN_IF_ERROR(ctx.Wait(ctx.Send(1, 1, reply.data(), reply.size() * 4)));
+    if (rank == 1) return Ask(ctx);
+    CHORUS_RETURN_IF_ERROR(Reply(ctx, [&ctx](const Transfer& asked) {
+      const auto until = absl::Now() + absl::Seconds(10);
+      while (!ctx.Ready(asked) && absl::Now() < until) absl::SleepFor(absl::Microseconds(100));
+      return ctx.Wait(asked);
+    }));
     return Expect(ctx.messages_sent() == 1,
                   absl::StrCat(ctx.messages_sent(), " messages, not the reply alone"));
   });
@@ -262,29 +274,19 @@ TEST_CASE("a header held for a data message to the ring successor rides on it", 
 }
 
 TEST_CASE("a held header goes out on its own once a wait blocks", "[context]") {
-  // Rank 0 holds the header it owes rank 1 for its reply, but rank 1 sends the data rank 0
-  // waits for only once that header has arrived: rank 0 must send it alone while it waits.
+  // Rank 1 asks only once rank 0's header has arrived, while rank 0 waits for the ask: rank 0
+  // must send the header it holds for its reply alone while it waits.
   const absl::Status status = RunContexts([](CollectiveContext& ctx, int rank) -> absl::Status {
-    const std::vector<int32_t> ask = Pattern(10, 2), reply = Pattern(20, 2);
-    if (rank == 1) {
-      const auto until = absl::Now() + absl::Seconds(10);
-      while (absl::StrContains(ctx.DescribeProgress(), "SILENT") && absl::Now() < until) {
-        absl::SleepFor(absl::Milliseconds(1));
-      }
-      CHORUS_RETURN_IF_ERROR(Expect(!absl::StrContains(ctx.DescribeProgress(), "SILENT"),
-                                    "rank 0's held header never went out while it waited"));
-      std::vector<int32_t> got(2, -1);
-      const Transfer transfers[] = {ctx.Send(0, 0, ask.data(), ask.size() * 4),
-                                    ctx.Recv(0, 1, got.data(), got.size() * 4)};
-      CHORUS_RETURN_IF_ERROR(ctx.WaitAll(transfers));
-      return ExpectEqual(got, reply, "step 1");
+    if (rank == 0) {
+      return Reply(ctx, [&ctx](const Transfer& asked) { return ctx.Wait(asked); });
     }
-    const int successor[] = {1};
-    ctx.WillSendTo(successor);
-    std::vector<int32_t> got(2, -1);
-    CHORUS_RETURN_IF_ERROR(ctx.Wait(ctx.Recv(1, 0, got.data(), got.size() * 4)));
-    CHORUS_RETURN_IF_ERROR(ExpectEqual(got, ask, "step 0"));
-    return ctx.Wait(ctx.Send(1, 1, reply.data(), reply.size() * 4));
+    const auto until = absl::Now() + absl::Seconds(10);
+    while (absl::StrContains(ctx.DescribeProgress(), "SILENT") && absl::Now() < until) {
+      absl::SleepFor(absl::Milliseconds(1));
+    }
+    CHORUS_RETURN_IF_ERROR(Expect(!absl::StrContains(ctx.DescribeProgress(), "SILENT"),
+                                  "rank 0's held header never went out while it waited"));
+    return Ask(ctx);
   });
   INFO(status.ToString());
   CHECK(status.ok());
@@ -328,8 +330,8 @@ TEST_CASE("recursive doubling sends the ring header on its data", "[context]") {
   shape.count = 1;
   for (int size : {4, 6, 8}) {
     const Fold fold(size);
-    const std::vector<size_t> fewest = FewestMessages(
-        size, shape, AlgorithmId::kRecursiveDoubling, RecursiveDoublingAllReduce);
+    const std::vector<size_t> fewest =
+        FewestMessages(size, shape, AlgorithmId::kRecursiveDoubling, RecursiveDoublingAllReduce);
     for (int rank = 0; rank < size; ++rank) {
       INFO(size << " ranks, rank " << rank);
       const size_t alone = fold.ActiveIndex(rank) < 0 ? 1 : 0;
