@@ -572,7 +572,10 @@ absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
     if (now >= deadline_.time_point()) return TimedOut(transfers);
     Deadline::Clock::time_point slice_end = now + absl::ToChronoNanoseconds(kRescanInterval);
     if (owed_header_ >= 0) {  // held by WillSendTo (unheld ones went out before the wait)
-      if (!held_header_due) held_header_due = now + absl::ToChronoNanoseconds(kHeldHeaderGrace);
+      // A fresh reading: `now` may be the call's first, from before work such as staging.
+      if (!held_header_due) {
+        held_header_due = Deadline::Clock::now() + absl::ToChronoNanoseconds(kHeldHeaderGrace);
+      }
       if (now >= *held_header_due) {
         SendOwedHeader();
       } else {

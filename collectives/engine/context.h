@@ -136,7 +136,7 @@ class CollectiveContext {
 
   // True when Wait(transfer) would return at once: done and, for a receive, the sender's
   // header has arrived (a deferred receive: checked, and its data taken or arrived). Never
-  // blocks; sends an owed header.
+  // blocks; sends an owed header unless WillSendTo holds it.
   bool Ready(const Transfer& transfer);
 
   // Waits for every send posted so far and for all expected headers; called once the

@@ -5,13 +5,15 @@
 //
 // The cycle is the reflected Gray code over the ranks that the recursive algorithms keep
 // active (fold.h), each followed by the rank folded into it. Consecutive Gray codes differ in
-// one bit, so a rank's successor is one of its partners in recursive doubling and halving
-// (or, for an active rank that holds a folded one, the folded rank it sends the result to),
-// and the header rides on data those algorithms send anyway instead of in a message of its
-// own. Other algorithms that can choose their order (trees, dissemination) number the ranks
-// by their position on the cycle, which keeps their message count. For a power-of-two rank
-// count the cycle visits every aligned block of ranks in one stretch, as a plain ring does,
-// so ranks laid out host by host leave each host once.
+// one bit, so an active rank's successor is one of its recursive doubling partners (or, when
+// it holds a folded rank, that rank, which it sends the result to), and recursive doubling's
+// header rides on data it sends anyway instead of in a message of its own; only a folded
+// rank's header goes alone. Trees and the dissemination barrier number the ranks by their
+// position on the cycle, which keeps their message count; the ring algorithms keep rank order
+// and send the header alone. For a power-of-two rank count the cycle visits every aligned
+// power-of-two block of ranks in one stretch, as a plain ring does, so ranks laid out host by
+// host, a power of two per host, leave each host once (other layouts may leave a host more
+// often than in rank order: only headers take those extra hops).
 #ifndef CHORUS_COLLECTIVES_ENGINE_HEADER_RING_H_
 #define CHORUS_COLLECTIVES_ENGINE_HEADER_RING_H_
 
