@@ -845,27 +845,33 @@ void Engine::Cancel(ShmRequest& request) {
 void Engine::FinishCancelAfterRead(ShmRequest& request) {
   // The receiver is copying straight out of this send's buffer. The promise of Cancel is that
   // the buffer is left alone once it returns, so wait (outside the lock; the copy runs at
-  // memory speed) until the receiver is done, dies, or takes unreasonably long.
+  // memory speed) until the receiver is done, dies, or takes unreasonably long. A failed
+  // receiver in another process has died or reads only the shared arena, which stays mapped;
+  // one in this process is a thread whose copy goes on after its mesh is aborted, straight
+  // from this buffer, so it is waited for.
   std::atomic<uint32_t>* word;
   uint32_t reading;
   int peer_rank = request.peer();
+  bool receiver_elsewhere;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (request.IsDone()) return;
     word = &peers_[peer_rank].out.slot_word(request.slot_);
     reading = SlotWord(SlotGeneration(request.slot_ref_), kSlotReading);
+    receiver_elsewhere = peers_[peer_rank].address.pid != getpid();
   }
   const Deadline give_up = Deadline::After(kCancelReadWait);
   while (word->load(std::memory_order_acquire) == reading && !give_up.Expired()) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (request.IsDone() || !peers_[peer_rank].failure.ok()) break;
+      if (request.IsDone() || (receiver_elsewhere && !peers_[peer_rank].failure.ok())) break;
     }
     absl::SleepFor(absl::Microseconds(200));
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (request.IsDone()) return;
-  if (word->load(std::memory_order_acquire) == reading && peers_[peer_rank].failure.ok()) {
+  if (word->load(std::memory_order_acquire) == reading &&
+      (!receiver_elsewhere || peers_[peer_rank].failure.ok())) {
     CHORUS_LOG(kWarn, "shm") << "rank " << rank_ << ": cancelled " << Describe(request, {})
                              << " while rank " << peer_rank << " still reads its buffer after "
                              << absl::FormatDuration(kCancelReadWait) << "; giving up on it";
@@ -878,6 +884,14 @@ void Engine::FinishCancelAfterRead(ShmRequest& request) {
            AbortedError(absl::StrCat("shm: ", Describe(request, {}), " was cancelled"), peer_rank));
 }
 
+void Engine::AwaitInPlaceReads(const Peer& peer) const {
+  // A peer in another process reads only the shared arena, which stays mapped, or through the
+  // kernel, which fails cleanly on memory that is gone; one in this process is a thread that
+  // may be copying out of a send's buffer, which its owner frees once the send fails. Such a
+  // copy runs at memory speed even after its reader's mesh is aborted.
+  if (peer.address.pid == getpid()) peer.out.AwaitInPlaceReads(Deadline::After(kCancelReadWait));
+}
+
 void Engine::FailPeer(Peer& peer, absl::Status status, bool departed) {
   if (!peer.failure.ok()) return;
   if (departed) {
@@ -888,6 +902,7 @@ void Engine::FailPeer(Peer& peer, absl::Status status, bool departed) {
   peer.failure = status;
   peer.departed = departed;
   troubled_.store(true, std::memory_order_release);
+  AwaitInPlaceReads(peer);
   for (const auto& [tag, request] : matching_.TakePosted(peer.rank)) {
     if (!request->any_peers_.empty()) {
       // A peer that left in good order does not fail a receive another peer may satisfy.
@@ -923,7 +938,10 @@ void Engine::CloseWith(absl::Status status, uint32_t how) {
   closed_ = status;
   troubled_.store(true, std::memory_order_release);
   // Withdraw announced buffers nobody reads yet, so no peer starts reading them later.
-  for (Peer& peer : peers_) peer.out.WithdrawAll();
+  for (Peer& peer : peers_) {
+    peer.out.WithdrawAll();
+    AwaitInPlaceReads(peer);
+  }
   std::vector<std::shared_ptr<ShmRequest>> all;
   all.reserve(pending_.size());
   for (auto& [raw, request] : pending_) all.push_back(request);

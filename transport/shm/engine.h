@@ -167,6 +167,9 @@ class Engine : public std::enable_shared_from_this<Engine>, public SharedSlots {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Complete(ShmRequest& request, absl::Status status, size_t bytes = 0, int from = -1)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Before this side's sends to `peer` fail: waits while a peer in this process copies one of
+  // them in place (see engine.cc).
+  void AwaitInPlaceReads(const Peer& peer) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Fails everything pending with `peer` and every later request to it. `departed`: the peer
   // destroyed its mesh in good order, which fails a RecvFromAny only once no listed peer is left.
   void FailPeer(Peer& peer, absl::Status status, bool departed = false)

@@ -1,5 +1,6 @@
 #include "chorus/transport/shm/peer_outbound.h"
 
+#include <thread>
 #include <utility>
 
 namespace chorus::shm {
@@ -81,6 +82,17 @@ void PeerOutbound::WithdrawAll() {
   for (const std::shared_ptr<ShmRequest>& request : announced_) {
     uint32_t observed;
     if (request != nullptr && !request->IsDone()) CancelSlot(*request, &observed);
+  }
+}
+
+void PeerOutbound::AwaitInPlaceReads(const Deadline& give_up) const {
+  for (const std::shared_ptr<ShmRequest>& request : announced_) {
+    if (request == nullptr || request->IsDone()) continue;
+    const uint32_t reading = SlotWord(SlotGeneration(request->slot_ref_), kSlotReading);
+    while (slot_word(request->slot_).load(std::memory_order_acquire) == reading &&
+           !give_up.Expired()) {
+      std::this_thread::yield();
+    }
   }
 }
 

@@ -22,6 +22,7 @@
 #include <memory>
 #include <vector>
 
+#include "chorus/core/deadline.h"
 #include "chorus/transport/shm/doorbell.h"
 #include "chorus/transport/shm/layout.h"
 #include "chorus/transport/shm/ring.h"
@@ -80,6 +81,10 @@ class PeerOutbound {
   Cancelled Cancel(ShmRequest& request);
   // Withdraws every announced send not yet complete, leaving its slot taken.
   void WithdrawAll();
+  // Waits, at most until `give_up`, while the peer reads an announced send in place. Before a
+  // peer in this process sees its sends fail: its reads copy straight out of the senders'
+  // buffers, which their owners may free once the sends are complete.
+  void AwaitInPlaceReads(const Deadline& give_up) const;
 
   // Calls `fail(request)` for each send queued or announced and not complete, then Clear().
   template <typename Fn>
