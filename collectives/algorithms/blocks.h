@@ -1,5 +1,6 @@
-// Helpers shared by the algorithms: segment arithmetic and modular rank arithmetic, beside the
-// per-rank block layouts of the shape table (RankBlocks, shape.h).
+// Helpers shared by the algorithms: segment arithmetic (modular rank arithmetic comes from
+// engine/rank_arithmetic.h), beside the per-rank block layouts of the shape table (RankBlocks,
+// shape.h).
 #ifndef CHORUS_COLLECTIVES_ALGORITHMS_BLOCKS_H_
 #define CHORUS_COLLECTIVES_ALGORITHMS_BLOCKS_H_
 
@@ -7,11 +8,10 @@
 #include <cstdint>
 #include <vector>
 
+#include "chorus/collectives/engine/rank_arithmetic.h"
 #include "chorus/collectives/shape.h"
 
 namespace chorus {
-
-inline int Mod(int value, int modulus) { return ((value % modulus) + modulus) % modulus; }
 
 // The `index`-th of `parts` near-equal pieces of [0, count): its start and length.
 struct Piece {

@@ -341,8 +341,9 @@ class SlotCall {
   // its predecessor: that rank reports the disagreement and breaks the communicator, which
   // ends the waits of the ranks on messages too.
   absl::Status ProbeMessages(int peer) {
+    const int predecessor = Predecessor();
     for (int q = 0; q < p_; ++q) {
-      if (q == r_ || (peer >= 0 && q != peer && q != Predecessor())) continue;
+      if (q == r_ || (peer >= 0 && q != peer && q != predecessor)) continue;
       if (slots_.MessageWaiting(q, ctx_.header_tag())) return ctx_.CheckHeaderMessage(q);
     }
     return absl::OkStatus();

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "chorus/collectives/diagnostics/trace.h"
+#include "chorus/collectives/engine/rank_arithmetic.h"
 #include "chorus/collectives/engine/tag.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
@@ -221,8 +222,7 @@ int CollectiveContext::RingPosition(int rank) const {
 
 int CollectiveContext::RankAtRingPosition(int position) const {
   if (group_.empty()) return comm_.header_ring().RankAt(position);
-  const int size = this->size();
-  return ((position % size) + size) % size;
+  return Mod(position, size());
 }
 
 void CollectiveContext::FlushOwedHeader() {

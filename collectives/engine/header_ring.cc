@@ -1,6 +1,7 @@
 #include "chorus/collectives/engine/header_ring.h"
 
 #include "chorus/collectives/engine/fold.h"
+#include "chorus/collectives/engine/rank_arithmetic.h"
 
 namespace chorus {
 
@@ -15,9 +16,6 @@ HeaderRing::HeaderRing(int size) : position_(size) {
   for (int position = 0; position < size; ++position) position_[order_[position]] = position;
 }
 
-int HeaderRing::RankAt(int position) const {
-  const int size = this->size();
-  return order_[((position % size) + size) % size];
-}
+int HeaderRing::RankAt(int position) const { return order_[Mod(position, size())]; }
 
 }  // namespace chorus

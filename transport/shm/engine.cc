@@ -90,6 +90,9 @@ struct Engine::Peer {
   PeerOutbound out;
   PeerInbound in;
   LargePath large_path = LargePath::kStaging;  // how this rank reads the peer's large messages
+
+  // A rank of this process (a thread): it reads this rank's memory directly.
+  bool InThisProcess() const { return address.pid == getpid(); }
 };
 
 ShmRequest::ShmRequest(std::shared_ptr<Engine> engine, RequestKind kind, int peer, Tag tag,
@@ -293,7 +296,7 @@ void Engine::Connect(Peer& peer) {
     return;
   }
   // Watched before the inbox is attached, so a recycled pid cannot slip in (PeerLiveness).
-  const bool same_process = peer.address.pid == getpid();
+  const bool same_process = peer.InThisProcess();
   if (!same_process && !liveness_.Watch(peer.rank, peer.address.pid)) {
     FailUnreachable(peer,
                     PeerUnavailableError(absl::StrCat("shm: ", who, " is not running"), peer.rank));
@@ -557,7 +560,7 @@ absl::Status Engine::ReadAnnounced(Peer& peer, char* into, RecvSink* sink, uint3
 const char* Engine::InPlace(Peer& peer, uint64_t address, uint64_t length) {
   const char* const at = reinterpret_cast<const char*>(address);
   if (peer.large_path == LargePath::kMemcpy) return at;
-  if (peer.address.pid == getpid()) {  // forced off memcpy: only the arena, which is ours
+  if (peer.InThisProcess()) {  // forced off memcpy: only the arena, which is ours
     const Arena* arena = Arena::IfCreated();
     return arena != nullptr && arena->Contains(at, length) ? at : nullptr;
   }
@@ -858,7 +861,7 @@ void Engine::FinishCancelAfterRead(ShmRequest& request) {
     if (request.IsDone()) return;
     word = &peers_[peer_rank].out.slot_word(request.slot_);
     reading = SlotWord(SlotGeneration(request.slot_ref_), kSlotReading);
-    receiver_elsewhere = peers_[peer_rank].address.pid != getpid();
+    receiver_elsewhere = !peers_[peer_rank].InThisProcess();
   }
   const Deadline give_up = Deadline::After(kCancelReadWait);
   while (word->load(std::memory_order_acquire) == reading && !give_up.Expired()) {
@@ -889,7 +892,7 @@ void Engine::AwaitInPlaceReads(const Peer& peer) const {
   // kernel, which fails cleanly on memory that is gone; one in this process is a thread that
   // may be copying out of a send's buffer, which its owner frees once the send fails. Such a
   // copy runs at memory speed even after its reader's mesh is aborted.
-  if (peer.address.pid == getpid()) peer.out.AwaitInPlaceReads(Deadline::After(kCancelReadWait));
+  if (peer.InThisProcess()) peer.out.AwaitInPlaceReads(Deadline::After(kCancelReadWait));
 }
 
 void Engine::FailPeer(Peer& peer, absl::Status status, bool departed) {
