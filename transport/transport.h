@@ -68,6 +68,10 @@ class RecvSink {
   // request completes successfully they have covered the message exactly once. A request that
   // fails (a peer died mid-message) may have handed over some pieces first.
   virtual void Consume(size_t offset, const void* data, size_t bytes) = 0;
+  // True when Consume only copies the pieces to where the receive's buffer would have them: a
+  // transport that can write a message into the buffer itself, without a copy of its own,
+  // gains nothing by handing it over.
+  virtual bool CopiesOnly() const { return false; }
 };
 
 // A connection to one peer. Thread-safe: many threads may post at once.

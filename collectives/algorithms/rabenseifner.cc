@@ -7,15 +7,14 @@
 // the blocks of ranks [FirstRank(i), FirstRank(i+1)); for reduce-scatter it hands the folded
 // rank its block, for allreduce the folded rank receives the whole result.
 //
-// Determinism: each element is reduced by exactly one rank per round, as (lower index's data)
-// op (higher index's data), and then copied: all ranks get identical bits.
+// Determinism: each element is reduced by exactly one rank per round, as (the partner's data)
+// op (this rank's data), and then copied: all ranks get identical bits.
 #include <cstring>
 #include <vector>
 
 #include "chorus/collectives/algorithms/algorithms.h"
 #include "chorus/collectives/algorithms/blocks.h"
 #include "chorus/collectives/engine/fold.h"
-#include "chorus/collectives/reduce/reduce_kernels.h"
 
 namespace chorus {
 namespace {
@@ -56,8 +55,8 @@ class Halving {
     uint8_t* incoming = ctx_.Scratch(total_bytes());
     const uint8_t* current = input;  // where this rank's partial of each block is
     if (rank < 2 * fold_.extra) {
-      CHORUS_RETURN_IF_ERROR(ctx_.Wait(ctx_.Recv(rank - 1, 0, incoming, total_bytes())));
-      ReduceBuffers(args_.type, args_.op, incoming, input, acc, offsets_.back());
+      CHORUS_RETURN_IF_ERROR(
+          ctx_.Wait(ctx_.RecvReduce(rank - 1, 0, incoming, total_bytes(), input, acc)));
       current = acc;
     }
     int low = 0;
@@ -67,17 +66,12 @@ class Halving {
       const Range keep = lower ? RangeOf(low, low + half) : RangeOf(low + half, low + 2 * half);
       const Range give = lower ? RangeOf(low + half, low + 2 * half) : RangeOf(low, low + half);
       const int partner = fold_.RankOf(index_ ^ half);
+      // Reduced as it arrives where the transport hands data over (RecvReduce).
       const Transfer transfers[] = {
-          ctx_.Recv(partner, round, incoming, keep.count() * elem_),
+          ctx_.RecvReduce(partner, round, incoming, keep.count() * elem_,
+                          current + keep.begin * elem_, acc + keep.begin * elem_),
           ctx_.Send(partner, round, current + give.begin * elem_, give.count() * elem_)};
       CHORUS_RETURN_IF_ERROR(ctx_.WaitAll(transfers));
-      const uint8_t* mine = current + keep.begin * elem_;
-      uint8_t* dst = acc + keep.begin * elem_;
-      if (lower) {
-        ReduceBuffers(args_.type, args_.op, mine, incoming, dst, keep.count());
-      } else {
-        ReduceBuffers(args_.type, args_.op, incoming, mine, dst, keep.count());
-      }
       current = acc;
       if (!lower) low += half;
     }

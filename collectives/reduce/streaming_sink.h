@@ -27,6 +27,7 @@ class StreamingSink final : public RecvSink {
   void Consume(size_t offset, const void* data, size_t bytes) override {
     StreamingCopy(destination_ + offset, data, bytes);
   }
+  bool CopiesOnly() const override { return true; }
 
  private:
   uint8_t* const destination_;

@@ -38,6 +38,7 @@
 #include "tests/harness/multirank.h"
 #include "tests/transport/captured_log.h"
 #include "tests/transport/hostile_peer.h"
+#include "tests/transport/recording_sink.h"
 #include "tests/transport/scenario.h"
 
 namespace chorus::testing {
@@ -726,47 +727,107 @@ TEST_CASE("a receive cancelled mid-message is never written again; the stream st
 
 // Rank 0 of the tests whose receive meets a message already arriving: once rank 1 says it is
 // sending (and has stopped itself mid-message), waits for part of the message to arrive and be
-// buffered, then posts the receive into `buffer` on tag 2.
+// buffered, then posts the receive into `buffer` on tag 2 (with `sink`, if not null).
 absl::StatusOr<RequestPtr> ReceiveWhileArriving(Connection& connection, Store& store,
-                                                std::vector<uint8_t>& buffer) {
+                                                std::vector<uint8_t>& buffer,
+                                                RecvSink* sink = nullptr) {
   uint8_t ping = 1;
   CHORUS_RETURN_IF_ERROR(connection.Send(1, &ping, 1)->Wait(Deadline::After(kSetup)));
   CHORUS_RETURN_IF_ERROR(store.Get("sending", Deadline::After(kSetup)).status());
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  RequestPtr receive = connection.Recv(2, buffer.data(), buffer.size());
+  const MemoryRef into{buffer.data(), buffer.size()};
+  RequestPtr receive =
+      sink != nullptr ? connection.RecvWithSink(2, into, sink) : connection.Recv(2, into);
   SCENARIO_EXPECT(!receive->IsDone(), "the whole message was already here");
   return receive;
 }
 
-TEST_CASE("a receive posted while its message is arriving gets all of it") {
+TEST_CASE("a receive posted while its message is arriving gets all of it, in its buffer") {
   constexpr size_t kSize = kLargeMessageBytes;
+  for (const bool with_sink : {false, true}) {
+    for (int streams : {1, 3}) {
+      DYNAMIC_SECTION(streams << " stream(s)" << (with_sink ? ", with a sink" : "")) {
+        TempDir directory;
+        RankProcesses processes(
+            2, KillableRanks(
+                   directory.path(),
+                   [with_sink](Mesh&, Connection& connection, Store& store) -> absl::Status {
+                     std::vector<uint8_t> buffer(kSize, 0);
+                     RecordingSink sink(kSize);
+                     CHORUS_ASSIGN_OR_RETURN(RequestPtr receive,
+                                             ReceiveWhileArriving(connection, store, buffer,
+                                                                  with_sink ? &sink : nullptr));
+                     CHORUS_RETURN_IF_ERROR(store.Set("posted", "1"));  // the test resumes rank 1
+                     CHORUS_RETURN_IF_ERROR(receive->Wait(Deadline::After(kSetup)));
+                     SCENARIO_EXPECT(receive->bytes() == kSize, "");
+                     // Part of it was buffered before the receive: all of it lands in the buffer.
+                     SCENARIO_EXPECT(sink.pieces() == 0, sink.pieces(), " pieces went to the sink");
+                     const std::string diff = CheckPattern(buffer.data(), kSize, 11);
+                     SCENARIO_EXPECT(diff.empty(), diff);
+                     return store.Set("done", "1");
+                   },
+                   [](Connection& connection, Store& store) -> absl::Status {
+                     const std::vector<uint8_t> data = Pattern(11, kSize);
+                     CHORUS_RETURN_IF_ERROR(store.Set("sending", "1"));
+                     RequestPtr send = connection.Send(2, data.data(), data.size());
+                     raise(SIGSTOP);  // until the receive is posted
+                     CHORUS_RETURN_IF_ERROR(send->Wait(Deadline::After(kSetup)));
+                     return store.Get("done", Deadline::After(kSetup)).status();
+                   },
+                   streams));
+        ResumeSenderOnce(directory, processes, "posted");
+      }
+    }
+  }
+}
+
+TEST_CASE(
+    "a receive with a sink, posted before its message, is handed it in cache-sized pieces "
+    "and its buffer is never written") {
+  constexpr size_t kSize = 8 << 20;
+  // The stream's sink buffer (stream.cc): no piece is larger.
+  constexpr size_t kLargestPiece = 256 << 10;
   for (int streams : {1, 3}) {
     DYNAMIC_SECTION(streams << " stream(s)") {
-      TempDir directory;
-      RankProcesses processes(
-          2, KillableRanks(
-                 directory.path(),
-                 [](Mesh&, Connection& connection, Store& store) -> absl::Status {
-                   std::vector<uint8_t> buffer(kSize, 0);
-                   CHORUS_ASSIGN_OR_RETURN(RequestPtr receive,
-                                           ReceiveWhileArriving(connection, store, buffer));
-                   CHORUS_RETURN_IF_ERROR(store.Set("posted", "1"));  // the test resumes rank 1
-                   CHORUS_RETURN_IF_ERROR(receive->Wait(Deadline::After(kSetup)));
-                   SCENARIO_EXPECT(receive->bytes() == kSize, "");
-                   const std::string diff = CheckPattern(buffer.data(), kSize, 11);
-                   SCENARIO_EXPECT(diff.empty(), diff);
-                   return store.Set("done", "1");
-                 },
-                 [](Connection& connection, Store& store) -> absl::Status {
-                   const std::vector<uint8_t> data = Pattern(11, kSize);
-                   CHORUS_RETURN_IF_ERROR(store.Set("sending", "1"));
-                   RequestPtr send = connection.Send(2, data.data(), data.size());
-                   raise(SIGSTOP);  // until the receive is posted
-                   CHORUS_RETURN_IF_ERROR(send->Wait(Deadline::After(kSetup)));
-                   return store.Get("done", Deadline::After(kSetup)).status();
-                 },
-                 streams));
-      ResumeSenderOnce(directory, processes, "posted");
+      MemoryStore store;
+      TcpDeviceOptions options = Loopback();
+      options.streams = streams;
+      Ranks ranks;
+      MakeRanks(ranks, 2, options, store);
+      auto in = ranks.meshes[1]->GetConnection(0);
+      auto out = ranks.meshes[0]->GetConnection(1);
+      REQUIRE(in.ok());
+      REQUIRE(out.ok());
+      for (const size_t size : {size_t{5000}, size_t{300 * 1024 + 7}, kSize}) {
+        INFO(size << " bytes");
+        std::vector<uint8_t> buffer(size, 0xEE);
+        RecordingSink sink(size);
+        RequestPtr recv = (*in)->RecvWithSink(3, MemoryRef{buffer.data(), size}, &sink);
+        const std::vector<uint8_t> data = Pattern(size, size);
+        RequestPtr send = (*out)->Send(3, data.data(), size);
+        const absl::Status status = WaitAll({recv, send}, Deadline::After(absl::Seconds(30)));
+        REQUIRE(status.ok());
+        CHECK(recv->bytes() == size);
+        const absl::Status contract = sink.Check(size);
+        INFO(contract.ToString());
+        CHECK(contract.ok());
+        CHECK(static_cast<size_t>(sink.pieces()) >= (size + kLargestPiece - 1) / kLargestPiece);
+        CHECK(CheckPattern(sink.data().data(), size, size).empty());
+        CHECK(std::all_of(buffer.begin(), buffer.end(), [](uint8_t b) { return b == 0xEE; }));
+      }
+      // A sink that would only copy the message to where the buffer has it is left out.
+      struct CopyingSink final : RecvSink {
+        int pieces = 0;
+        void Consume(size_t, const void*, size_t) override { ++pieces; }
+        bool CopiesOnly() const override { return true; }
+      } copying;
+      std::vector<uint8_t> buffer(kSize, 0);
+      RequestPtr recv = (*in)->RecvWithSink(4, MemoryRef{buffer.data(), kSize}, &copying);
+      const std::vector<uint8_t> data = Pattern(4, kSize);
+      RequestPtr send = (*out)->Send(4, data.data(), kSize);
+      REQUIRE(WaitAll({recv, send}, Deadline::After(absl::Seconds(30))).ok());
+      CHECK(copying.pieces == 0);
+      CHECK(CheckPattern(buffer.data(), kSize, 4).empty());
     }
   }
 }

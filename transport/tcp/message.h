@@ -14,6 +14,7 @@
 #include "chorus/transport/tcp/buffer_pool.h"
 #include "chorus/transport/tcp/tcp_request.h"
 #include "chorus/transport/tcp/wire_format.h"
+#include "chorus/transport/transport.h"
 
 namespace chorus::tcp {
 
@@ -46,6 +47,9 @@ struct RecvSlot {
   std::shared_ptr<TcpRequest> request;
   uint8_t* data = nullptr;
   size_t capacity = 0;
+  // Connection::RecvWithSink: the message goes to this sink instead of `data` when it is
+  // matched as it is announced, or from its buffer when it arrived whole before the receive.
+  RecvSink* sink = nullptr;
   // Mesh::RecvFromAnyPart: the claim shared with the receive's parts on other meshes.
   std::shared_ptr<ReceiveClaim> claim;
   int part = 0;
@@ -67,6 +71,9 @@ struct InboundMessage {
   std::shared_ptr<RecvSlot> slot;
   PooledBuffer buffered;
   bool discard = false;
+  // Matched on arrival to a receive with a sink (RecvSlot::sink): the stream hands the
+  // payload to the sink from a buffer of its own, and the receive's buffer is never written.
+  bool to_sink = false;
   // (offset, bytes written so far) of each frame of the message that has started arriving:
   // what to copy out of `buffered` when a receive takes the message while it still arrives
   // (the rest then goes straight to the receive's buffer). At most one entry per stream.
@@ -78,6 +85,9 @@ struct InboundMessage {
     if (buffered) return buffered.get();
     return slot ? slot->data : nullptr;
   }
+
+  // The sink the payload goes to (see `to_sink`); null when it goes to a buffer or nowhere.
+  RecvSink* sink() const { return to_sink && !discard && slot != nullptr ? slot->sink : nullptr; }
 };
 
 }  // namespace chorus::tcp

@@ -123,7 +123,9 @@ class Stream : public EventHandler {
   bool FillStaging();
   void HandleHeader(const FrameHeader& header);
   // `count` payload bytes of the current frame have arrived (copied from `from` unless null).
+  // A payload going to a sink is handed over in pieces.
   void AccountBody(const uint8_t* from, size_t count);
+  uint8_t* SinkBuffer();
   void Fail(absl::string_view why, bool tampered = false);
   void Eof();
   // True while a frame has started arriving and is not complete.
@@ -167,6 +169,11 @@ class Stream : public EventHandler {
   size_t body_frame_ = 0;  // this frame's entry in body_->frames
   uint64_t body_offset_ = 0;
   uint64_t body_remaining_ = 0;
+  // A frame of a message going to a receive's sink (InboundMessage::to_sink) is read into
+  // this buffer and handed over from it; it holds sink_fill_ bytes not yet handed over (less
+  // than RecvSink::kAlignment between reads). Allocated on first use.
+  std::unique_ptr<uint8_t[]> sink_buffer_;
+  size_t sink_fill_ = 0;
   std::optional<FrameHeader> paused_header_;
 };
 

@@ -75,7 +75,13 @@ RequestPtr TcpConnection::Send(Tag tag, ConstMemoryRef buffer) {
   return request;
 }
 
-RequestPtr TcpConnection::Recv(Tag tag, MemoryRef buffer) {
+RequestPtr TcpConnection::Recv(Tag tag, MemoryRef buffer) { return PostRecv(tag, buffer, nullptr); }
+
+RequestPtr TcpConnection::RecvWithSink(Tag tag, MemoryRef buffer, RecvSink* sink) {
+  return PostRecv(tag, buffer, sink);
+}
+
+RequestPtr TcpConnection::PostRecv(Tag tag, MemoryRef buffer, RecvSink* sink) {
   auto request =
       std::make_shared<TcpRequest>(RequestKind::kRecv, peer_, tag, mesh_.engine_ptr(), label_);
   auto lock = engine_.LockForPosting();
@@ -91,6 +97,9 @@ RequestPtr TcpConnection::Recv(Tag tag, MemoryRef buffer) {
   slot->request = request;
   slot->data = static_cast<uint8_t*>(buffer.data);
   slot->capacity = buffer.size;
+  // A message matched as it is announced is received straight into the buffer; a sink that
+  // would only copy it there again is left out.
+  slot->sink = sink != nullptr && !sink->CopiesOnly() ? sink : nullptr;
   // Owned before it may match a message still arriving, whose rest the driver then writes into
   // the buffer: a Cancel must find it there (ForgetRecv) and have the rest dropped.
   request->set_owner(this);
@@ -173,17 +182,25 @@ void TcpConnection::Match(const std::shared_ptr<InboundMessage>& message,
     Deliver(*message);
   } else if (message->buffered != nullptr) {
     // Still arriving: what is here is copied now, the rest lands in the receive's buffer.
+    // (A sink gets nothing then: the rest of the message must land in the buffer too.)
     for (const auto& [offset, written] : message->frames) {
       std::memcpy(slot->data + offset, message->buffered.get() + offset, written);
     }
     message->buffered.reset();
+  } else {
+    message->to_sink = slot->sink != nullptr;
   }
 }
 
 void TcpConnection::Deliver(InboundMessage& message) {
   std::shared_ptr<RecvSlot> slot = std::move(message.slot);
   if (message.buffered != nullptr && message.size > 0) {
-    std::memcpy(slot->data, message.buffered.get(), message.size);
+    // Buffered whole before its receive: a sink reads it from there, sparing the copy.
+    if (slot->sink != nullptr) {
+      slot->sink->Consume(0, message.buffered.get(), message.size);
+    } else {
+      std::memcpy(slot->data, message.buffered.get(), message.size);
+    }
   }
   message.buffered.reset();
   slot->request->Finish(absl::OkStatus(), message.size, peer_);

@@ -34,6 +34,9 @@ class TcpConnection : public Connection, public StreamOwner, public RequestOwner
   int peer() const override { return peer_; }
   RequestPtr Send(Tag tag, ConstMemoryRef buffer) override;
   RequestPtr Recv(Tag tag, MemoryRef buffer) override;
+  // Hands the payload to the sink as it lands in `buffer`, in pieces of what each socket read
+  // brought, so that the consumer reads it while it is still in the cache.
+  RequestPtr RecvWithSink(Tag tag, MemoryRef buffer, RecvSink* sink) override;
 
   // --- Setup, for the mesh ---
   void StartDial();
@@ -78,6 +81,8 @@ class TcpConnection : public Connection, public StreamOwner, public RequestOwner
   // Starts a connect to `address` and wraps it for the device's TLS, if any.
   absl::StatusOr<security::Channel> OpenChannel(const SocketAddress& address) const;
   void BecomeUp();
+  // Recv and RecvWithSink (`sink` may be null).
+  RequestPtr PostRecv(Tag tag, MemoryRef buffer, RecvSink* sink);
   void AssignFrames(const std::shared_ptr<OutboundMessage>& message);
   void CancelSend(const TcpRequest& request);
   std::shared_ptr<RecvSlot> PopPosted(Tag tag);
