@@ -104,16 +104,25 @@ absl::Status RabenseifnerAllReduce(CollectiveContext& ctx, const CollectiveArgs&
   if (index < 0) return ctx.Wait(ctx.Recv(rank + 1, last_step, out, halving.total_bytes()));
 
   // Recursive doubling allgather, retracing the halving rounds from the smallest range up.
-  int round = halving.rounds() + 1;
-  for (int width = 1; width < fold.active; width *= 2, ++round) {
-    const int mine = index & ~(width - 1);
-    const int theirs = mine ^ width;
-    const Range my_range = halving.RangeOf(mine, mine + width);
+  // Every round's receive is posted first: each fills a range no round sends from before it
+  // has arrived, and a partner running ahead then sends straight into place, where it would
+  // otherwise be buffered and copied.
+  const int first_round = halving.rounds() + 1;
+  std::vector<Transfer> recvs;
+  recvs.reserve(halving.rounds());
+  for (int width = 1, round = first_round; width < fold.active; width *= 2, ++round) {
+    const int theirs = (index & ~(width - 1)) ^ width;
     const Range their_range = halving.RangeOf(theirs, theirs + width);
-    const int partner = fold.RankOf(index ^ width);
+    recvs.push_back(ctx.Recv(fold.RankOf(index ^ width), round, out + their_range.begin * elem,
+                             their_range.count() * elem));
+  }
+  for (int width = 1, round = first_round; width < fold.active; width *= 2, ++round) {
+    const int mine = index & ~(width - 1);
+    const Range my_range = halving.RangeOf(mine, mine + width);
     const Transfer transfers[] = {
-        ctx.Recv(partner, round, out + their_range.begin * elem, their_range.count() * elem),
-        ctx.Send(partner, round, out + my_range.begin * elem, my_range.count() * elem)};
+        recvs[round - first_round],
+        ctx.Send(fold.RankOf(index ^ width), round, out + my_range.begin * elem,
+                 my_range.count() * elem)};
     CHORUS_RETURN_IF_ERROR(ctx.WaitAll(transfers));
   }
   if (rank < 2 * fold.extra) {
