@@ -119,10 +119,9 @@ absl::Status RabenseifnerAllReduce(CollectiveContext& ctx, const CollectiveArgs&
   for (int width = 1, round = first_round; width < fold.active; width *= 2, ++round) {
     const int mine = index & ~(width - 1);
     const Range my_range = halving.RangeOf(mine, mine + width);
-    const Transfer transfers[] = {
-        recvs[round - first_round],
-        ctx.Send(fold.RankOf(index ^ width), round, out + my_range.begin * elem,
-                 my_range.count() * elem)};
+    const Transfer transfers[] = {recvs[round - first_round],
+                                  ctx.Send(fold.RankOf(index ^ width), round,
+                                           out + my_range.begin * elem, my_range.count() * elem)};
     CHORUS_RETURN_IF_ERROR(ctx.WaitAll(transfers));
   }
   if (rank < 2 * fold.extra) {
