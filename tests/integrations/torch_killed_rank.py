@@ -1,4 +1,5 @@
-"""Run by torch_test.sh under torchrun: the last rank exits abruptly in the middle of a
+"""Run by torch_test.sh as plain processes with torchrun's environment variables (torchrun
+would stop the survivors itself): the last rank exits abruptly in the middle of a
 training loop of allreduces; every other rank must fail with Chorus's error naming that rank,
 not hang. Each survivor prints "rank R: failed as expected: <message>"."""
 import os

@@ -6,7 +6,8 @@
 #     seed and data: per-step losses equal within 1e-6 relative, final parameters identical
 #     on every rank and between the backends' runs (2 and 4 ranks);
 #   - the ranks meet through torchrun's MASTER_ADDR/MASTER_PORT, and through CHORUS_STORE;
-#   - a rank that dies mid-training makes the others fail with Chorus's error naming it.
+#   - a rank that dies mid-training makes the others fail with Chorus's error naming it (those
+#     ranks run as plain processes with torchrun's variables).
 # Without torch (python3-torch) the test prints "SKIPPED: <why>" and passes as skipped.
 source tests/api/lib.sh
 python=/usr/bin/python3
@@ -101,8 +102,22 @@ else
   fail "collectives with CHORUS_STORE (2 ranks)"
 fi
 
+# As plain processes with torchrun's variables: torchrun itself stops the survivors once a
+# rank dies, which can be before they have reported the failure.
 start=$(date +%s)
-torchrun 3 "$here/torch_killed_rank.py" || true
+log_dir="$scratch/logs/killed"
+mkdir -p "$log_dir"
+master_port=$(free_port_pair)
+rank_pids=()
+for rank in 0 1 2; do
+  RANK=$rank WORLD_SIZE=3 LOCAL_RANK=$rank LOCAL_WORLD_SIZE=3 MASTER_ADDR=127.0.0.1 \
+    MASTER_PORT=$master_port timeout -s KILL 120 "$python" "$here/torch_killed_rank.py" \
+    >"$log_dir/$rank.log" 2>&1 &
+  rank_pids+=($!)
+done
+for pid in "${rank_pids[@]}"; do wait "$pid" || true; done
+rank_pids=()
+cat "$log_dir"/*.log >"$log_dir.out"
 survivors=$(grep -c 'failed as expected' "$log_dir.out" || true)
 if [ "$survivors" -eq 2 ] && [ $(($(date +%s) - start)) -lt 120 ]; then
   echo "PASS: a rank that dies fails the others with Chorus's error naming it"
