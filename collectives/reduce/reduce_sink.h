@@ -1,7 +1,8 @@
 // A receive whose data is combined into an output as it arrives, so that on transports that
-// hand data over in place (shared memory) the reduction reads straight from the transport's
-// memory and the copy into a receive buffer disappears; elsewhere the data lands in a buffer
-// first and is reduced from there once the receive is done.
+// hand data over (shared memory in place, TCP a socket read at a time from a buffer that stays
+// in cache) the reduction reads straight from the transport's memory and the copy into a
+// receive buffer disappears; elsewhere the data lands in a buffer first and is reduced from
+// there once the receive is done.
 #ifndef CHORUS_COLLECTIVES_REDUCE_REDUCE_SINK_H_
 #define CHORUS_COLLECTIVES_REDUCE_REDUCE_SINK_H_
 
