@@ -46,3 +46,33 @@ run_ranks() {
   [ "$failed" -eq 0 ] && echo "PASS: $name ($size ranks)"
   return "$failed"
 }
+
+# run_killed_rank SIZE RANK_VARS COMMAND...: the frameworks' killed-rank check. Runs COMMAND as
+# SIZE plain processes (a launcher would itself stop the survivors once a rank dies, at times
+# before they report), each with every variable named in RANK_VARS set to its rank and with the
+# caller's exports, each bounded to 120 s; output in $scratch/killed.<rank>.log. COMMAND's last
+# rank dies mid-loop and every other prints "failed as expected". Passes when all SIZE - 1
+# survivors do within 120 s; otherwise prints their logs' tails and fails.
+run_killed_rank() {
+  local size=$1 rank_vars=$2
+  shift 2
+  local start=$SECONDS rank pid variable assignments survivors
+  rank_pids=()
+  for ((rank = 0; rank < size; rank++)); do
+    assignments=()
+    for variable in $rank_vars; do assignments+=("$variable=$rank"); done
+    env "${assignments[@]}" timeout -s KILL 120 "$@" >"$scratch/killed.$rank.log" 2>&1 &
+    rank_pids+=($!)
+  done
+  for pid in "${rank_pids[@]}"; do wait "$pid" || true; done
+  rank_pids=()
+  cat "$scratch"/killed.*.log >"$scratch/killed.log"
+  survivors=$(grep -c 'failed as expected' "$scratch/killed.log" || true)
+  if [ "$survivors" -eq $((size - 1)) ] && [ $((SECONDS - start)) -lt 120 ]; then
+    echo "PASS: a rank that dies fails the others with Chorus's error naming it"
+    return 0
+  fi
+  echo "FAIL: killed rank: $survivors of $((size - 1)) survivors failed as expected" >&2
+  tail -n 30 "$scratch/killed.log" >&2
+  return 1
+}

@@ -38,24 +38,8 @@ for n in 2 4; do
   expect_ok "ops-$n" "$n" "$here/tf_ops.py" "every op and dtype, eager and graph, and gradients"
   expect_ok "keras-$n" "$n" "$here/tf_keras_train.py" "Keras training equals single-process"
 done
-# As plain processes: chorusrun would itself stop the survivors when the victim dies.
-start=$(date +%s)
 mkdir -p "$scratch/killed-store"
-for rank in 0 1 2; do
-  CHORUS_RANK=$rank CHORUS_SIZE=3 CHORUS_STORE="file://$scratch/killed-store" \
-    timeout -s KILL 120 "$python" "$here/tf_killed_rank.py" >"$scratch/killed.$rank.log" 2>&1 &
-  rank_pids+=($!)
-done
-for pid in "${rank_pids[@]}"; do wait "$pid" || true; done
-rank_pids=()
-cat "$scratch"/killed.*.log >"$scratch/killed.log"
-survivors=$(grep -c 'failed as expected' "$scratch/killed.log" || true)
-if [ "$survivors" -eq 2 ] && [ $(($(date +%s) - start)) -lt 120 ]; then
-  echo "PASS: a rank that dies fails the others with Chorus's error naming it"
-else
-  echo "FAIL: killed rank: $survivors of 2 survivors failed as expected" >&2
-  tail -n 30 "$scratch/killed.log" >&2
-  failed=1
-fi
+CHORUS_SIZE=3 CHORUS_STORE="file://$scratch/killed-store" \
+  run_killed_rank 3 CHORUS_RANK "$python" "$here/tf_killed_rank.py" || failed=1
 [ "$failed" -eq 0 ] && echo "PASS: tensorflow backend"
 exit "$failed"
