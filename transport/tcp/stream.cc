@@ -357,11 +357,14 @@ void Stream::ReadFrames() {
     if (body_remaining_ >= kDirectReadMin) {
       uint8_t* destination = body_->destination();
       size_t want = static_cast<size_t>(std::min<uint64_t>(body_remaining_, budget));
-      uint8_t* into = destination != nullptr ? destination + body_offset_ : staging_.get();
+      uint8_t* into;
       if (body_->sink() != nullptr) {
         into = SinkBuffer() + sink_fill_;
         want = std::min(want, kSinkBufferSize - sink_fill_);
-      } else if (destination == nullptr) {
+      } else if (destination != nullptr) {
+        into = destination + body_offset_;
+      } else {
+        into = staging_.get();
         want = std::min(want, kStagingSize);
       }
       const IoResult got = channel_.Read(into, want);

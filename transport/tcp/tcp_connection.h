@@ -34,8 +34,9 @@ class TcpConnection : public Connection, public StreamOwner, public RequestOwner
   int peer() const override { return peer_; }
   RequestPtr Send(Tag tag, ConstMemoryRef buffer) override;
   RequestPtr Recv(Tag tag, MemoryRef buffer) override;
-  // Hands the payload to the sink as it lands in `buffer`, in pieces of what each socket read
-  // brought, so that the consumer reads it while it is still in the cache.
+  // Hands the payload to the sink a socket read at a time, from a small buffer of the stream,
+  // so that the consumer reads it while it is still in the cache; `buffer` is written only
+  // when the message was already arriving as the receive was posted.
   RequestPtr RecvWithSink(Tag tag, MemoryRef buffer, RecvSink* sink) override;
 
   // --- Setup, for the mesh ---
