@@ -165,10 +165,13 @@ struct LinkProfile {
   // The largest message that costs less copied into another one (a collective's first message
   // to a peer rides in its header message) than sent on its own; 0: the collectives' default.
   size_t piggyback_bytes = 0;
+  // Whether a send of at most piggyback_bytes completes before its receive is posted (the
+  // transport keeps it aside at the receiver), so that a rank may run calls ahead of a peer.
+  bool eager_sends = false;
   bool operator==(const LinkProfile& other) const {
     return alpha_us == other.alpha_us && beta_ns_per_byte == other.beta_ns_per_byte &&
            gamma_ns_per_byte == other.gamma_ns_per_byte && segment_bytes == other.segment_bytes &&
-           piggyback_bytes == other.piggyback_bytes;
+           piggyback_bytes == other.piggyback_bytes && eager_sends == other.eager_sends;
   }
 };
 

@@ -17,6 +17,7 @@
 #include "absl/time/time.h"
 #include "chorus/collectives/diagnostics/trace.h"
 #include "chorus/collectives/engine/header_ring.h"
+#include "chorus/collectives/engine/owed_headers.h"
 #include "chorus/collectives/engine/slot_debts.h"
 #include "chorus/collectives/engine/slot_turns.h"
 #include "chorus/collectives/engine/topology.h"
@@ -60,6 +61,10 @@ struct CommTuning {
   // The largest first message to a peer that rides inside the collective's header message
   // (engine/context.h); the same on every rank, since every rank's device has the same links.
   size_t piggyback_bytes = kPiggybackBytes;
+  // Whether both kinds of the device's links complete a send of at most piggyback_bytes before
+  // its receive is posted (LinkProfile::eager_sends): only then does a broadcast root run
+  // ahead of its peers (owed_headers.h).
+  bool eager_sends = false;
 };
 
 // CommTuning::piggyback_bytes for a device with `links`: the smaller of its two kinds of link's
@@ -85,6 +90,8 @@ class CommState {
   SharedSlots* shared_slots() const { return shared_slots_; }
   // The reads of those slots that its collectives owe (slot_debts.h).
   SlotDebts& slot_debts() { return slot_debts_; }
+  // Header checks over messages left to later calls (owed_headers.h).
+  OwedHeaders& owed_headers() { return owed_headers_; }
   // The order of this rank's calls on those slots (slot_turns.h).
   SlotTurns& slot_turns() { return slot_turns_; }
   const std::shared_ptr<Mesh>& shared_mesh() const { return mesh_; }
@@ -136,6 +143,7 @@ class CommState {
   const std::unique_ptr<TraceLog> trace_;
   SharedSlots* const shared_slots_;  // owned by mesh_
   SlotDebts slot_debts_;
+  OwedHeaders owed_headers_;
   SlotTurns slot_turns_;
   const std::unique_ptr<std::atomic<Connection*>[]> connections_;  // by rank; null: not yet
   mutable std::mutex mu_;

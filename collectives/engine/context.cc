@@ -13,6 +13,7 @@
 #include "chorus/collectives/diagnostics/trace.h"
 #include "chorus/collectives/engine/rank_arithmetic.h"
 #include "chorus/collectives/engine/tag.h"
+#include "chorus/collectives/shape.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
 
@@ -206,7 +207,22 @@ void CollectiveContext::Start() {
   if (size == 1) return;
   const HeaderRing& ring = comm_.header_ring();
   owed_header_ = ring.Next(comm_.rank());
-  ExpectHeaderFrom(ring.Prev(comm_.rank()));
+  // Equal neighbours all along the ring less one edge are all equal, so the check across the
+  // edge into the first position can wait for a later call (owed_headers.h) and a small call
+  // there need not wait for its predecessor. Not where sends complete only once received (the
+  // predecessor's header would wait for that later call), not where slots may carry a call (a
+  // rank reading slots finds a peer that ran the call over messages by its header message),
+  // and not for a large call, whose data a root running ahead would leave buffered at peers.
+  const bool open = comm_.tuning().eager_sends && comm_.shared_slots() == nullptr &&
+                    PayloadBytes(args_, size) <= piggyback_bytes_;
+  const int position = ring.PositionOf(comm_.rank());
+  if (open && position == 0) {
+    later_check_ = ring.Prev(comm_.rank());
+  } else {
+    ExpectHeaderFrom(ring.Prev(comm_.rank()));
+  }
+  // The first position may have finished, and closed its mesh, before its header arrives.
+  if (open && position == size - 1) closing_header_to_ = owed_header_;
 }
 
 void CollectiveContext::WillSendTo(absl::Span<const int> peers) {
@@ -245,7 +261,11 @@ void CollectiveContext::SendHeaderTo(int peer) {
   RequestPtr request = (*connection)->Send(tag, header_wire_.data(), header_wire_.size());
   const Transfer transfer{request.get(), peer, header_wire_.size(), kHeaderStep, false};
   Register(transfer, std::move(request));
-  sends_.push_back(transfer);
+  if (peer == closing_header_to_) {
+    closing_header_ = transfer;
+  } else {
+    sends_.push_back(transfer);
+  }
 }
 
 Transfer CollectiveContext::SendHeaderWith(int peer, Connection& connection, uint64_t step,
@@ -263,8 +283,8 @@ Transfer CollectiveContext::SendHeaderWith(int peer, Connection& connection, uin
   std::memcpy(message + CollectiveHeader::kWireSize, &step, kStepBytes);  // little-endian
   if (bytes != 0) std::memcpy(message + CollectiveHeader::kWireSize + kStepBytes, data, bytes);
   // Progress and errors speak of the data message it carries.
-  RequestPtr request = connection.Send(
-      CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep), message, length);
+  RequestPtr request = connection.Send(CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep),
+                                       message, length);
   const Transfer transfer{request.get(), peer, bytes, step, false};
   Register(transfer, std::move(request));
   sends_.push_back(transfer);
@@ -610,7 +630,60 @@ bool CollectiveContext::Ready(const Transfer& transfer) {
 absl::Status CollectiveContext::Finish() {
   SendOwedHeader();
   CHORUS_RETURN_IF_ERROR(AwaitAll(sends_));
-  return AwaitAll(header_recvs_);
+  CHORUS_RETURN_IF_ERROR(AwaitAll(header_recvs_));
+  // Only its receiver needs the header across the ring's closing edge, in a later call: once
+  // that rank has finished and closed its mesh, the send fails, and that is no error here. A
+  // send still stuck at the deadline is.
+  if (closing_header_ &&
+      GetErrorKind(closing_header_->request->Wait(deadline_)) == ErrorKind::kDeadlineExceeded) {
+    return TimedOut({&*closing_header_, 1});
+  }
+  if (later_check_ < 0) return absl::OkStatus();
+  // Data from the predecessor brought its header, checked above; otherwise it is owed.
+  OwedHeaders& owed = comm_.owed_headers();
+  if (HeaderOf(later_check_) == nullptr) owed.Owe({later_check_, header_.sequence, header_wire_});
+  while (std::optional<OwedHeaders::Owed> oldest = owed.TakeBeyond(kHeaderChecksAhead)) {
+    CHORUS_RETURN_IF_ERROR(CheckOwedHeader(*oldest));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CollectiveContext::CheckOwedHeader(const OwedHeaders::Owed& owed) {
+  const CollectiveHeader mine =
+      CollectiveHeader::Decode(owed.mine.data(), owed.mine.size()).value();
+  const std::string earlier =
+      absl::StrCat(Describe(), ": earlier, ", mine.Describe(), " on rank ", comm_.rank());
+  absl::StatusOr<Connection*> connection = comm_.GetConnection(owed.peer);
+  if (!connection.ok()) {
+    return PeerLost(owed.peer, connection.status(), absl::StrCat("the check of ", earlier));
+  }
+  // Room for a payload too: a peer that disagrees may have sent data inside its header.
+  const size_t capacity = CollectiveHeader::kWireSize + kStepBytes + piggyback_bytes_;
+  uint8_t* message = Scratch(capacity);
+  RequestPtr request =
+      (*connection)
+          ->Recv(CollectiveTag(comm_.tag_id(), owed.sequence, kHeaderStep), message, capacity);
+  const Transfer transfer{request.get(), owed.peer, CollectiveHeader::kWireSize, kHeaderStep,
+                          /*is_recv=*/true};
+  Register(transfer, std::move(request));
+  const absl::Status received = AwaitAll({&transfer, 1});
+  if (GetErrorKind(received) == ErrorKind::kDeadlineExceeded) {
+    return MakeError(ErrorKind::kDeadlineExceeded,
+                     absl::StrCat(received.message(), " (its header of ", mine.Describe(),
+                                  ": this rank runs at most ", kHeaderChecksAhead,
+                                  " calls ahead of the rank before it on the header ring)"),
+                     ErrorPeerRank(received).value_or(owed.peer));
+  }
+  CHORUS_RETURN_IF_ERROR(received);
+  const size_t length = transfer.request->bytes();
+  const size_t bytes =
+      length >= CollectiveHeader::kWireSize + kStepBytes ? CollectiveHeader::kWireSize : length;
+  if (bytes == CollectiveHeader::kWireSize &&
+      std::memcmp(message, owed.mine.data(), CollectiveHeader::kWireSize) == 0) {
+    return absl::OkStatus();
+  }
+  const absl::Status disagreement = Disagreement(mine, earlier, owed.peer, message, bytes);
+  return disagreement.ok() ? disagreement : Fatal(disagreement);
 }
 
 absl::Status CollectiveContext::WaitSendsSince(size_t first) {

@@ -11,9 +11,13 @@
 // collective still fails before it completes, as the header rule requires. Each rank also
 // sends its header to its successor on the header ring (header_ring.h) and checks the one from
 // its predecessor before it completes, so that any disagreement is seen by at least one rank
-// even when the two sides' communication patterns do not meet. A disagreement breaks the
-// communicator (CommState::Break): the record in the store and the aborted mesh make every
-// other rank that is still inside the collective fail promptly with the same message.
+// even when the two sides' communication patterns do not meet. Without shared slots, the rank
+// at the ring's first position checks its predecessor's header in a later call when this one
+// is small and brings it nothing from that rank (owed_headers.h): the checks along the rest of
+// the ring see every disagreement too, and a broadcast root there runs ahead of its peers. A
+// disagreement breaks the communicator (CommState::Break): the record in the store and the aborted
+// mesh make every other rank that is still inside the collective fail promptly with the same
+// message.
 //
 // Piggybacking: when a rank's first message to a peer is small (at most the communicator's
 // CommTuning::piggyback_bytes, which its device's links set: 1 KiB, 16 KiB over TCP), it
@@ -140,8 +144,10 @@ class CollectiveContext {
   bool Ready(const Transfer& transfer);
 
   // Waits for every send posted so far and for all expected headers; called once the
-  // algorithm has returned OK.
+  // algorithm has returned OK. Then checks the headers owed by earlier calls beyond the
+  // newest kHeaderChecksAhead, the oldest first (owed_headers.h).
   absl::Status Finish();
+  static constexpr size_t kHeaderChecksAhead = 8;
 
   // The transport messages this rank has posted in the call: data, and headers whether alone
   // or carrying data (diagnostics and tests).
@@ -290,6 +296,8 @@ class CollectiveContext {
   void NoteWait(const Transfer& transfer);
   absl::Status CheckArrivedHeaders();
   absl::Status CheckHeader(int peer, PeerHeader& header);
+  // Receives and checks a header an earlier call left to this one.
+  absl::Status CheckOwedHeader(const OwedHeaders::Owed& owed);
   absl::Status Failed(const Transfer& transfer, const absl::Status& status);
   absl::Status WrongLength(const Transfer& transfer, size_t got);
   absl::Status TimedOut(absl::Span<const Transfer> transfers);
@@ -320,7 +328,12 @@ class CollectiveContext {
     bool header_sent = false;
   };
   absl::InlinedVector<PeerSlot, 16> peer_slots_;  // by communicator rank
-  int owed_header_ = -1;           // Start(): the ring successor, until the header is sent
+  int owed_header_ = -1;  // Start(): the ring successor, until the header is sent
+  int later_check_ = -1;  // Start(): the ring predecessor whose header a later call may check
+  // Start(): the ring successor whose check of this rank's header a later call of its own may
+  // make, and the send of that header when it goes alone.
+  int closing_header_to_ = -1;
+  std::optional<Transfer> closing_header_;
   bool hold_owed_header_ = false;  // WillSendTo: the successor gets data later in the call
   // Headers expected, in the order first expected. Receive buffers stay put: the first lives
   // in the context, the others on the heap.

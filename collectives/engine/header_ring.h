@@ -13,7 +13,8 @@
 // and send the header alone. For a power-of-two rank count the cycle visits every aligned
 // power-of-two block of ranks in one stretch, as a plain ring does, so ranks laid out host by
 // host, a power of two per host, leave each host once (other layouts may leave a host more
-// often than in rank order: only headers take those extra hops).
+// often than in rank order: only headers take those extra hops). A communicator without shared
+// slots checks headers along the cycle less the edge back to its first position (context.h).
 #ifndef CHORUS_COLLECTIVES_ENGINE_HEADER_RING_H_
 #define CHORUS_COLLECTIVES_ENGINE_HEADER_RING_H_
 

@@ -3,14 +3,18 @@
 // header was handled, two messages with the same step, a rank that only receives (its owed
 // header must still go out), cancellation of a receive whose data rides in the header, a
 // header held for a later message to the ring successor (riding on it, or going out alone once
-// a wait blocks), and the messages recursive doubling and the dissemination barrier send.
-#include <catch2/catch.hpp>
+// a wait blocks), the messages recursive doubling and the dissemination barrier send, and a
+// broadcast root at the first position of the header ring, which runs a bounded number of
+// calls ahead of its predecessor and checks that rank's headers later.
+#include "chorus/collectives/engine/context.h"
 
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,11 +23,12 @@
 #include "absl/time/clock.h"
 #include "chorus/collectives/algorithms/algorithms.h"
 #include "chorus/collectives/engine/comm_state.h"
-#include "chorus/collectives/engine/context.h"
 #include "chorus/collectives/engine/fold.h"
 #include "chorus/collectives/engine/header.h"
-#include "chorus/core/status.h"
+#include "chorus/collectives/engine/header_ring.h"
+#include "chorus/collectives/engine/tag.h"
 #include "chorus/collectives/select/algorithm_table.h"
+#include "chorus/core/status.h"
 #include "chorus/rendezvous/memory_store.h"
 #include "chorus/rendezvous/prefix_store.h"
 #include "tests/collectives/test_transport.h"
@@ -53,8 +58,11 @@ absl::StatusOr<Rank> MakeRank(Store& store, const std::string& name, int rank, i
   CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Mesh> mesh,
                           made.device->CreateMesh(mesh_store, rank, size, MeshOptions{},
                                                   Deadline::After(absl::Seconds(30))));
+  CommTuning tuning;
+  const DeviceLinks links = made.device->Links();
+  tuning.eager_sends = links.local.eager_sends && links.remote.eager_sends;
   made.state = std::make_unique<CommState>(name, rank, size, std::move(scoped), std::move(mesh),
-                                           CommTuning{}, Topology::Flat(size), /*trace=*/nullptr);
+                                           tuning, Topology::Flat(size), /*trace=*/nullptr);
   return made;
 }
 
@@ -352,6 +360,147 @@ TEST_CASE("a dissemination barrier sends the ring header on its first round", "[
       CHECK(fewest[rank] == static_cast<size_t>(rounds));
     }
   }
+}
+
+// A small broadcast (4 int32) from the rank at the first position of the header ring, two
+// ranks: what the root does, and what the other rank does with the root's mesh.
+CollectiveArgs SmallBroadcast() {
+  CollectiveArgs shape;
+  shape.kind = CollectiveKind::kBroadcast;
+  shape.type = DataType::kInt32;
+  shape.count = 4;
+  shape.root = HeaderRing(2).RankAt(0);
+  return shape;
+}
+
+// Runs `calls` small broadcasts on the root, each with `deadline`, and returns the status of
+// each until the first error; `other` runs on the other rank meanwhile, and may wait for
+// `root_done`, set once the root's calls have returned.
+std::vector<absl::Status> RootAhead(int calls, absl::Duration deadline,
+                                    std::atomic<bool>& root_done,
+                                    const std::function<absl::Status(Rank& made)>& other) {
+  const CollectiveArgs shape = SmallBroadcast();
+  MemoryStore store;
+  const std::string name = FreshName();
+  std::vector<absl::Status> root_calls;
+  const std::vector<absl::Status> statuses = RunRanksAsThreads(
+      2,
+      [&](int rank) -> absl::Status {
+        CHORUS_ASSIGN_OR_RETURN(Rank made, MakeRank(store, name, rank, 2));
+        if (rank != shape.root) return other(made);
+        std::vector<int32_t> data = Pattern(100, shape.count);
+        CollectiveArgs args = shape;
+        args.send = data.data();
+        args.recv = data.data();
+        for (int call = 0; call < calls; ++call) {
+          const CollectiveHeader header =
+              CollectiveHeader::For(shape, AlgorithmId::kBinomial, static_cast<uint32_t>(call), 2);
+          CollectiveContext ctx(*made.state, args, header, Deadline::After(deadline));
+          ctx.Start();
+          absl::Status status = BinomialBroadcast(ctx, args);
+          if (status.ok()) status = ctx.Finish();
+          root_calls.push_back(status);
+          if (!status.ok()) break;
+        }
+        root_done.store(true);
+        return absl::OkStatus();
+      },
+      absl::Minutes(1));
+  for (size_t rank = 0; rank < statuses.size(); ++rank) {
+    INFO("rank " << rank << ": " << statuses[rank].ToString());
+    CHECK(statuses[rank].ok());
+  }
+  return root_calls;
+}
+
+TEST_CASE("a broadcast root at the start of the header ring waits for no rank",
+          "[context][run_ahead]") {
+  // The other rank enters the calls only once the root's have returned: a root that waited for
+  // that rank's header would fail at its deadline instead.
+  const CollectiveArgs shape = SmallBroadcast();
+  constexpr int kCalls = static_cast<int>(CollectiveContext::kHeaderChecksAhead);
+  std::atomic<bool> root_done{false};
+  const std::vector<absl::Status> root =
+      RootAhead(kCalls, absl::Seconds(5), root_done, [&](Rank& made) -> absl::Status {
+        const absl::Time give_up = absl::Now() + absl::Seconds(20);
+        while (!root_done.load() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+        if (!root_done.load()) return InternalError("the root's broadcasts did not return");
+        for (int call = 0; call < kCalls; ++call) {
+          std::vector<int32_t> data(shape.count);
+          CollectiveArgs args = shape;
+          args.send = data.data();
+          args.recv = data.data();
+          const CollectiveHeader header =
+              CollectiveHeader::For(shape, AlgorithmId::kBinomial, static_cast<uint32_t>(call), 2);
+          CollectiveContext ctx(*made.state, args, header, Deadline::After(absl::Seconds(5)));
+          ctx.Start();
+          CHORUS_RETURN_IF_ERROR(BinomialBroadcast(ctx, args));
+          CHORUS_RETURN_IF_ERROR(ctx.Finish());
+          CHORUS_RETURN_IF_ERROR(ExpectEqual(data, Pattern(100, shape.count), "a broadcast"));
+        }
+        return absl::OkStatus();
+      });
+  REQUIRE(root.size() == static_cast<size_t>(kCalls));
+  for (const absl::Status& status : root) CHECK(status.ok());
+}
+
+TEST_CASE("a broadcast root runs a bounded number of calls ahead of a silent rank",
+          "[context][run_ahead]") {
+  // The other rank never enters: the root's call after the allowance waits for that rank's
+  // first header and fails at its deadline, naming the rank and the call it waited for.
+  constexpr int kAhead = static_cast<int>(CollectiveContext::kHeaderChecksAhead);
+  std::atomic<bool> root_done{false};
+  const std::vector<absl::Status> root =
+      RootAhead(kAhead + 3, absl::Milliseconds(300), root_done, [&](Rank&) -> absl::Status {
+        const absl::Time give_up = absl::Now() + absl::Seconds(30);
+        while (!root_done.load() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+        return absl::OkStatus();
+      });
+  REQUIRE(root.size() == static_cast<size_t>(kAhead + 1));
+  for (int call = 0; call < kAhead; ++call) CHECK(root[call].ok());
+  const absl::Status& stopped = root.back();
+  INFO(stopped.ToString());
+  CHECK(GetErrorKind(stopped) == ErrorKind::kDeadlineExceeded);
+  CHECK(ErrorPeerRank(stopped) == std::optional<int>(1 - SmallBroadcast().root));
+  CHECK(absl::StrContains(stopped.message(), absl::StrCat("broadcast #", kAhead)));
+  CHECK(absl::StrContains(stopped.message(), "broadcast #0"));
+}
+
+TEST_CASE("a header checked by a later call that disagrees is a mismatch naming its call",
+          "[context][run_ahead]") {
+  // The other rank sends only headers, the first for a broadcast of another count.
+  constexpr int kAhead = static_cast<int>(CollectiveContext::kHeaderChecksAhead);
+  std::atomic<bool> root_done{false};
+  const CollectiveArgs shape = SmallBroadcast();
+  const std::vector<absl::Status> root =
+      RootAhead(kAhead + 3, absl::Seconds(5), root_done, [&](Rank& made) -> absl::Status {
+        CHORUS_ASSIGN_OR_RETURN(Connection * connection, made.state->GetConnection(shape.root));
+        std::vector<CollectiveHeader::Wire> wires;
+        wires.reserve(kAhead + 1);  // the sends read them in place
+        std::vector<RequestPtr> sends;
+        for (int call = 0; call <= kAhead; ++call) {
+          CollectiveArgs args = shape;
+          if (call == 0) args.count = 5;
+          wires.push_back(
+              CollectiveHeader::For(args, AlgorithmId::kBinomial, static_cast<uint32_t>(call), 2)
+                  .Encode());
+          sends.push_back(connection->Send(
+              CollectiveTag(made.state->tag_id(), static_cast<uint32_t>(call), kHeaderStep),
+              wires.back().data(), wires.back().size()));
+        }
+        for (RequestPtr& send : sends)
+          CHORUS_RETURN_IF_ERROR(send->Wait(Deadline::After(absl::Seconds(10))));
+        const absl::Time give_up = absl::Now() + absl::Seconds(30);
+        while (!root_done.load() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+        return absl::OkStatus();
+      });
+  REQUIRE(root.size() == static_cast<size_t>(kAhead + 1));
+  for (int call = 0; call < kAhead; ++call) CHECK(root[call].ok());
+  const absl::Status& found = root.back();
+  INFO(found.ToString());
+  CHECK(GetErrorKind(found) == ErrorKind::kMismatch);
+  CHECK(absl::StrContains(found.message(), "earlier, broadcast #0"));
+  CHECK(absl::StrContains(found.message(), "count 4 vs 5"));
 }
 
 }  // namespace

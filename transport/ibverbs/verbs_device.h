@@ -29,7 +29,8 @@ bool ActiveRdmaPortExists(std::string* why_not = nullptr);
 
 // A verbs link as modelled for a 100 Gbit/s adapter (docs/transport-ibverbs.md): a few
 // microseconds per message, zero copies for large messages, so large segments pay.
-inline constexpr LinkProfile kVerbsLink = {3.0, 0.08, 0.1, size_t{4} << 20, size_t{1} << 10};
+inline constexpr LinkProfile kVerbsLink = {
+    3.0, 0.08, 0.1, size_t{4} << 20, size_t{1} << 10, /*eager_sends=*/true};
 
 }  // namespace chorus::ibverbs
 

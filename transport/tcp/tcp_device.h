@@ -27,7 +27,8 @@ absl::StatusOr<std::unique_ptr<Device>> CreateTcpDevice(const TcpDeviceOptions& 
 // so segments larger than 1 MiB gain nothing (docs/benchmarks.md, "Why the defaults are what
 // they are"). A message of its own costs a system call on each side and, on a busy machine, a
 // wake-up; copying 16 KiB costs under a microsecond.
-inline constexpr LinkProfile kTcpLink = {25.0, 1.3, 0.1, size_t{1} << 20, size_t{16} << 10};
+inline constexpr LinkProfile kTcpLink = {
+    25.0, 1.3, 0.1, size_t{1} << 20, size_t{16} << 10, /*eager_sends=*/true};
 
 // CreateTcpDevice(TcpDeviceOptions::FromEnv()).
 absl::StatusOr<std::unique_ptr<Device>> CreateTcpDeviceFromEnv();
