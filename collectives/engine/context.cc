@@ -208,12 +208,15 @@ void CollectiveContext::Start() {
   const HeaderRing& ring = comm_.header_ring();
   owed_header_ = ring.Next(comm_.rank());
   // Equal neighbours all along the ring less one edge are all equal, so the check across the
-  // edge into the first position can wait for a later call (owed_headers.h) and a small call
-  // there need not wait for its predecessor. Not where sends complete only once received (the
-  // predecessor's header would wait for that later call), not where slots may carry a call (a
-  // rank reading slots finds a peer that ran the call over messages by its header message),
-  // and not for a large call, whose data a root running ahead would leave buffered at peers.
+  // edge into the first position can be made in a later call, and for every
+  // kHeaderCheckInterval-th call only (owed_headers.h): a small call there need not wait for
+  // its predecessor. Not where sends complete only once received (the predecessor's header
+  // would wait for that later call), not where slots may carry a call (a rank reading slots
+  // finds a peer that ran the call over messages by its header message), not for a large
+  // call, whose data a root running ahead would leave buffered at its peers, and not where
+  // each rank passes only its own counts: both ends of the edge must judge the size alike.
   const bool open = comm_.tuning().eager_sends && comm_.shared_slots() == nullptr &&
+                    AgreedCounts(args_.kind) != Agreement::kNone &&
                     PayloadBytes(args_, size) <= piggyback_bytes_;
   const int position = ring.PositionOf(comm_.rank());
   if (open && position == 0) {
@@ -221,8 +224,14 @@ void CollectiveContext::Start() {
   } else {
     ExpectHeaderFrom(ring.Prev(comm_.rank()));
   }
-  // The first position may have finished, and closed its mesh, before its header arrives.
-  if (open && position == size - 1) closing_header_to_ = owed_header_;
+  if (open && position == size - 1) {
+    if (header_.sequence % kHeaderCheckInterval != 0) {
+      owed_header_ = -1;  // it rides on data to the first rank, if any, and goes nowhere else
+    } else {
+      // The first rank may have finished, and closed its mesh, before this header arrives.
+      closing_header_to_ = owed_header_;
+    }
+  }
 }
 
 void CollectiveContext::WillSendTo(absl::Span<const int> peers) {
@@ -638,14 +647,15 @@ absl::Status CollectiveContext::Finish() {
       GetErrorKind(closing_header_->request->Wait(deadline_)) == ErrorKind::kDeadlineExceeded) {
     return TimedOut({&*closing_header_, 1});
   }
-  if (later_check_ < 0) return absl::OkStatus();
-  // Data from the predecessor brought its header, checked above; otherwise it is owed.
-  OwedHeaders& owed = comm_.owed_headers();
-  if (HeaderOf(later_check_) == nullptr) owed.Owe({later_check_, header_.sequence, header_wire_});
-  while (std::optional<OwedHeaders::Owed> oldest = owed.TakeBeyond(kHeaderChecksAhead)) {
-    CHORUS_RETURN_IF_ERROR(CheckOwedHeader(*oldest));
+  // Data from the predecessor brought its header, checked above; otherwise every
+  // kHeaderCheckInterval-th call owes its check and makes the one owed before.
+  if (later_check_ < 0 || HeaderOf(later_check_) != nullptr ||
+      header_.sequence % kHeaderCheckInterval != 0) {
+    return absl::OkStatus();
   }
-  return absl::OkStatus();
+  const std::optional<OwedHeaders::Owed> before =
+      comm_.owed_headers().Exchange({later_check_, header_.sequence, header_wire_});
+  return before ? CheckOwedHeader(*before) : absl::OkStatus();
 }
 
 absl::Status CollectiveContext::CheckOwedHeader(const OwedHeaders::Owed& owed) {
@@ -670,7 +680,7 @@ absl::Status CollectiveContext::CheckOwedHeader(const OwedHeaders::Owed& owed) {
   if (GetErrorKind(received) == ErrorKind::kDeadlineExceeded) {
     return MakeError(ErrorKind::kDeadlineExceeded,
                      absl::StrCat(received.message(), " (its header of ", mine.Describe(),
-                                  ": this rank runs at most ", kHeaderChecksAhead,
+                                  ": this rank runs fewer than ", 2 * kHeaderCheckInterval,
                                   " calls ahead of the rank before it on the header ring)"),
                      ErrorPeerRank(received).value_or(owed.peer));
   }

@@ -11,10 +11,11 @@
 // collective still fails before it completes, as the header rule requires. Each rank also
 // sends its header to its successor on the header ring (header_ring.h) and checks the one from
 // its predecessor before it completes, so that any disagreement is seen by at least one rank
-// even when the two sides' communication patterns do not meet. Without shared slots, the rank
-// at the ring's first position checks its predecessor's header in a later call when this one
-// is small and brings it nothing from that rank (owed_headers.h): the checks along the rest of
-// the ring see every disagreement too, and a broadcast root there runs ahead of its peers. A
+// even when the two sides' communication patterns do not meet. Without shared slots, in a
+// small call that brings the rank at the ring's first position nothing from its predecessor,
+// that rank checks the predecessor's header of every kHeaderCheckInterval-th call only, in a
+// later call (owed_headers.h): the checks along the rest of the ring see every disagreement
+// too, and a broadcast root there runs ahead of its peers. A
 // disagreement breaks the communicator (CommState::Break): the record in the store and the aborted
 // mesh make every other rank that is still inside the collective fail promptly with the same
 // message.
@@ -144,10 +145,12 @@ class CollectiveContext {
   bool Ready(const Transfer& transfer);
 
   // Waits for every send posted so far and for all expected headers; called once the
-  // algorithm has returned OK. Then checks the headers owed by earlier calls beyond the
-  // newest kHeaderChecksAhead, the oldest first (owed_headers.h).
+  // algorithm has returned OK. Then makes the header check an earlier call left to it
+  // (owed_headers.h).
   absl::Status Finish();
-  static constexpr size_t kHeaderChecksAhead = 8;
+  // How often the first rank on the header ring checks its predecessor's header in calls that
+  // do not wait for it.
+  static constexpr uint32_t kHeaderCheckInterval = 64;
 
   // The transport messages this rank has posted in the call: data, and headers whether alone
   // or carrying data (diagnostics and tests).

@@ -418,7 +418,7 @@ TEST_CASE("a broadcast root at the start of the header ring waits for no rank",
   // The other rank enters the calls only once the root's have returned: a root that waited for
   // that rank's header would fail at its deadline instead.
   const CollectiveArgs shape = SmallBroadcast();
-  constexpr int kCalls = static_cast<int>(CollectiveContext::kHeaderChecksAhead);
+  constexpr int kCalls = static_cast<int>(CollectiveContext::kHeaderCheckInterval);
   std::atomic<bool> root_done{false};
   const std::vector<absl::Status> root =
       RootAhead(kCalls, absl::Seconds(5), root_done, [&](Rank& made) -> absl::Status {
@@ -448,7 +448,7 @@ TEST_CASE("a broadcast root runs a bounded number of calls ahead of a silent ran
           "[context][run_ahead]") {
   // The other rank never enters: the root's call after the allowance waits for that rank's
   // first header and fails at its deadline, naming the rank and the call it waited for.
-  constexpr int kAhead = static_cast<int>(CollectiveContext::kHeaderChecksAhead);
+  constexpr int kAhead = static_cast<int>(CollectiveContext::kHeaderCheckInterval);
   std::atomic<bool> root_done{false};
   const std::vector<absl::Status> root =
       RootAhead(kAhead + 3, absl::Milliseconds(300), root_done, [&](Rank&) -> absl::Status {
@@ -469,7 +469,7 @@ TEST_CASE("a broadcast root runs a bounded number of calls ahead of a silent ran
 TEST_CASE("a header checked by a later call that disagrees is a mismatch naming its call",
           "[context][run_ahead]") {
   // The other rank sends only headers, the first for a broadcast of another count.
-  constexpr int kAhead = static_cast<int>(CollectiveContext::kHeaderChecksAhead);
+  constexpr int kAhead = static_cast<int>(CollectiveContext::kHeaderCheckInterval);
   std::atomic<bool> root_done{false};
   const CollectiveArgs shape = SmallBroadcast();
   const std::vector<absl::Status> root =
