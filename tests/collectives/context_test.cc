@@ -413,6 +413,22 @@ std::vector<absl::Status> RootAhead(int calls, absl::Duration deadline,
   return root_calls;
 }
 
+// Waits until `flag` is set, at most `most`; whether it was.
+bool AwaitFlag(const std::atomic<bool>& flag, absl::Duration most) {
+  const absl::Time give_up = absl::Now() + most;
+  while (!flag.load() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+  return flag.load();
+}
+
+// The root's calls up to its first header check (its kHeaderCheckInterval-th), which must stop
+// there: every call before succeeded; returns the status of the one that checked.
+absl::Status CallAfterInterval(const std::vector<absl::Status>& root) {
+  constexpr size_t kInterval = CollectiveContext::kHeaderCheckInterval;
+  REQUIRE(root.size() == kInterval + 1);
+  for (size_t call = 0; call < kInterval; ++call) CHECK(root[call].ok());
+  return root.back();
+}
+
 TEST_CASE("a broadcast root at the start of the header ring waits for no rank",
           "[context][run_ahead]") {
   // The other rank enters the calls only once the root's have returned: a root that waited for
@@ -422,9 +438,9 @@ TEST_CASE("a broadcast root at the start of the header ring waits for no rank",
   std::atomic<bool> root_done{false};
   const std::vector<absl::Status> root =
       RootAhead(kCalls, absl::Seconds(5), root_done, [&](Rank& made) -> absl::Status {
-        const absl::Time give_up = absl::Now() + absl::Seconds(20);
-        while (!root_done.load() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
-        if (!root_done.load()) return InternalError("the root's broadcasts did not return");
+        if (!AwaitFlag(root_done, absl::Seconds(20))) {
+          return InternalError("the root's broadcasts did not return");
+        }
         for (int call = 0; call < kCalls; ++call) {
           std::vector<int32_t> data(shape.count);
           CollectiveArgs args = shape;
@@ -452,13 +468,10 @@ TEST_CASE("a broadcast root runs a bounded number of calls ahead of a silent ran
   std::atomic<bool> root_done{false};
   const std::vector<absl::Status> root =
       RootAhead(kAhead + 3, absl::Milliseconds(300), root_done, [&](Rank&) -> absl::Status {
-        const absl::Time give_up = absl::Now() + absl::Seconds(30);
-        while (!root_done.load() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+        AwaitFlag(root_done, absl::Seconds(30));
         return absl::OkStatus();
       });
-  REQUIRE(root.size() == static_cast<size_t>(kAhead + 1));
-  for (int call = 0; call < kAhead; ++call) CHECK(root[call].ok());
-  const absl::Status& stopped = root.back();
+  const absl::Status stopped = CallAfterInterval(root);
   INFO(stopped.ToString());
   CHECK(GetErrorKind(stopped) == ErrorKind::kDeadlineExceeded);
   CHECK(ErrorPeerRank(stopped) == std::optional<int>(1 - SmallBroadcast().root));
@@ -490,13 +503,10 @@ TEST_CASE("a header checked by a later call that disagrees is a mismatch naming 
         }
         for (RequestPtr& send : sends)
           CHORUS_RETURN_IF_ERROR(send->Wait(Deadline::After(absl::Seconds(10))));
-        const absl::Time give_up = absl::Now() + absl::Seconds(30);
-        while (!root_done.load() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+        AwaitFlag(root_done, absl::Seconds(30));
         return absl::OkStatus();
       });
-  REQUIRE(root.size() == static_cast<size_t>(kAhead + 1));
-  for (int call = 0; call < kAhead; ++call) CHECK(root[call].ok());
-  const absl::Status& found = root.back();
+  const absl::Status found = CallAfterInterval(root);
   INFO(found.ToString());
   CHECK(GetErrorKind(found) == ErrorKind::kMismatch);
   CHECK(absl::StrContains(found.message(), "earlier, broadcast #0"));
