@@ -205,7 +205,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Assemble(
   tuning.cuda_ipc_min_bytes = options.cuda_ipc_min_bytes;
   tuning.staging_segment_bytes = options.cuda_staging_segment_bytes;
   tuning.piggyback_bytes = PiggybackBytesFor(links);
-  tuning.eager_sends = links.local.eager_sends && links.remote.eager_sends;
+  tuning.eager_sends = EagerSendsFor(links);
   std::unique_ptr<TraceLog> trace;
   if (std::optional<std::string> path = GetEnv("CHORUS_TRACE_FILE")) {
     trace = std::make_unique<TraceLog>(*path, rank, name);

@@ -25,6 +25,10 @@ size_t PiggybackBytesFor(const DeviceLinks& links) {
   return std::min({of(links.local), of(links.remote), kMostPiggybackBytes});
 }
 
+bool EagerSendsFor(const DeviceLinks& links) {
+  return links.local.eager_sends && links.remote.eager_sends;
+}
+
 CommState::CommState(std::string name, int rank, int size, std::shared_ptr<Store> store,
                      std::shared_ptr<Mesh> mesh, CommTuning tuning, Topology topology,
                      std::unique_ptr<TraceLog> trace, SharedSlots* shared_slots)

@@ -72,6 +72,10 @@ struct CommTuning {
 // must know), at most kMostPiggybackBytes.
 size_t PiggybackBytesFor(const DeviceLinks& links);
 
+// CommTuning::eager_sends for a device with `links`: whether both of its kinds of link complete
+// small sends before they are received (LinkProfile::eager_sends).
+bool EagerSendsFor(const DeviceLinks& links);
+
 // Thread-safe.
 class CommState {
  public:

@@ -95,6 +95,12 @@ absl::Status Disagreement(const CollectiveHeader& mine, absl::string_view mine_d
                        peer);
 }
 
+// Whether a header in wire form (`bytes` long) is `mine`, byte for byte: equal wires agree, and
+// only a disagreement is worth decoding and describing.
+bool SameWire(const CollectiveHeader::Wire& mine, const uint8_t* wire, size_t bytes) {
+  return bytes == mine.size() && std::memcmp(wire, mine.data(), mine.size()) == 0;
+}
+
 }  // namespace
 
 CollectiveContext::CollectiveContext(CommState& comm, const CollectiveArgs& args,
@@ -215,10 +221,11 @@ void CollectiveContext::Start() {
   // finds a peer that ran the call over messages by its header message), not for a large
   // call, whose data a root running ahead would leave buffered at its peers, and not where
   // each rank passes only its own counts: both ends of the edge must judge the size alike.
-  const bool open = comm_.tuning().eager_sends && comm_.shared_slots() == nullptr &&
+  const int position = ring.PositionOf(comm_.rank());
+  const bool open = (position == 0 || position == size - 1) && comm_.tuning().eager_sends &&
+                    comm_.shared_slots() == nullptr &&
                     AgreedCounts(args_.kind) != Agreement::kNone &&
                     PayloadBytes(args_, size) <= piggyback_bytes_;
-  const int position = ring.PositionOf(comm_.rank());
   if (open && position == 0) {
     later_check_ = ring.Prev(comm_.rank());
   } else {
@@ -661,11 +668,10 @@ absl::Status CollectiveContext::Finish() {
 absl::Status CollectiveContext::CheckOwedHeader(const OwedHeaders::Owed& owed) {
   const CollectiveHeader mine =
       CollectiveHeader::Decode(owed.mine.data(), owed.mine.size()).value();
-  const std::string earlier =
-      absl::StrCat(Describe(), ": earlier, ", mine.Describe(), " on rank ", comm_.rank());
   absl::StatusOr<Connection*> connection = comm_.GetConnection(owed.peer);
   if (!connection.ok()) {
-    return PeerLost(owed.peer, connection.status(), absl::StrCat("the check of ", earlier));
+    return PeerLost(owed.peer, connection.status(),
+                    absl::StrCat("the check of ", DescribeEarlier(mine)));
   }
   // Room for a payload too: a peer that disagrees may have sent data inside its header.
   const size_t capacity = CollectiveHeader::kWireSize + kStepBytes + piggyback_bytes_;
@@ -685,15 +691,12 @@ absl::Status CollectiveContext::CheckOwedHeader(const OwedHeaders::Owed& owed) {
                      ErrorPeerRank(received).value_or(owed.peer));
   }
   CHORUS_RETURN_IF_ERROR(received);
+  // The header alone, or the header, a step and a payload (see the top of context.h).
   const size_t length = transfer.request->bytes();
   const size_t bytes =
       length >= CollectiveHeader::kWireSize + kStepBytes ? CollectiveHeader::kWireSize : length;
-  if (bytes == CollectiveHeader::kWireSize &&
-      std::memcmp(message, owed.mine.data(), CollectiveHeader::kWireSize) == 0) {
-    return absl::OkStatus();
-  }
-  const absl::Status disagreement = Disagreement(mine, earlier, owed.peer, message, bytes);
-  return disagreement.ok() ? disagreement : Fatal(disagreement);
+  if (SameWire(owed.mine, message, bytes)) return absl::OkStatus();
+  return Disagree(mine, DescribeEarlier(mine), owed.peer, message, bytes);
 }
 
 absl::Status CollectiveContext::WaitSendsSince(size_t first) {
@@ -741,13 +744,18 @@ absl::Status CollectiveContext::Reported(const absl::Status& published, int peer
 }
 
 absl::Status CollectiveContext::CheckWire(int peer, const uint8_t* wire, size_t bytes) {
-  // Equal wires agree; only a disagreement is worth decoding and describing.
-  if (bytes == CollectiveHeader::kWireSize &&
-      std::memcmp(wire, header_wire_.data(), CollectiveHeader::kWireSize) == 0) {
-    return absl::OkStatus();
-  }
-  const absl::Status disagreement = Disagreement(header_, Describe(), peer, wire, bytes);
+  if (SameWire(header_wire_, wire, bytes)) return absl::OkStatus();
+  return Disagree(header_, Describe(), peer, wire, bytes);
+}
+
+absl::Status CollectiveContext::Disagree(const CollectiveHeader& mine, absl::string_view described,
+                                         int peer, const uint8_t* wire, size_t bytes) {
+  const absl::Status disagreement = Disagreement(mine, described, peer, wire, bytes);
   return disagreement.ok() ? disagreement : Fatal(disagreement);
+}
+
+std::string CollectiveContext::DescribeEarlier(const CollectiveHeader& mine) const {
+  return absl::StrCat(Describe(), ": earlier, ", mine.Describe(), " on rank ", comm_.rank());
 }
 
 absl::Status CollectiveContext::SettleSlotDebts(bool probe) {
@@ -760,18 +768,14 @@ absl::Status CollectiveContext::SettleSlotDebts(bool probe) {
       CollectiveHeader::Decode(found->mine.data(), found->mine.size()).value();
   // This call's own check, made as it ends, or an earlier call's.
   const std::string described =
-      mine.sequence == header_.sequence
-          ? Describe()
-          : absl::StrCat(Describe(), ": earlier, ", mine.Describe(), " on rank ", comm_.rank());
+      mine.sequence == header_.sequence ? Describe() : DescribeEarlier(mine);
   if (found->over_messages) {
     return Fatal(MismatchError(
         absl::StrCat(described, " ran on the shared slots but rank ", found->peer,
                      " called it with arguments that chose messages; ", kSameCallsAdvice),
         found->peer));
   }
-  const absl::Status disagreement =
-      Disagreement(mine, described, found->peer, found->theirs.data(), found->theirs_bytes);
-  return disagreement.ok() ? disagreement : Fatal(disagreement);
+  return Disagree(mine, described, found->peer, found->theirs.data(), found->theirs_bytes);
 }
 
 absl::Status CollectiveContext::CheckHeaderMessage(int peer) {

@@ -15,10 +15,9 @@
 // small call that brings the rank at the ring's first position nothing from its predecessor,
 // that rank checks the predecessor's header of every kHeaderCheckInterval-th call only, in a
 // later call (owed_headers.h): the checks along the rest of the ring see every disagreement
-// too, and a broadcast root there runs ahead of its peers. A
-// disagreement breaks the communicator (CommState::Break): the record in the store and the aborted
-// mesh make every other rank that is still inside the collective fail promptly with the same
-// message.
+// too, and a broadcast root there runs ahead of its peers. A disagreement breaks the
+// communicator (CommState::Break): the record in the store and the aborted mesh make every
+// other rank that is still inside the collective fail promptly with the same message.
 //
 // Piggybacking: when a rank's first message to a peer is small (at most the communicator's
 // CommTuning::piggyback_bytes, which its device's links set: 1 KiB, 16 KiB over TCP), it
@@ -301,6 +300,12 @@ class CollectiveContext {
   absl::Status CheckHeader(int peer, PeerHeader& header);
   // Receives and checks a header an earlier call left to this one.
   absl::Status CheckOwedHeader(const OwedHeaders::Owed& owed);
+  // `peer`'s header in wire form against `mine` (this call's, or an earlier one's, described
+  // as `described`): a disagreement breaks the communicator and is returned.
+  absl::Status Disagree(const CollectiveHeader& mine, absl::string_view described, int peer,
+                        const uint8_t* wire, size_t bytes);
+  // "<this call> on rank r: earlier, <mine> on rank r", for a check an earlier call left.
+  std::string DescribeEarlier(const CollectiveHeader& mine) const;
   absl::Status Failed(const Transfer& transfer, const absl::Status& status);
   absl::Status WrongLength(const Transfer& transfer, size_t got);
   absl::Status TimedOut(absl::Span<const Transfer> transfers);

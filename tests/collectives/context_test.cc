@@ -59,8 +59,7 @@ absl::StatusOr<Rank> MakeRank(Store& store, const std::string& name, int rank, i
                           made.device->CreateMesh(mesh_store, rank, size, MeshOptions{},
                                                   Deadline::After(absl::Seconds(30))));
   CommTuning tuning;
-  const DeviceLinks links = made.device->Links();
-  tuning.eager_sends = links.local.eager_sends && links.remote.eager_sends;
+  tuning.eager_sends = EagerSendsFor(made.device->Links());
   made.state = std::make_unique<CommState>(name, rank, size, std::move(scoped), std::move(mesh),
                                            tuning, Topology::Flat(size), /*trace=*/nullptr);
   return made;
