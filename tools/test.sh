@@ -63,6 +63,8 @@ if $whole_suite; then
   if grep -q "^=== verbs check:" "$work/verbs.log"; then
     python3 tools/summarize_tests.py log verbs "$work/verbs.log" "$verbs_status" \
       "$work/verbs.failures" >"$work/verbs.counts"
+    # A pass on a rerun (tools/verbs_check.sh) is named again at the end.
+    grep "^=== FLAKY:" "$work/verbs.log" | sed 's/^=== /verbs: /' >"$work/verbs.flaky"
   elif [ "$verbs_status" -eq 254 ] || ! grep -q "booting guest" "$work/verbs.log"; then
     echo "SKIPPED: the verbs tests need the Soft-RoCE guest, which could not start here" \
       "(tools/verbs_check.sh exited $verbs_status; its output is above)"
@@ -84,6 +86,6 @@ fi
 
 # What failed, and each run's counts, again at the end, where a cut log still shows them.
 echo
-cat "$work"/*.failures 2>/dev/null
+cat "$work"/*.failures "$work"/*.flaky 2>/dev/null
 cat "$work"/*.counts
 python3 tools/summarize_tests.py total "$work"/*.counts

@@ -46,8 +46,37 @@ run() {
   [ $code -eq 0 ] || status=1
 }
 
+# The collectives matrix moves the most data through the emulated devices, where a queue pair
+# can stall for good (rarely, and only in its multi-MiB cases so far; docs/transport-ibverbs.md,
+# "Testing"): when it fails, its failures are shown, it runs once more, and a pass then is
+# reported FLAKY, never silently. Only the rerun's totals are counted.
+matrix_with_one_rerun() {
+  local first=/tmp/verbs_matrix_first.log
+  echo "=== verbs_device_test [matrix]"
+  local started=$SECONDS
+  bazel-bin/tests/ibverbs/verbs_device_test "[matrix]" >"$first" 2>&1
+  local code=$?
+  if [ $code -ne 0 ]; then
+    echo "=== exit $code: the collectives matrix failed once; its failures (not counted):"
+    # The ranks' first warnings name the cause (the connection that broke, and why).
+    { grep "^\[chorus [WE]" "$first" | head -20
+      grep -v -E "test cases:|All tests passed" "$first" | grep -B8 -A14 "FAILED:"; } |
+      sed 's/^/  | /'
+    echo "=== verbs_device_test [matrix], its one rerun"
+    started=$SECONDS
+    bazel-bin/tests/ibverbs/verbs_device_test "[matrix]" >"$first" 2>&1
+    code=$?
+    [ $code -eq 0 ] && echo "=== FLAKY: the collectives matrix over verbs failed once, then" \
+      "passed on its one rerun (its first failures are above)"
+  fi
+  cat "$first"
+  echo "=== exit $code: verbs_device_test [matrix] ($((SECONDS - started)) s)"
+  [ $code -eq 0 ] || status=1
+}
+
 run env CHORUS_TEST_TRANSPORTS=ibverbs bazel-bin/tests/transport/conformance_test
-run bazel-bin/tests/ibverbs/verbs_device_test
+run bazel-bin/tests/ibverbs/verbs_device_test "~[matrix]"
+matrix_with_one_rerun
 
 echo "=== chorus_bench allreduce over verbs, 2 ranks (rxe0 <-> rxe1)"
 bench() {
