@@ -33,12 +33,16 @@ BufferPool::~BufferPool() {
 PooledBuffer BufferPool::Take(size_t size) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    // The smallest cached buffer that fits, if it wastes at most half of itself.
+    // The smallest cached buffer that fits, if it wastes at most half of itself. The newest
+    // first, stopping at one of exactly the size: a rank running ahead of its peers leaves
+    // many unexpected messages of one size, so the list is long and mostly that size.
     auto best = free_.end();
-    for (auto it = free_.begin(); it != free_.end(); ++it) {
+    for (auto it = free_.end(); it != free_.begin();) {
+      --it;
       if (it->capacity >= size && it->capacity / 2 <= size &&
           (best == free_.end() || it->capacity < best->capacity)) {
         best = it;
+        if (it->capacity == size) break;
       }
     }
     if (best != free_.end()) {
@@ -58,10 +62,9 @@ void BufferPool::Give(uint8_t* data, size_t capacity) {
   std::lock_guard<std::mutex> lock(mu_);
   // Over budget: drop the largest cached buffers first, keeping the common small sizes.
   while (!free_.empty() && cached_bytes_ + capacity > max_cached_bytes_) {
-    auto largest = std::max_element(free_.begin(), free_.end(),
-                                    [](const FreeBuffer& a, const FreeBuffer& b) {
-                                      return a.capacity < b.capacity;
-                                    });
+    auto largest = std::max_element(
+        free_.begin(), free_.end(),
+        [](const FreeBuffer& a, const FreeBuffer& b) { return a.capacity < b.capacity; });
     if (largest->capacity <= capacity) break;
     cached_bytes_ -= largest->capacity;
     delete[] largest->data;
