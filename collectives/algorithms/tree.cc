@@ -31,9 +31,9 @@ namespace {
 
 // This rank's place in one tree and the slice of the array that tree carries.
 struct TreeRole {
-  int parent = -1;            // -1 at the root
+  int parent = -1;                       // -1 at the root
   absl::InlinedVector<int, 8> children;  // in the order data is combined and forwarded
-  size_t offset = 0;          // elements
+  size_t offset = 0;                     // elements
   size_t count = 0;
 };
 
@@ -145,6 +145,15 @@ class TreeRun {
   }
 
   absl::Status Run() {
+    // A rank whose ring successor is a peer it sends data to keeps its header for that data
+    // instead of sending it alone before its first wait.
+    absl::InlinedVector<int, 8> receivers;
+    for (const TreeRole& role : job_.trees) {
+      if (job_.broadcast)
+        receivers.insert(receivers.end(), role.children.begin(), role.children.end());
+      if (job_.reduce && role.parent >= 0) receivers.push_back(role.parent);
+    }
+    ctx_.WillSendTo(receivers);
     if (job_.reduce) CHORUS_RETURN_IF_ERROR(Up());
     if (job_.broadcast) CHORUS_RETURN_IF_ERROR(Down(/*block=*/true));
     return absl::OkStatus();
