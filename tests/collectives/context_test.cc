@@ -307,6 +307,8 @@ constexpr int kCountedCalls = 30;
 std::vector<size_t> FewestMessages(int size, const CollectiveArgs& shape, AlgorithmId algorithm,
                                    AlgorithmFn run) {
   std::vector<size_t> fewest(size, SIZE_MAX);
+  std::vector<int> calls_done(size, 0);
+  std::atomic<int> ranks_done{0};
   const absl::Status status = RunContextsOf(
       size, shape, algorithm, kCountedCalls,
       [&](CollectiveContext& ctx, int rank, int) -> absl::Status {
@@ -321,6 +323,14 @@ std::vector<size_t> FewestMessages(int size, const CollectiveArgs& shape, Algori
       },
       [&](const CollectiveContext& ctx, int rank) {
         fewest[rank] = std::min(fewest[rank], ctx.messages_sent());
+        if (++calls_done[rank] < kCountedCalls) return;
+        // A rank keeps its mesh until every rank is done: the header across the ring's closing
+        // edge may still be on its way to the first rank, which receives nothing else from it.
+        ranks_done.fetch_add(1);
+        const absl::Time give_up = absl::Now() + absl::Seconds(20);
+        while (ranks_done.load() < size && absl::Now() < give_up) {
+          absl::SleepFor(absl::Milliseconds(1));
+        }
       });
   INFO(status.ToString());
   CHECK(status.ok());
@@ -357,6 +367,39 @@ TEST_CASE("a dissemination barrier sends the ring header on its first round", "[
     for (int rank = 0; rank < size; ++rank) {
       INFO(size << " ranks, rank " << rank);
       CHECK(fewest[rank] == static_cast<size_t>(rounds));
+    }
+  }
+}
+
+TEST_CASE("a binomial broadcast sends the ring header on its data to a child", "[context]") {
+  // The tree is built over ring positions with the root at the first: an even position's
+  // successor is its first child, which gets the header with its data (an interior rank too,
+  // though it waits for its parent's data first); an odd position is a leaf, whose header goes
+  // alone. The last position's header, across the ring's closing edge, goes every call or, on
+  // a transport where the first position checks it in later calls only, every
+  // kHeaderCheckInterval-th call.
+  for (int size : {4, 8}) {
+    const HeaderRing ring(size);
+    CollectiveArgs shape;
+    shape.kind = CollectiveKind::kBroadcast;
+    shape.type = DataType::kFloat32;
+    shape.count = 1;
+    shape.root = ring.RankAt(0);
+    const std::vector<size_t> fewest =
+        FewestMessages(size, shape, AlgorithmId::kBinomial, BinomialBroadcast);
+    for (int rank = 0; rank < size; ++rank) {
+      const int position = ring.PositionOf(rank);
+      INFO(size << " ranks, rank " << rank << " at ring position " << position);
+      if (position == size - 1) {
+        CHECK(fewest[rank] <= 1);
+        continue;
+      }
+      size_t children = 0;
+      const int lowbit = position == 0 ? size : (position & -position);
+      for (int mask = lowbit >> 1; mask >= 1; mask >>= 1) {
+        if (position + mask < size) ++children;
+      }
+      CHECK(fewest[rank] == (position % 2 == 0 ? children : 1));
     }
   }
 }
