@@ -117,7 +117,7 @@ CollectiveContext::CollectiveContext(CommState& comm, const CollectiveArgs& args
 CollectiveContext::~CollectiveContext() {
   // A call that posted nothing (on the shared slots) has nothing to cancel, and nobody calls
   // Cancel once its context ends: its Work has detached.
-  if (registered_any_) Cancel();
+  if (registered_any_ || probe_posted_) Cancel();
   // No transport touches the header messages after Cancel.
   for (PeerHeader* header : headers_) ReturnCachedMessage(std::move(header->cached));
   for (std::unique_ptr<uint8_t[]>& message : more_outgoing_) {
@@ -208,7 +208,7 @@ void CollectiveContext::Register(const Transfer& transfer, RequestPtr request) {
   requests_.push_back(std::move(request));
 }
 
-void CollectiveContext::Start() {
+void CollectiveContext::Start(FedFromBelowFn fed_from_below) {
   const int size = comm_.size();
   if (size == 1) return;
   const HeaderRing& ring = comm_.header_ring();
@@ -222,13 +222,20 @@ void CollectiveContext::Start() {
   // call, whose data a root running ahead would leave buffered at its peers, and not where
   // each rank passes only its own counts: both ends of the edge must judge the size alike.
   const int position = ring.PositionOf(comm_.rank());
-  const bool open = (position == 0 || position == size - 1) && comm_.tuning().eager_sends &&
-                    comm_.shared_slots() == nullptr &&
-                    AgreedCounts(args_.kind) != Agreement::kNone &&
-                    PayloadBytes(args_, size) <= piggyback_bytes_;
+  const bool small = comm_.shared_slots() == nullptr &&
+                     AgreedCounts(args_.kind) != Agreement::kNone &&
+                     PayloadBytes(args_, size) <= piggyback_bytes_;
+  const bool open = (position == 0 || position == size - 1) && comm_.tuning().eager_sends && small;
+  // The edges into ranks whose data comes from below (see the top of context.h); not where
+  // slots may carry a call, for the reason above.
+  if (fed_from_below != nullptr && small) {
+    const int root_position = ring.PositionOf(args_.root);
+    fed_from_below_ = fed_from_below(position, root_position, size);
+    if (fed_from_below(Mod(position + 1, size), root_position, size)) owed_header_ = -1;
+  }
   if (open && position == 0) {
     later_check_ = ring.Prev(comm_.rank());
-  } else {
+  } else if (!fed_from_below_) {
     ExpectHeaderFrom(ring.Prev(comm_.rank()));
   }
   if (open && position == size - 1) {
@@ -517,6 +524,7 @@ void CollectiveContext::Cancel() {
         transfer.deferred >= 0 ? deferred_[transfer.deferred].request.get() : transfer.request;
     if (request != nullptr && !request->IsDone()) request->Cancel();
   }
+  if (probe_ != nullptr && !probe_->IsDone()) probe_->Cancel();
 }
 
 absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
@@ -527,8 +535,10 @@ absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
 absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
   // Read from the clock once per blocking round, never on the way through.
   std::optional<Deadline::Clock::time_point> store_check;
-  // When a header held for a later data message goes out on its own (kHeldHeaderGrace).
+  // When a header held for a later data message goes out on its own, and when a rank fed from
+  // below probes for a header it does not expect (kHeldHeaderGrace).
   std::optional<Deadline::Clock::time_point> held_header_due;
+  std::optional<Deadline::Clock::time_point> probe_due;
   // With tracing on, a wait that blocks becomes a "wait" event from its first block to its
   // return, named after the transfer it first blocked on.
   struct TracedWait {
@@ -542,6 +552,7 @@ absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
   } traced{comm_.trace()};
   while (true) {
     CHORUS_RETURN_IF_ERROR(CheckArrivedHeaders());
+    CHORUS_RETURN_IF_ERROR(CheckHeaderProbe());
     Request* pending = nullptr;
     uint64_t wait = 0;
     for (const Transfer& transfer : transfers) {
@@ -616,6 +627,16 @@ absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
         SendOwedHeader();
       } else {
         slice_end = std::min(slice_end, *held_header_due);
+      }
+    }
+    if (fed_from_below_ && !probe_posted_) {
+      if (!probe_due) {
+        probe_due = Deadline::Clock::now() + absl::ToChronoNanoseconds(kHeldHeaderGrace);
+      }
+      if (now >= *probe_due) {
+        PostHeaderProbe();
+      } else {
+        slice_end = std::min(slice_end, *probe_due);
       }
     }
     // The status is read from the requests above; a slice ending is not an error here.
@@ -703,6 +724,39 @@ absl::Status CollectiveContext::WaitSendsSince(size_t first) {
   SendOwedHeader();
   if (first >= sends_.size()) return absl::OkStatus();
   return AwaitAll(absl::MakeConstSpan(sends_).subspan(first));
+}
+
+void CollectiveContext::PostHeaderProbe() {
+  probe_posted_ = true;
+  absl::InlinedVector<int, 16> peers;
+  for (int peer = 0; peer < comm_.size(); ++peer) {
+    if (peer != comm_.rank() && HeaderOf(peer) == nullptr) peers.push_back(peer);
+  }
+  if (peers.empty()) return;
+  // Room for a payload too: a peer that disagrees may have sent data inside its header.
+  const size_t capacity = CollectiveHeader::kWireSize + kStepBytes + piggyback_bytes_;
+  probe_message_ = Scratch(capacity);
+  RequestPtr request =
+      comm_.mesh().RecvFromAny(peers, CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep),
+                               MemoryRef{probe_message_, capacity});
+  probe_request_ = request.get();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (cancelled_) request->Cancel();
+  probe_ = std::move(request);
+}
+
+absl::Status CollectiveContext::CheckHeaderProbe() {
+  if (probe_request_ == nullptr || probe_checked_ || !probe_request_->IsDone()) {
+    return absl::OkStatus();
+  }
+  probe_checked_ = true;
+  // A probe that failed found nothing: the mesh was aborted or the peer lost, which the
+  // transfers this rank waits for report themselves.
+  if (!probe_request_->status().ok()) return absl::OkStatus();
+  const size_t length = probe_request_->bytes();
+  const size_t bytes =
+      length >= CollectiveHeader::kWireSize + kStepBytes ? CollectiveHeader::kWireSize : length;
+  return CheckWire(probe_request_->peer(), probe_message_, bytes);
 }
 
 absl::Status CollectiveContext::CheckArrivedHeaders() {

@@ -15,9 +15,19 @@
 // small call that brings the rank at the ring's first position nothing from its predecessor,
 // that rank checks the predecessor's header of every kHeaderCheckInterval-th call only, in a
 // later call (owed_headers.h): the checks along the rest of the ring see every disagreement
-// too, and a broadcast root there runs ahead of its peers. A disagreement breaks the
-// communicator (CommState::Break): the record in the store and the aborted mesh make every
-// other rank that is still inside the collective fail promptly with the same message.
+// too, and a broadcast root there runs ahead of its peers. Likewise, in such a small call a
+// rank whose data comes from a rank at a lower ring position (a tree's parent; the algorithm
+// says so through its FedFromBelowFn) checks that rank's header with the data instead of its
+// predecessor's, and the predecessor, which can tell the same from the same arguments, sends
+// none: every rank but the first still matches some rank below it, and so all match the first.
+// A rank that disagrees may then wait for data or a header that never comes, so a wait of a
+// rank fed from below that has blocked for kHeldHeaderGrace also takes this collective's
+// header from any peer it expects none from: the lowest rank on the ring that disagrees with
+// the one before it gets a header either from that rank or from its parent in the lower
+// ranks' tree, and finds the disagreement without waiting out its deadline. A disagreement
+// breaks the communicator (CommState::Break): the record in the store and the aborted mesh
+// make every other rank that is still inside the collective fail promptly with the same
+// message.
 //
 // Piggybacking: when a rank's first message to a peer is small (at most the communicator's
 // CommTuning::piggyback_bytes, which its device's links set: 1 KiB, 16 KiB over TCP), it
@@ -80,6 +90,11 @@ struct Transfer {
   ReduceSink* reduce = nullptr;  // RecvReduce: the reduction to complete once received
 };
 
+// Whether, in a collective rooted at ring position `root_position` of `size`, the rank at ring
+// `position` gets its data from a rank at a lower position (its parent in a tree), whose header
+// comes with that data. An algorithm that can say so lists it in its table entry (Start()).
+using FedFromBelowFn = bool (*)(int position, int root_position, int size);
+
 // Used by the one thread that runs the collective; Cancel() may be called from any thread.
 class CollectiveContext {
  public:
@@ -105,7 +120,10 @@ class CollectiveContext {
 
   // Expects a header from the ring predecessor and owes one to the successor: it rides on the
   // first small message to that successor, or goes out alone before this rank first waits.
-  void Start();
+  // `fed_from_below`, for an algorithm that can tell (its table entry's), spares a small call
+  // the ring edges that data covers: a rank fed from below expects nothing from its
+  // predecessor, and its predecessor sends it nothing (see the top of this file).
+  void Start(FedFromBelowFn fed_from_below = nullptr);
 
   // The peers this rank will send to during the call (group ranks under a GroupView). When
   // the ring successor is one of them, the header owed to it waits for that data message
@@ -297,6 +315,12 @@ class CollectiveContext {
   void Register(const Transfer& transfer, RequestPtr request);
   void NoteWait(const Transfer& transfer);
   absl::Status CheckArrivedHeaders();
+  // A rank fed from below whose wait has blocked long: a receive of this collective's header
+  // from any peer whose header it does not expect. In a call that every rank agrees on none
+  // sends one; a rank that disagrees may (its predecessor, or a parent in its own tree), and
+  // CheckHeaderProbe reports the disagreement instead of waiting out the deadline.
+  void PostHeaderProbe();
+  absl::Status CheckHeaderProbe();
   absl::Status CheckHeader(int peer, PeerHeader& header);
   // Receives and checks a header an earlier call left to this one.
   absl::Status CheckOwedHeader(const OwedHeaders::Owed& owed);
@@ -343,6 +367,14 @@ class CollectiveContext {
   int closing_header_to_ = -1;
   std::optional<Transfer> closing_header_;
   bool hold_owed_header_ = false;  // WillSendTo: the successor gets data later in the call
+  // Start(): this rank's data comes from below, so it expects no header from its predecessor;
+  // a wait that blocks for kHeldHeaderGrace then posts a probe for a header from any peer
+  // not expected (PostHeaderProbe).
+  bool fed_from_below_ = false;
+  bool probe_posted_ = false;
+  bool probe_checked_ = false;
+  Request* probe_request_ = nullptr;  // owned by probe_
+  uint8_t* probe_message_ = nullptr;  // scratch
   // Headers expected, in the order first expected. Receive buffers stay put: the first lives
   // in the context, the others on the heap.
   absl::InlinedVector<PeerHeader*, 2> headers_;
@@ -378,6 +410,7 @@ class CollectiveContext {
   bool registered_any_ = false;  // posted_ is not empty (set and read by the running thread)
   // The requests of posted_ (deferred receives own theirs), kept until the context ends.
   absl::InlinedVector<RequestPtr, 6> requests_ ABSL_GUARDED_BY(mu_);
+  RequestPtr probe_ ABSL_GUARDED_BY(mu_);  // PostHeaderProbe's receive
   // Set under mu_, so that a transfer posted under it either sees it or is cancelled by
   // Cancel(); atomic for cancelled(), which takes no lock.
   std::atomic<bool> cancelled_{false};

@@ -65,7 +65,8 @@ const AlgorithmEntry kTable[] = {
      }},
     // broadcast
     {K::kBroadcast, A::kBinomial, BinomialBroadcast,
-     [](const CostInputs& in) { return Log2(in) * (in.alpha + in.bytes * in.beta); }},
+     [](const CostInputs& in) { return Log2(in) * (in.alpha + in.bytes * in.beta); },
+     BinomialFedFromBelow},
     {K::kBroadcast, A::kDoubleBinaryTree, DoubleTreeBroadcast,
      [](const CostInputs& in) {
        return (Log2(in) + 1) * in.alpha + in.bytes * in.beta + Fill(in, Log2(in));

@@ -84,7 +84,8 @@ absl::Status RunContextsOf(
           const CollectiveHeader header = CollectiveHeader::For(
               shape, algorithm, /*sequence=*/static_cast<uint32_t>(call), size);
           CollectiveContext ctx(*made.state, shape, header, Deadline::After(absl::Seconds(20)));
-          ctx.Start();
+          const AlgorithmEntry* entry = FindAlgorithm(shape.kind, algorithm);
+          ctx.Start(entry != nullptr ? entry->fed_from_below : nullptr);
           CHORUS_RETURN_IF_ERROR(body(ctx, rank, call));
           CHORUS_RETURN_IF_ERROR(ctx.Finish());
           if (finished) finished(ctx, rank);
@@ -371,35 +372,44 @@ TEST_CASE("a dissemination barrier sends the ring header on its first round", "[
   }
 }
 
-TEST_CASE("a binomial broadcast sends the ring header on its data to a child", "[context]") {
-  // The tree is built over ring positions with the root at the first: an even position's
-  // successor is its first child, which gets the header with its data (an interior rank too,
-  // though it waits for its parent's data first); an odd position is a leaf, whose header goes
-  // alone. The last position's header, across the ring's closing edge, goes every call or, on
-  // a transport where the first position checks it in later calls only, every
-  // kHeaderCheckInterval-th call.
-  for (int size : {4, 8}) {
-    const HeaderRing ring(size);
+TEST_CASE("a small binomial broadcast sends headers only with its data", "[context]") {
+  // The tree is built over ring positions, virtual rank v = position - root position: v's
+  // children are v + 2^k below v's lowest set bit. A rank whose parent sits below it on the ring
+  // checks the parent's header, which comes with the data, so its predecessor sends it none; a
+  // rank whose parent sits above it (the root's, and the first position's when the root is not
+  // there) gets its predecessor's header alone. The last position's header, across the ring's
+  // closing edge, goes every call or, on a transport where the first position checks it in
+  // later calls only, every kHeaderCheckInterval-th call: -1 below, 0 or 1 message.
+  struct Case {
+    int size;
+    int root_position;
+    std::vector<int> messages_by_position;
+  };
+  const std::vector<Case> cases = {
+      {4, 0, {2, 0, 1, -1}},
+      {4, 2, {1, 1, 2, -1}},  // position 1, a leaf, sends its header to the root alone
+      {8, 0, {3, 0, 1, 0, 2, 0, 1, -1}},
+      {8, 2, {1, 1, 3, 0, 1, 0, 2, -1}},
+  };
+  for (const Case& c : cases) {
+    const HeaderRing ring(c.size);
     CollectiveArgs shape;
     shape.kind = CollectiveKind::kBroadcast;
     shape.type = DataType::kFloat32;
     shape.count = 1;
-    shape.root = ring.RankAt(0);
+    shape.root = ring.RankAt(c.root_position);
     const std::vector<size_t> fewest =
-        FewestMessages(size, shape, AlgorithmId::kBinomial, BinomialBroadcast);
-    for (int rank = 0; rank < size; ++rank) {
-      const int position = ring.PositionOf(rank);
-      INFO(size << " ranks, rank " << rank << " at ring position " << position);
-      if (position == size - 1) {
-        CHECK(fewest[rank] <= 1);
-        continue;
+        FewestMessages(c.size, shape, AlgorithmId::kBinomial, BinomialBroadcast);
+    for (int position = 0; position < c.size; ++position) {
+      INFO(c.size << " ranks, root at ring position " << c.root_position << ", position "
+                  << position);
+      const size_t sent = fewest[ring.RankAt(position)];
+      const int expected = c.messages_by_position[position];
+      if (expected < 0) {
+        CHECK(sent <= 1);
+      } else {
+        CHECK(sent == static_cast<size_t>(expected));
       }
-      size_t children = 0;
-      const int lowbit = position == 0 ? size : (position & -position);
-      for (int mask = lowbit >> 1; mask >= 1; mask >>= 1) {
-        if (position + mask < size) ++children;
-      }
-      CHECK(fewest[rank] == (position % 2 == 0 ? children : 1));
     }
   }
 }

@@ -135,6 +135,30 @@ TEST_CASE("ranks with different roots", "[mismatch]") {
   ExpectAllMismatch(statuses, elapsed);
 }
 
+// In a small binomial broadcast a rank whose parent sits below it on the header ring checks
+// that parent's header instead of its ring predecessor's, and the predecessor sends none. A rank
+// that disagrees about the root may then wait for a parent that sends it nothing: every
+// disagreement must still be found promptly, whoever holds it.
+TEST_CASE("small broadcasts where one rank disagrees about the root or the count", "[mismatch]") {
+  for (int ranks : {4, 8}) {
+    for (int odd = 1; odd < ranks; ++odd) {
+      for (int other_root : {odd - 1, (odd + 1) % ranks, odd}) {
+        if (other_root == 0) continue;  // no disagreement
+        INFO(ranks << " ranks, rank " << odd << " broadcasts from " << other_root);
+        std::vector<Call> calls(ranks, BroadcastFrom(0));
+        calls[odd] = BroadcastFrom(other_root);
+        absl::Duration elapsed;
+        ExpectAllMismatch(RunDisagreement(kTransport, ranks, calls, &elapsed), elapsed);
+      }
+      INFO(ranks << " ranks, rank " << odd << " broadcasts 48 elements");
+      std::vector<Call> calls(ranks, BroadcastFrom(0));
+      calls[odd] = BroadcastFrom(0, 48);
+      absl::Duration elapsed;
+      ExpectAllMismatch(RunDisagreement(kTransport, ranks, calls, &elapsed), elapsed);
+    }
+  }
+}
+
 TEST_CASE("ranks forcing different algorithms", "[mismatch]") {
   absl::Duration elapsed;
   const Call ring = AllReduceOf(64, DataType::kFloat32, ReduceOp::kSum, "ring");
