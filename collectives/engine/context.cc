@@ -668,13 +668,7 @@ absl::Status CollectiveContext::Finish() {
   SendOwedHeader();
   CHORUS_RETURN_IF_ERROR(AwaitAll(sends_));
   CHORUS_RETURN_IF_ERROR(AwaitAll(header_recvs_));
-  // Only its receiver needs the header across the ring's closing edge, in a later call: once
-  // that rank has finished and closed its mesh, the send fails, and that is no error here. A
-  // send still stuck at the deadline is.
-  if (closing_header_ &&
-      GetErrorKind(closing_header_->request->Wait(deadline_)) == ErrorKind::kDeadlineExceeded) {
-    return TimedOut({&*closing_header_, 1});
-  }
+  if (closing_header_) CHORUS_RETURN_IF_ERROR(AwaitClosingHeader());
   // Data from the predecessor brought its header, checked above; otherwise every
   // kHeaderCheckInterval-th call owes its check and makes the one owed before.
   if (later_check_ < 0 || HeaderOf(later_check_) != nullptr ||
@@ -684,6 +678,22 @@ absl::Status CollectiveContext::Finish() {
   const std::optional<OwedHeaders::Owed> before =
       comm_.owed_headers().Exchange({later_check_, header_.sequence, header_wire_});
   return before ? CheckOwedHeader(*before) : absl::OkStatus();
+}
+
+absl::Status CollectiveContext::AwaitClosingHeader() {
+  // Only its receiver needs the header across the ring's closing edge, in a later call: once
+  // that rank has finished and closed its mesh, the send fails, and that is no error here. A
+  // send still stuck at the deadline is, unless a rank reported a failure meanwhile: a receiver
+  // that left before this rank first reached it refuses the connection until the deadline.
+  Request& send = *closing_header_->request;
+  while (true) {
+    send.Wait(deadline_.Min(Deadline::After(kStoreCheckInterval))).IgnoreError();
+    if (send.IsDone()) return absl::OkStatus();  // sent, or failed: no error here
+    if (std::optional<absl::Status> published = comm_.PeekFailure()) {
+      return Reported(*published, closing_header_to_);
+    }
+    if (deadline_.Expired()) return TimedOut({&*closing_header_, 1});
+  }
 }
 
 absl::Status CollectiveContext::CheckOwedHeader(const OwedHeaders::Owed& owed) {

@@ -322,6 +322,8 @@ class CollectiveContext {
   void PostHeaderProbe();
   absl::Status CheckHeaderProbe();
   absl::Status CheckHeader(int peer, PeerHeader& header);
+  // Waits for the send of the header across the ring's closing edge (Finish).
+  absl::Status AwaitClosingHeader();
   // Receives and checks a header an earlier call left to this one.
   absl::Status CheckOwedHeader(const OwedHeaders::Owed& owed);
   // `peer`'s header in wire form against `mine` (this call's, or an earlier one's, described
