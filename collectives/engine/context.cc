@@ -537,8 +537,7 @@ absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
   std::optional<Deadline::Clock::time_point> store_check;
   // When a header held for a later data message goes out on its own, and when a rank fed from
   // below probes for a header it does not expect (kHeldHeaderGrace).
-  std::optional<Deadline::Clock::time_point> held_header_due;
-  std::optional<Deadline::Clock::time_point> probe_due;
+  std::optional<Deadline::Clock::time_point> grace_end;
   // With tracing on, a wait that blocks becomes a "wait" event from its first block to its
   // return, named after the transfer it first blocked on.
   struct TracedWait {
@@ -618,25 +617,20 @@ absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
     }
     if (now >= deadline_.time_point()) return TimedOut(transfers);
     Deadline::Clock::time_point slice_end = now + absl::ToChronoNanoseconds(kRescanInterval);
-    if (owed_header_ >= 0) {  // held by WillSendTo (unheld ones went out before the wait)
+    // A header held by WillSendTo goes out alone (unheld ones went out before the wait), and a
+    // rank fed from below probes for headers, once this wait has blocked for kHeldHeaderGrace.
+    const bool held = owed_header_ >= 0;
+    const bool probe = fed_from_below_ && !probe_posted_;
+    if (held || probe) {
       // A fresh reading: `now` may be the call's first, from before work such as staging.
-      if (!held_header_due) {
-        held_header_due = Deadline::Clock::now() + absl::ToChronoNanoseconds(kHeldHeaderGrace);
+      if (!grace_end) {
+        grace_end = Deadline::Clock::now() + absl::ToChronoNanoseconds(kHeldHeaderGrace);
       }
-      if (now >= *held_header_due) {
-        SendOwedHeader();
+      if (now >= *grace_end) {
+        if (held) SendOwedHeader();
+        if (probe) PostHeaderProbe();
       } else {
-        slice_end = std::min(slice_end, *held_header_due);
-      }
-    }
-    if (fed_from_below_ && !probe_posted_) {
-      if (!probe_due) {
-        probe_due = Deadline::Clock::now() + absl::ToChronoNanoseconds(kHeldHeaderGrace);
-      }
-      if (now >= *probe_due) {
-        PostHeaderProbe();
-      } else {
-        slice_end = std::min(slice_end, *probe_due);
+        slice_end = std::min(slice_end, *grace_end);
       }
     }
     // The status is read from the requests above; a slice ending is not an error here.
