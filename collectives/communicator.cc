@@ -225,7 +225,7 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
     // left to check (slot_debts.h); a call over messages settles it before it starts.
     if (algorithm.id != AlgorithmId::kSharedSlots) {
       status = ctx.SettleSlotDebts(/*probe=*/true);
-      if (status.ok()) ctx.Start(algorithm.fed_from_below);
+      if (status.ok()) ctx.Start(algorithm.feeder);
     }
     if (status.ok() && pipeline) {
       // Each segment's result is complete (averaged too) before it is copied back; its sends,

@@ -32,8 +32,8 @@ absl::Status RabenseifnerReduceScatter(CollectiveContext& ctx, const CollectiveA
 absl::Status BinomialAllReduce(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status BinomialBroadcast(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status BinomialReduce(CollectiveContext& ctx, const CollectiveArgs& args);
-// Whether the binomial tree's rank at ring `position` has its parent at a lower position.
-bool BinomialFedFromBelow(int position, int root_position, int size);
+// The ring position of the binomial tree's parent of `position` (FeederFn); -1 at the root.
+int BinomialFeeder(int position, int root_position, int size);
 absl::Status DoubleTreeAllReduce(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status DoubleTreeBroadcast(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status DoubleTreeReduce(CollectiveContext& ctx, const CollectiveArgs& args);

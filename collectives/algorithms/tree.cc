@@ -348,9 +348,8 @@ absl::Status BinomialAllReduce(CollectiveContext& ctx, const CollectiveArgs& arg
 absl::Status BinomialBroadcast(CollectiveContext& ctx, const CollectiveArgs& args) {
   return TreeBroadcast(ctx, args, BinomialTree);
 }
-bool BinomialFedFromBelow(int position, int root_position, int size) {
-  const int parent = BinomialTree(position, size, root_position, /*count=*/0)[0].parent;
-  return parent >= 0 && parent < position;
+int BinomialFeeder(int position, int root_position, int size) {
+  return BinomialTree(position, size, root_position, /*count=*/0)[0].parent;
 }
 absl::Status BinomialReduce(CollectiveContext& ctx, const CollectiveArgs& args) {
   return TreeReduce(ctx, args, BinomialTree);

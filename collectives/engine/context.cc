@@ -34,6 +34,12 @@ constexpr absl::Duration kHeldHeaderGrace = absl::Milliseconds(2);
 // published, every this often (see CommState::PeekFailure).
 constexpr absl::Duration kStoreCheckInterval = absl::Milliseconds(250);
 
+// Whether `feeder` names a rank a power of two below `position` on the ring (FeederFn).
+bool FedFromBelow(FeederFn feeder, int position, int root_position, int size) {
+  const int distance = position - feeder(position, root_position, size);
+  return distance > 0 && distance <= position && (distance & (distance - 1)) == 0;
+}
+
 // A transfer waited on, packed into one word for CollectiveContext::last_wait_:
 // bit 63 set, bit 62 a receive, bits 32..61 the peer, bits 0..31 the step.
 uint64_t PackWait(int peer, uint64_t step, bool is_recv) {
@@ -208,7 +214,7 @@ void CollectiveContext::Register(const Transfer& transfer, RequestPtr request) {
   requests_.push_back(std::move(request));
 }
 
-void CollectiveContext::Start(FedFromBelowFn fed_from_below) {
+void CollectiveContext::Start(FeederFn feeder) {
   const int size = comm_.size();
   if (size == 1) return;
   const HeaderRing& ring = comm_.header_ring();
@@ -228,10 +234,10 @@ void CollectiveContext::Start(FedFromBelowFn fed_from_below) {
   const bool open = (position == 0 || position == size - 1) && comm_.tuning().eager_sends && small;
   // The edges into ranks whose data comes from below (see the top of context.h); not where
   // slots may carry a call, for the reason above.
-  if (fed_from_below != nullptr && small) {
+  if (feeder != nullptr && small) {
     const int root_position = ring.PositionOf(args_.root);
-    fed_from_below_ = fed_from_below(position, root_position, size);
-    if (fed_from_below(Mod(position + 1, size), root_position, size)) owed_header_ = -1;
+    fed_from_below_ = FedFromBelow(feeder, position, root_position, size);
+    if (FedFromBelow(feeder, Mod(position + 1, size), root_position, size)) owed_header_ = -1;
   }
   if (open && position == 0) {
     later_check_ = ring.Prev(comm_.rank());
@@ -732,9 +738,12 @@ absl::Status CollectiveContext::WaitSendsSince(size_t first) {
 
 void CollectiveContext::PostHeaderProbe() {
   probe_posted_ = true;
-  absl::InlinedVector<int, 16> peers;
-  for (int peer = 0; peer < comm_.size(); ++peer) {
-    if (peer != comm_.rank() && HeaderOf(peer) == nullptr) peers.push_back(peer);
+  const HeaderRing& ring = comm_.header_ring();
+  const int position = ring.PositionOf(comm_.rank());
+  absl::InlinedVector<int, 16> peers;  // the predecessor first: a distance of 1
+  for (int distance = 1; distance <= position; distance *= 2) {
+    const int peer = ring.RankAt(position - distance);
+    if (HeaderOf(peer) == nullptr) peers.push_back(peer);
   }
   if (peers.empty()) return;
   // Room for a payload too: a peer that disagrees may have sent data inside its header.

@@ -17,14 +17,15 @@
 // later call (owed_headers.h): the checks along the rest of the ring see every disagreement
 // too, and a broadcast root there runs ahead of its peers. Likewise, in such a small call a
 // rank whose data comes from a rank at a lower ring position (a tree's parent; the algorithm
-// says so through its FedFromBelowFn) checks that rank's header with the data instead of its
+// names it through its FeederFn) checks that rank's header with the data instead of its
 // predecessor's, and the predecessor, which can tell the same from the same arguments, sends
 // none: every rank but the first still matches some rank below it, and so all match the first.
 // A rank that disagrees may then wait for data or a header that never comes, so a wait of a
 // rank fed from below that has blocked for kHeldHeaderGrace also takes this collective's
-// header from any peer it expects none from: the lowest rank on the ring that disagrees with
-// the one before it gets a header either from that rank or from its parent in the lower
-// ranks' tree, and finds the disagreement without waiting out its deadline. A disagreement
+// header from its predecessor or any rank a power of two below it on the ring (where every
+// feeder sits) that it expects none from: the lowest rank on the ring that disagrees with the
+// one before it gets a header either from that rank or from its feeder in the lower ranks'
+// view, and finds the disagreement without waiting out its deadline. A disagreement
 // breaks the communicator (CommState::Break): the record in the store and the aborted mesh
 // make every other rank that is still inside the collective fail promptly with the same
 // message.
@@ -90,10 +91,12 @@ struct Transfer {
   ReduceSink* reduce = nullptr;  // RecvReduce: the reduction to complete once received
 };
 
-// Whether, in a collective rooted at ring position `root_position` of `size`, the rank at ring
-// `position` gets its data from a rank at a lower position (its parent in a tree), whose header
-// comes with that data. An algorithm that can say so lists it in its table entry (Start()).
-using FedFromBelowFn = bool (*)(int position, int root_position, int size);
+// The ring position from which the rank at ring `position` gets its data, with that rank's
+// header, in a call rooted at `root_position` of `size` (its parent in a tree); -1 when there
+// is none. An algorithm that can say lists it in its table entry. Start() relies on a feeder
+// only a power of two below `position`: those positions and the ring predecessor are where a
+// rank that expects no header from its predecessor looks for one (see the top of this file).
+using FeederFn = int (*)(int position, int root_position, int size);
 
 // Used by the one thread that runs the collective; Cancel() may be called from any thread.
 class CollectiveContext {
@@ -120,10 +123,10 @@ class CollectiveContext {
 
   // Expects a header from the ring predecessor and owes one to the successor: it rides on the
   // first small message to that successor, or goes out alone before this rank first waits.
-  // `fed_from_below`, for an algorithm that can tell (its table entry's), spares a small call
-  // the ring edges that data covers: a rank fed from below expects nothing from its
-  // predecessor, and its predecessor sends it nothing (see the top of this file).
-  void Start(FedFromBelowFn fed_from_below = nullptr);
+  // `feeder`, for an algorithm that can tell (its table entry's), spares a small call the ring
+  // edges that data covers: a rank fed from below expects nothing from its predecessor, and
+  // its predecessor sends it nothing (see the top of this file).
+  void Start(FeederFn feeder = nullptr);
 
   // The peers this rank will send to during the call (group ranks under a GroupView). When
   // the ring successor is one of them, the header owed to it waits for that data message
@@ -316,9 +319,10 @@ class CollectiveContext {
   void NoteWait(const Transfer& transfer);
   absl::Status CheckArrivedHeaders();
   // A rank fed from below whose wait has blocked long: a receive of this collective's header
-  // from any peer whose header it does not expect. In a call that every rank agrees on none
-  // sends one; a rank that disagrees may (its predecessor, or a parent in its own tree), and
-  // CheckHeaderProbe reports the disagreement instead of waiting out the deadline.
+  // from its predecessor or a rank a power of two below it on the ring, whichever it expects
+  // none from. In a call that every rank agrees on none sends one; a rank that disagrees may
+  // (the predecessor, or a feeder in another view of the call), and CheckHeaderProbe reports
+  // the disagreement instead of waiting out the deadline.
   void PostHeaderProbe();
   absl::Status CheckHeaderProbe();
   absl::Status CheckHeader(int peer, PeerHeader& header);

@@ -66,7 +66,7 @@ const AlgorithmEntry kTable[] = {
     // broadcast
     {K::kBroadcast, A::kBinomial, BinomialBroadcast,
      [](const CostInputs& in) { return Log2(in) * (in.alpha + in.bytes * in.beta); },
-     BinomialFedFromBelow},
+     BinomialFeeder},
     {K::kBroadcast, A::kDoubleBinaryTree, DoubleTreeBroadcast,
      [](const CostInputs& in) {
        return (Log2(in) + 1) * in.alpha + in.bytes * in.beta + Fill(in, Log2(in));

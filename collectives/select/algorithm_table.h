@@ -44,9 +44,9 @@ struct AlgorithmEntry {
   AlgorithmId id;
   AlgorithmFn run;
   CostFn cost;  // estimated microseconds
-  // Whether a rank gets its data from a rank below it on the header ring, for algorithms that
-  // can tell (CollectiveContext::Start); null for the others.
-  FedFromBelowFn fed_from_below = nullptr;
+  // Where a rank gets its data from on the header ring, for algorithms that can tell
+  // (CollectiveContext::Start); null for the others.
+  FeederFn feeder = nullptr;
 };
 
 // Every (collective, algorithm) pair, in order of preference when costs tie.

@@ -85,7 +85,7 @@ absl::Status RunContextsOf(
               shape, algorithm, /*sequence=*/static_cast<uint32_t>(call), size);
           CollectiveContext ctx(*made.state, shape, header, Deadline::After(absl::Seconds(20)));
           const AlgorithmEntry* entry = FindAlgorithm(shape.kind, algorithm);
-          ctx.Start(entry != nullptr ? entry->fed_from_below : nullptr);
+          ctx.Start(entry != nullptr ? entry->feeder : nullptr);
           CHORUS_RETURN_IF_ERROR(body(ctx, rank, call));
           CHORUS_RETURN_IF_ERROR(ctx.Finish());
           if (finished) finished(ctx, rank);
