@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <mutex>
 #include <cstdio>
+#include <mutex>
 #include <string>
 
 #include "absl/strings/ascii.h"
@@ -75,13 +75,20 @@ int ThreadLogRank() { return thread_log_rank; }
 ScopedLogRank::ScopedLogRank(int rank) : saved_(thread_log_rank) { thread_log_rank = rank; }
 ScopedLogRank::~ScopedLogRank() { thread_log_rank = saved_; }
 
+std::string ClockText(absl::Time time) {
+  // Looked up once: absl::LocalTimeZone() looks the zone up again on every call, behind a lock
+  // of its own that ThreadSanitizer cannot see into (absl is not built with it), so threads
+  // logging at once for the first time were reported as racing.
+  static const absl::TimeZone zone = absl::LocalTimeZone();
+  return absl::FormatTime("%H:%M:%E6S", time, zone);
+}
+
 void LogLine(LogLevel level, absl::string_view subsystem, absl::string_view message) {
   const std::string rank =
       thread_log_rank >= 0 ? absl::StrCat("rank ", thread_log_rank) : std::string("rank ?");
-  const std::string line = absl::StrCat(
-      "[chorus ", kLevelNames[static_cast<int>(level)], " ",
-      absl::FormatTime("%H:%M:%E6S", absl::Now(), absl::LocalTimeZone()), " ", rank, " ",
-      subsystem, "] ", message, "\n");
+  const std::string line =
+      absl::StrCat("[chorus ", kLevelNames[static_cast<int>(level)], " ", ClockText(absl::Now()),
+                   " ", rank, " ", subsystem, "] ", message, "\n");
   // One write per line so lines from many threads and processes never interleave.
   const ssize_t ignored = write(Config().fd.load(), line.data(), line.size());
   (void)ignored;

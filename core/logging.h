@@ -13,6 +13,7 @@
 #include <string>
 
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace chorus {
 
@@ -20,6 +21,9 @@ enum class LogLevel { kError = 0, kWarn = 1, kInfo = 2, kDebug = 3, kTrace = 4 }
 
 bool LogEnabled(LogLevel level);
 void LogLine(LogLevel level, absl::string_view subsystem, absl::string_view message);
+
+// `time` as HH:MM:SS.ffffff in the local time zone, as log lines show it.
+std::string ClockText(absl::Time time);
 
 // The rank shown on log lines written by the calling thread (-1: none). Threads that act for
 // a rank (rank threads in tests, transport progress threads) set it once.
@@ -64,9 +68,9 @@ class LogStream {
 
 }  // namespace chorus
 
-#define CHORUS_LOG(level, subsystem)                        \
-  if (!::chorus::LogEnabled(::chorus::LogLevel::level)) {   \
-  } else                                                    \
+#define CHORUS_LOG(level, subsystem)                      \
+  if (!::chorus::LogEnabled(::chorus::LogLevel::level)) { \
+  } else                                                  \
     ::chorus::LogStream(::chorus::LogLevel::level, subsystem)
 
 #endif  // CHORUS_CORE_LOGGING_H_

@@ -21,10 +21,6 @@ std::string FormatSeconds(absl::Duration duration) {
   return absl::StrFormat("%.2f s", seconds);
 }
 
-std::string FormatClock(absl::Time time) {
-  return absl::FormatTime("%H:%M:%E6S", time, absl::LocalTimeZone());
-}
-
 }  // namespace
 
 void FlightRecord::Reset(const CollectiveHeader& header, FlightState state, absl::Time now) {
@@ -67,16 +63,16 @@ std::string FlightRecord::Describe(absl::Time now) const {
       return line;
     case FlightState::kRunning:
       absl::StrAppend(&line, "RUNNING for ", FormatSeconds(now - started_), ", started ",
-                      FormatClock(started_), "\n");
+                      ClockText(started_), "\n");
       if (live_ != nullptr) absl::StrAppend(&line, live_->DescribeProgress());
       return line;
     case FlightState::kCompleted:
       absl::StrAppend(&line, "COMPLETED in ", FormatSeconds(ended_ - started_), ", started ",
-                      FormatClock(started_), "\n");
+                      ClockText(started_), "\n");
       return line;
     case FlightState::kFailed:
       absl::StrAppend(&line, "FAILED after ", FormatSeconds(ended_ - started_), ", started ",
-                      FormatClock(started_), ": ", outcome_, "\n", frozen_progress_);
+                      ClockText(started_), ": ", outcome_, "\n", frozen_progress_);
       return line;
   }
   return line;
@@ -114,7 +110,7 @@ std::string FlightRecorder::Dump() const {
   const absl::Time now = WallNow();
   std::string dump = absl::StrCat("rank ", rank_, " communicator ", name_, ": flight recorder ");
   if (ring_size == 0) return absl::StrCat(dump, "off (CHORUS_FLIGHT_RECORDER=0)\n");
-  absl::StrAppend(&dump, "at ", FormatClock(now), ", last ", records.size(), " of ", added,
+  absl::StrAppend(&dump, "at ", ClockText(now), ", last ", records.size(), " of ", added,
                   " collectives, oldest first\n");
   for (const FlightRecordPtr& record : records) absl::StrAppend(&dump, record->Describe(now));
   return dump;
