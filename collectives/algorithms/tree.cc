@@ -149,8 +149,9 @@ class TreeRun {
     // instead of sending it alone before its first wait.
     absl::InlinedVector<int, 8> receivers;
     for (const TreeRole& role : job_.trees) {
-      if (job_.broadcast)
+      if (job_.broadcast) {
         receivers.insert(receivers.end(), role.children.begin(), role.children.end());
+      }
       if (job_.reduce && role.parent >= 0) receivers.push_back(role.parent);
     }
     ctx_.WillSendTo(receivers);

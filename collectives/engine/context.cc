@@ -337,10 +337,9 @@ CollectiveContext::PeerHeader* CollectiveContext::ExpectHeaderFrom(int peer) {
     header.cached = TakeCachedMessage();
     header.message = header.cached.get();
   }
-  RequestPtr request =
-      (*connection)
-          ->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep), header.message,
-                 CollectiveHeader::kWireSize + kStepBytes + piggyback_bytes_);
+  RequestPtr request = (*connection)
+                           ->Recv(CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep),
+                                  header.message, HeaderMessageCapacity());
   header.request = request.get();
   const Transfer transfer{header.request, peer, CollectiveHeader::kWireSize, kHeaderStep,
                           /*is_recv=*/true};
@@ -704,8 +703,7 @@ absl::Status CollectiveContext::CheckOwedHeader(const OwedHeaders::Owed& owed) {
     return PeerLost(owed.peer, connection.status(),
                     absl::StrCat("the check of ", DescribeEarlier(mine)));
   }
-  // Room for a payload too: a peer that disagrees may have sent data inside its header.
-  const size_t capacity = CollectiveHeader::kWireSize + kStepBytes + piggyback_bytes_;
+  const size_t capacity = HeaderMessageCapacity();
   uint8_t* message = Scratch(capacity);
   RequestPtr request =
       (*connection)
@@ -722,10 +720,7 @@ absl::Status CollectiveContext::CheckOwedHeader(const OwedHeaders::Owed& owed) {
                      ErrorPeerRank(received).value_or(owed.peer));
   }
   CHORUS_RETURN_IF_ERROR(received);
-  // The header alone, or the header, a step and a payload (see the top of context.h).
-  const size_t length = transfer.request->bytes();
-  const size_t bytes =
-      length >= CollectiveHeader::kWireSize + kStepBytes ? CollectiveHeader::kWireSize : length;
+  const size_t bytes = WireBytesIn(transfer.request->bytes());
   if (SameWire(owed.mine, message, bytes)) return absl::OkStatus();
   return Disagree(mine, DescribeEarlier(mine), owed.peer, message, bytes);
 }
@@ -746,8 +741,7 @@ void CollectiveContext::PostHeaderProbe() {
     if (HeaderOf(peer) == nullptr) peers.push_back(peer);
   }
   if (peers.empty()) return;
-  // Room for a payload too: a peer that disagrees may have sent data inside its header.
-  const size_t capacity = CollectiveHeader::kWireSize + kStepBytes + piggyback_bytes_;
+  const size_t capacity = HeaderMessageCapacity();
   probe_message_ = Scratch(capacity);
   RequestPtr request =
       comm_.mesh().RecvFromAny(peers, CollectiveTag(comm_.tag_id(), header_.sequence, kHeaderStep),
@@ -766,10 +760,7 @@ absl::Status CollectiveContext::CheckHeaderProbe() {
   // A probe that failed found nothing: the mesh was aborted or the peer lost, which the
   // transfers this rank waits for report themselves.
   if (!probe_request_->status().ok()) return absl::OkStatus();
-  const size_t length = probe_request_->bytes();
-  const size_t bytes =
-      length >= CollectiveHeader::kWireSize + kStepBytes ? CollectiveHeader::kWireSize : length;
-  return CheckWire(probe_request_->peer(), probe_message_, bytes);
+  return CheckWire(probe_request_->peer(), probe_message_, WireBytesIn(probe_request_->bytes()));
 }
 
 absl::Status CollectiveContext::CheckArrivedHeaders() {
@@ -789,11 +780,9 @@ absl::Status CollectiveContext::CheckHeader(int peer, PeerHeader& header) {
     return Failed(Transfer{header.request, peer, CollectiveHeader::kWireSize, kHeaderStep, true},
                   status);
   }
-  // The header alone, or the header, a step and a payload (see the top of context.h).
   const size_t length = header.request->bytes();
   const bool with_payload = length >= CollectiveHeader::kWireSize + kStepBytes;
-  CHORUS_RETURN_IF_ERROR(
-      CheckWire(peer, header.message, with_payload ? CollectiveHeader::kWireSize : length));
+  CHORUS_RETURN_IF_ERROR(CheckWire(peer, header.message, WireBytesIn(length)));
   header.checked = true;
   if (with_payload) {
     header.has_payload = true;

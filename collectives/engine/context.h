@@ -245,6 +245,17 @@ class CollectiveContext {
   static constexpr size_t kStepBytes = sizeof(uint64_t);
   static constexpr size_t kHeaderMessageCapacity =
       CollectiveHeader::kWireSize + kStepBytes + kPiggybackBytes;
+  // The room a header receive needs under this communicator's piggyback limit: a peer that
+  // disagrees may also have sent data inside its header.
+  size_t HeaderMessageCapacity() const {
+    return CollectiveHeader::kWireSize + kStepBytes + piggyback_bytes_;
+  }
+  // The header's bytes in a header message of `length` bytes: the header alone, or the header,
+  // a step and a payload.
+  static size_t WireBytesIn(size_t length) {
+    return length >= CollectiveHeader::kWireSize + kStepBytes ? CollectiveHeader::kWireSize
+                                                              : length;
+  }
 
   // A receive posted from a peer before its header was resolved, in posting order.
   struct EarlyRecv {
@@ -374,8 +385,8 @@ class CollectiveContext {
   std::optional<Transfer> closing_header_;
   bool hold_owed_header_ = false;  // WillSendTo: the successor gets data later in the call
   // Start(): this rank's data comes from below, so it expects no header from its predecessor;
-  // a wait that blocks for kHeldHeaderGrace then posts a probe for a header from any peer
-  // not expected (PostHeaderProbe).
+  // a wait that blocks for kHeldHeaderGrace then probes its predecessor and the ranks a power
+  // of two below it for one (PostHeaderProbe).
   bool fed_from_below_ = false;
   bool probe_posted_ = false;
   bool probe_checked_ = false;
