@@ -149,13 +149,13 @@ absl::Status Communicator::Validate(const CollectiveArgs& args) const {
 }
 
 absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEntry& algorithm,
-                                   const CollectiveHeader& header, absl::Duration timeout,
-                                   Work* work, FlightRecord* record,
+                                   const CollectiveHeader& header, uint32_t slot_turn,
+                                   absl::Duration timeout, Work* work, FlightRecord* record,
                                    Deadline::Clock::time_point start) {
   const absl::Time started = WallTimeOf(start);
-  // A call on the shared slots leaves their queue however it ends.
-  absl::Cleanup slot_turn = [&] {
-    if (algorithm.id == AlgorithmId::kSharedSlots) state_->slot_turns().Done(header.sequence);
+  // A call on the shared slots ends its turn however it ends.
+  absl::Cleanup end_turn = [&] {
+    if (algorithm.id == AlgorithmId::kSharedSlots) state_->slot_turns().Done(slot_turn);
   };
   // A blocking collective runs on the caller's thread, which has no log rank of its own.
   ScopedLogRank log_rank(rank());
@@ -208,6 +208,7 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
                                    : pipeline ? pipeline->host_args()
                                               : args;
   CollectiveContext ctx(*state_, run_args, header, deadline, start);
+  ctx.set_slot_turn(slot_turn);
   absl::Status status;
   if (work != nullptr && !work->Attach([&ctx] { ctx.Cancel(); })) {
     status = AbortedError(absl::StrCat(ctx.Describe(), ": aborted before it started"));
@@ -220,7 +221,9 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
         << (pipeline
                 ? absl::StrCat(", staged from a CUDA device in segments of ", segment, " elements")
                 : "");
-    if (record != nullptr) record->Start(&ctx, started);
+    // A blocking call's record was added running; an asynchronous one's, queued.
+    if (record != nullptr && work == nullptr) record->Track(&ctx);
+    if (record != nullptr && work != nullptr) record->Start(&ctx, started);
     // The shared slots carry the headers themselves, and settle what earlier calls on them
     // left to check (slot_debts.h); a call over messages settles it before it starts.
     if (algorithm.id != AlgorithmId::kSharedSlots) {
@@ -306,11 +309,10 @@ void Communicator::Conclude(const CollectiveHeader& header, absl::Time started,
   }
 }
 
-uint32_t Communicator::NextSequence(const AlgorithmEntry& algorithm) {
-  if (algorithm.id == AlgorithmId::kSharedSlots) {
-    return state_->slot_turns().Take(next_sequence_);
-  }
-  return next_sequence_.fetch_add(1);
+SlotTurns::Numbers Communicator::NextSequence(const AlgorithmEntry& algorithm) {
+  SlotTurns& turns = state_->slot_turns();
+  if (algorithm.id == AlgorithmId::kSharedSlots) return turns.TakeTurn();
+  return {turns.NextSequence(), 0};
 }
 
 size_t Communicator::StagingSegment(const CollectiveArgs& args, AlgorithmId algorithm) const {
@@ -337,12 +339,13 @@ absl::Status Communicator::Run(CollectiveArgs args, const CollectiveOptions& opt
   CHORUS_RETURN_IF_ERROR(Place(args, options));
   CHORUS_ASSIGN_OR_RETURN(const AlgorithmEntry* algorithm,
                           selector_->Choose(args, size(), NamedAlgorithm(args, options)));
-  const CollectiveHeader header = MakeHeader(args, algorithm->id, NextSequence(*algorithm));
+  const SlotTurns::Numbers numbers = NextSequence(*algorithm);
+  const CollectiveHeader header = MakeHeader(args, algorithm->id, numbers.sequence);
   // One clock read for the deadline and the record (WallTimeOf).
   const Deadline::Clock::time_point start = Deadline::Clock::now();
   FlightRecordPtr record = recorder_->Add(header, FlightState::kRunning, WallTimeOf(start));
-  return Execute(args, *algorithm, header, options.timeout.value_or(timeout_), nullptr,
-                 record.get(), start);
+  return Execute(args, *algorithm, header, numbers.turn, options.timeout.value_or(timeout_),
+                 nullptr, record.get(), start);
 }
 
 WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& options) {
@@ -357,16 +360,17 @@ WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& optio
     work->Complete(algorithm.status());
     return work;
   }
-  const uint32_t sequence = NextSequence(**algorithm);
-  const CollectiveHeader header = MakeHeader(args, (*algorithm)->id, sequence);
+  const SlotTurns::Numbers numbers = NextSequence(**algorithm);
+  const CollectiveHeader header = MakeHeader(args, (*algorithm)->id, numbers.sequence);
   auto work = std::make_shared<Work>(
-      args.kind, sequence, std::string(AlgorithmName((*algorithm)->id)), header.Describe());
+      args.kind, numbers.sequence, std::string(AlgorithmName((*algorithm)->id)), header.Describe());
   const absl::Duration timeout = options.timeout.value_or(timeout_);
   FlightRecordPtr record = recorder_->Add(header, FlightState::kQueued, WallNow());
   unfinished_async_.fetch_add(1);
-  pool_->Submit([this, args = std::move(args), entry = *algorithm, header, timeout, work, record] {
-    const absl::Status status =
-        Execute(args, *entry, header, timeout, work.get(), record.get(), Deadline::Clock::now());
+  pool_->Submit([this, args = std::move(args), entry = *algorithm, header, turn = numbers.turn,
+                 timeout, work, record] {
+    const absl::Status status = Execute(args, *entry, header, turn, timeout, work.get(),
+                                        record.get(), Deadline::Clock::now());
     unfinished_async_.fetch_sub(1);
     work->Complete(status);
   });

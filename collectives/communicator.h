@@ -64,6 +64,7 @@
 #include "absl/types/span.h"
 #include "chorus/collectives/collective_args.h"
 #include "chorus/collectives/collective_kind.h"
+#include "chorus/collectives/engine/slot_turns.h"
 #include "chorus/collectives/options.h"
 #include "chorus/collectives/work.h"
 #include "chorus/core/types.h"
@@ -290,9 +291,10 @@ class Communicator {
   // Device buffers (args.cuda_device) run through pinned host copies (staging/staged_call.h;
   // in segments for a large allreduce, broadcast or reduce, staging/staged_pipeline.h) unless
   // the algorithm is cuda_ipc.
+  // `slot_turn`: the call's turn on the shared slots, when the algorithm runs on them.
   absl::Status Execute(const CollectiveArgs& args, const AlgorithmEntry& algorithm,
-                       const CollectiveHeader& header, absl::Duration timeout, Work* work,
-                       FlightRecord* record, Deadline::Clock::time_point start);
+                       const CollectiveHeader& header, uint32_t slot_turn, absl::Duration timeout,
+                       Work* work, FlightRecord* record, Deadline::Clock::time_point start);
   // Records the outcome (flight record, timeout dump, trace event); while `ctx` is alive.
   void Conclude(const CollectiveHeader& header, absl::Time started, const absl::Status& status,
                 FlightRecord* record);
@@ -306,9 +308,8 @@ class Communicator {
   absl::Status Place(CollectiveArgs& args, const CollectiveOptions& options) const;
   // The pinned blocks that stage this communicator's device buffers, made on first use.
   PinnedPool& Pinned(GpuRuntime& runtime);
-  // The next sequence number, queued for its turn on the shared slots when `algorithm` runs
-  // on them.
-  uint32_t NextSequence(const AlgorithmEntry& algorithm);
+  // The next sequence number, with a turn on the shared slots when `algorithm` runs on them.
+  SlotTurns::Numbers NextSequence(const AlgorithmEntry& algorithm);
   // The elements of each segment when a call on device buffers is staged in segments
   // (CommTuning::staging_segment_bytes); 0 when it is not.
   size_t StagingSegment(const CollectiveArgs& args, AlgorithmId algorithm) const;
@@ -330,7 +331,6 @@ class Communicator {
   Device& device_;
   const std::shared_ptr<const CommunicatorSettings> settings_;
   const RankEnded rank_ended_;
-  std::atomic<uint32_t> next_sequence_{0};
   // Sub-communicators made so far, which name the next ones identically on every rank.
   std::atomic<int> next_split_{0};
   std::atomic<int> next_shrink_{0};

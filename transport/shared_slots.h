@@ -31,19 +31,33 @@ namespace chorus {
 struct alignas(64) SharedSlot {
   static constexpr size_t kCapacity = 4160;
 
+  // The first cache line holds the stamp and the start of the data (a small call's header
+  // and first 8 bytes of payload): a reader that sees the stamp has them in the same transfer.
   // Which collective the contents belong to, as the owner names it (never 0; 0: never
   // written); stored last, with release.
   std::atomic<uint64_t> stamp;
-  uint32_t bytes;          // of `data` in use
-  uint32_t readers;        // how many peers read these contents
-  uint32_t buffer_offset;  // where in the owner's buffer the data is, when it is there
-  // Peers done reading the contents (each adds one once it has copied what it needs).
+  uint32_t bytes;           // of `data` in use
+  uint32_t readers;         // how many peers read these contents
+  uint8_t data[kCapacity];  // 8-byte aligned, so an element that starts on its size stays so
+  uint32_t buffer_offset;   // where in the owner's buffer the data is, when it is there
+  // Peers done reading the contents (each counts itself once it has copied what it needs).
   alignas(64) std::atomic<uint32_t> read;
   // A second stamp, for a collective with a second step: the owner stores `stamp` here, with
   // release, once what that step reads is in place (the reduced piece of an allreduce).
   alignas(64) std::atomic<uint64_t> done;
-  alignas(64) uint8_t data[kCapacity];
+
+  // Counts one reader done with the contents. The only reader stores the count, which takes
+  // no locked instruction: one would wait until this core's stores to shared lines had reached
+  // their readers, about a cache-line handoff. Several readers add.
+  void CountRead() {
+    if (readers == 1) {
+      read.store(1, std::memory_order_release);
+    } else {
+      read.fetch_add(1, std::memory_order_acq_rel);
+    }
+  }
 };
+static_assert(offsetof(SharedSlot, data) % 8 == 0, "slot data is 8-byte aligned");
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "shared atomics must be lock-free");
 
 // A mesh's slots, for the one communicator that claims them (Mesh::ClaimSharedSlots).

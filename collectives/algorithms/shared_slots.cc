@@ -112,7 +112,7 @@ class SlotCall {
     if (published_ && two_step_ && !done_) {
       slots_.Slot(r_, index_)->done.store(stamp_ | kGaveUpBit, std::memory_order_release);
     }
-    for (int peer : read_) slots_.Slot(peer, index_)->read.fetch_add(1, std::memory_order_acq_rel);
+    for (int peer : read_) slots_.Slot(peer, index_)->CountRead();
     if (!attached_ || unread_.empty()) return;  // unattached: the communicator is broken
     for (int peer : unread_) ctx_.slot_debts().Owe(peer, index_, stamp_);
     // A disagreement it finds is kept for the next call to report.
@@ -139,8 +139,7 @@ class SlotCall {
     }
     // What earlier calls owe, paid before this one waits for anything.
     CHORUS_RETURN_IF_ERROR(ctx_.SettleSlotDebts());
-    const uint32_t sequence = ctx_.header().sequence;
-    CHORUS_RETURN_IF_ERROR(WaitUntil([&] { return ctx_.slot_turns().IsTurn(sequence); }, -1,
+    CHORUS_RETURN_IF_ERROR(WaitUntil([&] { return ctx_.IsSlotTurn(); }, -1,
                                      "this rank's earlier calls on the shared slots"));
     SharedSlot& own = *slots_.Slot(r_, index_);
     CHORUS_RETURN_IF_ERROR(
@@ -149,15 +148,20 @@ class SlotCall {
     // A buffered call's rank that publishes no data (a broadcast's other ranks) leaves its
     // buffer alone.
     const bool fills_buffer = buffered_ && bytes > 0;
-    own.buffer_offset = 0;
+    uint32_t buffer_offset = 0;
     if (fills_buffer) {
-      CHORUS_ASSIGN_OR_RETURN(own.buffer_offset, TakeBufferRegion(bytes));
+      CHORUS_ASSIGN_OR_RETURN(buffer_offset, TakeBufferRegion(bytes));
     }
+    // The lines no peer polls first, then the first line's fields together, the stamp last: a
+    // peer polling the stamp takes that line from this core, and each later store to it would
+    // take it back.
+    own.read.store(0, std::memory_order_relaxed);
+    own.buffer_offset = buffer_offset;
+    if (fills_buffer) std::memcpy(slots_.Buffer(r_) + buffer_offset, data, bytes);
     std::memcpy(own.data, ctx_.header_wire().data(), CollectiveHeader::kWireSize);
-    if (bytes > 0) std::memcpy(Data(r_), data, bytes);
+    if (bytes > 0 && !buffered_) std::memcpy(own.data + CollectiveHeader::kWireSize, data, bytes);
     own.bytes = static_cast<uint32_t>(CollectiveHeader::kWireSize + bytes);
     own.readers = readers;
-    own.read.store(0, std::memory_order_relaxed);
     own.stamp.store(stamp_, std::memory_order_release);
     published_ = true;
     return absl::OkStatus();

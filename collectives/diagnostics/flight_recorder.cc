@@ -30,7 +30,7 @@ void FlightRecord::Reset(const CollectiveHeader& header, FlightState state, absl
   outcome_.clear();
   queued_ = started_ = now;
   ended_ = absl::InfinitePast();
-  live_ = nullptr;
+  live_.store(nullptr, std::memory_order_relaxed);
   frozen_progress_.clear();
 }
 
@@ -38,7 +38,7 @@ void FlightRecord::Start(const CollectiveContext* live, absl::Time now) {
   std::lock_guard<std::mutex> lock(mu_);
   state_ = FlightState::kRunning;
   started_ = now;
-  live_ = live;
+  live_.store(live, std::memory_order_release);
 }
 
 void FlightRecord::Finish(const absl::Status& status) {
@@ -48,9 +48,11 @@ void FlightRecord::Finish(const absl::Status& status) {
   state_ = status.ok() ? FlightState::kCompleted : FlightState::kFailed;
   if (!status.ok()) {
     outcome_ = std::string(status.message());
-    if (live_ != nullptr) frozen_progress_ = live_->DescribeProgress();
+    if (const CollectiveContext* live = live_.load(std::memory_order_acquire)) {
+      frozen_progress_ = live->DescribeProgress();
+    }
   }
-  live_ = nullptr;
+  live_.store(nullptr, std::memory_order_relaxed);
 }
 
 std::string FlightRecord::Describe(absl::Time now) const {
@@ -64,7 +66,9 @@ std::string FlightRecord::Describe(absl::Time now) const {
     case FlightState::kRunning:
       absl::StrAppend(&line, "RUNNING for ", FormatSeconds(now - started_), ", started ",
                       ClockText(started_), "\n");
-      if (live_ != nullptr) absl::StrAppend(&line, live_->DescribeProgress());
+      if (const CollectiveContext* live = live_.load(std::memory_order_acquire)) {
+        absl::StrAppend(&line, live->DescribeProgress());
+      }
       return line;
     case FlightState::kCompleted:
       absl::StrAppend(&line, "COMPLETED in ", FormatSeconds(ended_ - started_), ", started ",

@@ -19,6 +19,7 @@
 #ifndef CHORUS_COLLECTIVES_DIAGNOSTICS_FLIGHT_RECORDER_H_
 #define CHORUS_COLLECTIVES_DIAGNOSTICS_FLIGHT_RECORDER_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -40,9 +41,12 @@ enum class FlightState { kQueued, kRunning, kCompleted, kFailed };
 // One collective. Thread-safe.
 class FlightRecord {
  public:
-  // The collective begins on this rank at `now`; `live` describes its progress until Finish,
-  // which must be called before `live` is destroyed.
+  // The collective, added queued, begins on this rank at `now`; `live` describes its progress
+  // until Finish, which must be called before `live` is destroyed.
   void Start(const CollectiveContext* live, absl::Time now);
+  // As Start, for a collective added running (which began when it was added). It takes no
+  // lock: a dump reads `live` under the record's lock, and Finish clears it under that lock.
+  void Track(const CollectiveContext* live) { live_.store(live, std::memory_order_release); }
   // The outcome. A failure keeps the progress with each peer as it was at this moment.
   void Finish(const absl::Status& status);
 
@@ -60,7 +64,8 @@ class FlightRecord {
   absl::Time queued_ ABSL_GUARDED_BY(mu_);
   absl::Time started_ ABSL_GUARDED_BY(mu_);
   absl::Time ended_ ABSL_GUARDED_BY(mu_);
-  const CollectiveContext* live_ ABSL_GUARDED_BY(mu_) = nullptr;
+  // Set without the lock by Track, cleared under it.
+  std::atomic<const CollectiveContext*> live_{nullptr};
   std::string frozen_progress_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -203,7 +203,9 @@ class CollectiveContext {
   // The communicator's shared slots; null when its mesh has none.
   SharedSlots* shared_slots() const { return comm_.shared_slots(); }
   SlotDebts& slot_debts() { return comm_.slot_debts(); }
-  SlotTurns& slot_turns() { return comm_.slot_turns(); }
+  // The call's turn on the slots (slot_turns.h), which its Execute took.
+  void set_slot_turn(uint32_t turn) { slot_turn_ = turn; }
+  bool IsSlotTurn() { return comm_.slot_turns().IsTurn(slot_turn_); }
   const CollectiveHeader::Wire& header_wire() const { return header_wire_; }
   // The tag of this collective's header message, which a peer that runs it over messages sends.
   Tag header_tag() const;
@@ -360,6 +362,7 @@ class CollectiveContext {
   const size_t piggyback_bytes_;  // CommTuning::piggyback_bytes
   // The constructor's `start`, until the first blocking wait uses it as its clock reading.
   std::optional<Deadline::Clock::time_point> first_wait_clock_;
+  uint32_t slot_turn_ = 0;
   // The containers below hold what a latency-bound collective needs without a heap
   // allocation (a few transfers, one or two peers, one small scratch buffer); they grow on the
   // heap beyond that.

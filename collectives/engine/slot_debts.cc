@@ -67,7 +67,7 @@ std::optional<SlotDisagreement> SlotDebts::Settle(SharedSlots& slots) {
         disagreement_->theirs_bytes = bytes;
       }
     }
-    slot.read.fetch_add(1, std::memory_order_acq_rel);
+    slot.CountRead();
     return true;
   };
   debts_.erase(std::remove_if(debts_.begin(), debts_.end(), settled), debts_.end());
