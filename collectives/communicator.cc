@@ -1,7 +1,7 @@
 #include "chorus/collectives/communicator.h"
 
 #include <cstring>
-#include <optional>
+#include <memory>
 #include <utility>
 
 #include "absl/cleanup/cleanup.h"
@@ -189,20 +189,22 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
   // runs on pinned host copies, made whole before the algorithm runs or segment by segment.
   const bool read_in_place = algorithm.id == AlgorithmId::kCudaIpc && size() > 1;
   const size_t segment = StagingSegment(args, algorithm.id);
-  std::optional<StagedCall> staged;
-  std::optional<StagedPipeline> pipeline;
+  // On the heap: only calls on device buffers have them, and a small host call should not pay
+  // for clearing their room on the stack.
+  std::unique_ptr<StagedCall> staged;
+  std::unique_ptr<StagedPipeline> pipeline;
   if (segment > 0) {
     GpuRuntime& runtime = *InstalledGpuRuntime();
     absl::StatusOr<StagedPipeline> prepared =
         StagedPipeline::Prepare(runtime, Pinned(runtime), args, rank(), size(), segment);
     if (!prepared.ok()) return staging_failed(prepared.status(), "pinning memory for");
-    pipeline.emplace(std::move(*prepared));
+    pipeline = std::make_unique<StagedPipeline>(std::move(*prepared));
   } else if (args.cuda_device >= 0 && !read_in_place) {
     GpuRuntime& runtime = *InstalledGpuRuntime();
     absl::StatusOr<StagedCall> in =
         StagedCall::StageIn(runtime, Pinned(runtime), args, rank(), size(), deadline);
     if (!in.ok()) return staging_failed(in.status(), "copying in");
-    staged.emplace(std::move(*in));
+    staged = std::make_unique<StagedCall>(std::move(*in));
   }
   const CollectiveArgs& run_args = staged     ? staged->host_args()
                                    : pipeline ? pipeline->host_args()

@@ -538,6 +538,11 @@ absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {
 }
 
 absl::Status CollectiveContext::AwaitAll(absl::Span<const Transfer> transfers) {
+  // Nothing to wait for and no header that could have arrived (a call on the shared slots, a
+  // single rank): no clock, no trace.
+  if (transfers.empty() && headers_.empty() && probe_request_ == nullptr) {
+    return absl::OkStatus();
+  }
   // Read from the clock once per blocking round, never on the way through.
   std::optional<Deadline::Clock::time_point> store_check;
   // When a header held for a later data message goes out on its own, and when a rank fed from
