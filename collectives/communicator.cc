@@ -152,7 +152,6 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
                                    const CollectiveHeader& header, uint32_t slot_turn,
                                    absl::Duration timeout, Work* work, FlightRecord* record,
                                    Deadline::Clock::time_point start) {
-  const absl::Time started = WallTimeOf(start);
   // A call on the shared slots ends its turn however it ends.
   absl::Cleanup end_turn = [&] {
     if (algorithm.id == AlgorithmId::kSharedSlots) state_->slot_turns().Done(slot_turn);
@@ -166,7 +165,7 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
         absl::StrCat(header.Describe(), " on rank ", rank(), ": the communicator is broken (",
                      broken.message(), "); create a new communicator"),
         ErrorPeerRank(broken).value_or(-1));
-    Conclude(header, started, status, record);
+    Conclude(header, start, status, record);
     return status;
   }
   const Deadline deadline = Deadline::AfterFrom(start, timeout);
@@ -182,7 +181,7 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
   // A staging failure before the algorithm starts ends the call here.
   auto staging_failed = [&](const absl::Status& error, absl::string_view step) {
     const absl::Status status = staging_error(error, step);
-    Conclude(header, started, status, record);
+    Conclude(header, start, status, record);
     return status;
   };
   // cuda_ipc reads device buffers where they are; every other algorithm (and a single rank)
@@ -225,7 +224,7 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
                 : "");
     // A blocking call's record was added running; an asynchronous one's, queued.
     if (record != nullptr && work == nullptr) record->Track(&ctx);
-    if (record != nullptr && work != nullptr) record->Start(&ctx, started);
+    if (record != nullptr && work != nullptr) record->Start(&ctx, start);
     // The shared slots carry the headers themselves, and settle what earlier calls on them
     // left to check (slot_debts.h); a call over messages settles it before it starts.
     if (algorithm.id != AlgorithmId::kSharedSlots) {
@@ -264,7 +263,7 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
     }
     if (work != nullptr) work->Detach();
   }
-  Conclude(header, started, status, record);
+  Conclude(header, start, status, record);
   return status;
 }
 
@@ -278,14 +277,15 @@ absl::string_view Communicator::NamedAlgorithm(const CollectiveArgs& args,
 }
 
 absl::Status Communicator::Place(CollectiveArgs& args, const CollectiveOptions& options) const {
-  if (options.memory == MemoryPlacement::kHost) return absl::OkStatus();
+  GpuRuntime* const runtime = InstalledGpuRuntime();
+  if (!PlacementAsked(options, runtime)) return absl::OkStatus();
   const BufferElements elements = ElementsOf(args, rank(), size());
   CHORUS_ASSIGN_OR_RETURN(
       const BufferPlacement placement,
       PlaceBuffers(CollectiveKindName(args.kind),
                    {{args.send, elements.send * args.elem(), "the send buffer"},
                     {args.recv, elements.recv * args.elem(), "the receive buffer"}},
-                   options, InstalledGpuRuntime()));
+                   options, runtime));
   if (placement.on_device) {
     args.cuda_device = placement.device;
     args.cuda_stream = placement.stream;
@@ -293,7 +293,7 @@ absl::Status Communicator::Place(CollectiveArgs& args, const CollectiveOptions& 
   return absl::OkStatus();
 }
 
-void Communicator::Conclude(const CollectiveHeader& header, absl::Time started,
+void Communicator::Conclude(const CollectiveHeader& header, Deadline::Clock::time_point start,
                             const absl::Status& status, FlightRecord* record) {
   if (record != nullptr) {
     record->Finish(status);
@@ -303,7 +303,8 @@ void Communicator::Conclude(const CollectiveHeader& header, absl::Time started,
     }
   }
   if (TraceLog* trace = state_->trace()) {
-    trace->Add(std::string(CollectiveKindName(header.kind)), "collective", started, WallNow(),
+    trace->Add(std::string(CollectiveKindName(header.kind)), "collective", WallTimeOf(start),
+               WallNow(),
                {{"sequence", absl::StrCat(header.sequence)},
                 {"algorithm", std::string(AlgorithmName(header.algorithm))},
                 {"collective", header.Describe()},
@@ -343,9 +344,9 @@ absl::Status Communicator::Run(CollectiveArgs args, const CollectiveOptions& opt
                           selector_->Choose(args, size(), NamedAlgorithm(args, options)));
   const SlotTurns::Numbers numbers = NextSequence(*algorithm);
   const CollectiveHeader header = MakeHeader(args, algorithm->id, numbers.sequence);
-  // One clock read for the deadline and the record (WallTimeOf).
+  // One clock read for the deadline and the record.
   const Deadline::Clock::time_point start = Deadline::Clock::now();
-  FlightRecordPtr record = recorder_->Add(header, FlightState::kRunning, WallTimeOf(start));
+  FlightRecordPtr record = recorder_->Add(header, FlightState::kRunning, start);
   return Execute(args, *algorithm, header, numbers.turn, options.timeout.value_or(timeout_),
                  nullptr, record.get(), start);
 }
@@ -367,7 +368,7 @@ WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& optio
   auto work = std::make_shared<Work>(
       args.kind, numbers.sequence, std::string(AlgorithmName((*algorithm)->id)), header.Describe());
   const absl::Duration timeout = options.timeout.value_or(timeout_);
-  FlightRecordPtr record = recorder_->Add(header, FlightState::kQueued, WallNow());
+  FlightRecordPtr record = recorder_->Add(header, FlightState::kQueued, Deadline::Clock::now());
   unfinished_async_.fetch_add(1);
   pool_->Submit([this, args = std::move(args), entry = *algorithm, header, turn = numbers.turn,
                  timeout, work, record] {

@@ -296,8 +296,8 @@ class Communicator {
                        const CollectiveHeader& header, uint32_t slot_turn, absl::Duration timeout,
                        Work* work, FlightRecord* record, Deadline::Clock::time_point start);
   // Records the outcome (flight record, timeout dump, trace event); while `ctx` is alive.
-  void Conclude(const CollectiveHeader& header, absl::Time started, const absl::Status& status,
-                FlightRecord* record);
+  void Conclude(const CollectiveHeader& header, Deadline::Clock::time_point start,
+                const absl::Status& status, FlightRecord* record);
   absl::Status Validate(const CollectiveArgs& args) const;
   // The algorithm the call names, else cuda_ipc for a large enough call on device buffers on
   // one host that cuda_ipc implements (CommTuning::cuda_ipc), else none (the selector chooses).

@@ -14,27 +14,31 @@
 namespace chorus {
 namespace {
 
-std::string FormatSeconds(absl::Duration duration) {
-  const double seconds = absl::ToDoubleSeconds(duration);
+std::string FormatSeconds(Deadline::Clock::duration duration) {
+  const double seconds = std::chrono::duration<double>(duration).count();
   if (seconds < 1e-3) return absl::StrFormat("%.0f us", seconds * 1e6);
   if (seconds < 1) return absl::StrFormat("%.2f ms", seconds * 1e3);
   return absl::StrFormat("%.2f s", seconds);
 }
 
+// A steady-clock reading as wall-clock time of day.
+std::string ClockTextOf(Deadline::Clock::time_point when) { return ClockText(WallTimeOf(when)); }
+
 }  // namespace
 
-void FlightRecord::Reset(const CollectiveHeader& header, FlightState state, absl::Time now) {
+void FlightRecord::Reset(const CollectiveHeader& header, FlightState state,
+                         Deadline::Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
   header_ = header;
   state_ = state;
   outcome_.clear();
   queued_ = started_ = now;
-  ended_ = absl::InfinitePast();
+  ended_ = Deadline::Clock::time_point::min();
   live_.store(nullptr, std::memory_order_relaxed);
   frozen_progress_.clear();
 }
 
-void FlightRecord::Start(const CollectiveContext* live, absl::Time now) {
+void FlightRecord::Start(const CollectiveContext* live, Deadline::Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
   state_ = FlightState::kRunning;
   started_ = now;
@@ -43,7 +47,7 @@ void FlightRecord::Start(const CollectiveContext* live, absl::Time now) {
 
 void FlightRecord::Finish(const absl::Status& status) {
   std::lock_guard<std::mutex> lock(mu_);
-  ended_ = WallNow();
+  ended_ = Deadline::Clock::now();
   if (state_ == FlightState::kQueued) started_ = ended_;
   state_ = status.ok() ? FlightState::kCompleted : FlightState::kFailed;
   if (!status.ok()) {
@@ -55,7 +59,7 @@ void FlightRecord::Finish(const absl::Status& status) {
   live_.store(nullptr, std::memory_order_relaxed);
 }
 
-std::string FlightRecord::Describe(absl::Time now) const {
+std::string FlightRecord::Describe(Deadline::Clock::time_point now) const {
   std::lock_guard<std::mutex> lock(mu_);
   std::string line = absl::StrCat("  ", header_.Describe(), ": ");
   switch (state_) {
@@ -65,18 +69,18 @@ std::string FlightRecord::Describe(absl::Time now) const {
       return line;
     case FlightState::kRunning:
       absl::StrAppend(&line, "RUNNING for ", FormatSeconds(now - started_), ", started ",
-                      ClockText(started_), "\n");
+                      ClockTextOf(started_), "\n");
       if (const CollectiveContext* live = live_.load(std::memory_order_acquire)) {
         absl::StrAppend(&line, live->DescribeProgress());
       }
       return line;
     case FlightState::kCompleted:
       absl::StrAppend(&line, "COMPLETED in ", FormatSeconds(ended_ - started_), ", started ",
-                      ClockText(started_), "\n");
+                      ClockTextOf(started_), "\n");
       return line;
     case FlightState::kFailed:
       absl::StrAppend(&line, "FAILED after ", FormatSeconds(ended_ - started_), ", started ",
-                      ClockText(started_), ": ", outcome_, "\n", frozen_progress_);
+                      ClockTextOf(started_), ": ", outcome_, "\n", frozen_progress_);
       return line;
   }
   return line;
@@ -86,7 +90,7 @@ FlightRecorder::FlightRecorder(int rank, std::string name, size_t capacity, std:
     : rank_(rank), name_(std::move(name)), file_(std::move(file)), ring_(capacity) {}
 
 FlightRecordPtr FlightRecorder::Add(const CollectiveHeader& header, FlightState state,
-                                    absl::Time now) {
+                                    Deadline::Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
   if (ring_.empty()) return nullptr;
   FlightRecordPtr& slot = ring_[added_++ % ring_.size()];
@@ -111,10 +115,10 @@ std::string FlightRecorder::Dump() const {
       records.push_back(ring_[(added_ - kept + i) % ring_.size()]);
     }
   }
-  const absl::Time now = WallNow();
+  const Deadline::Clock::time_point now = Deadline::Clock::now();
   std::string dump = absl::StrCat("rank ", rank_, " communicator ", name_, ": flight recorder ");
   if (ring_size == 0) return absl::StrCat(dump, "off (CHORUS_FLIGHT_RECORDER=0)\n");
-  absl::StrAppend(&dump, "at ", ClockText(now), ", last ", records.size(), " of ", added,
+  absl::StrAppend(&dump, "at ", ClockTextOf(now), ", last ", records.size(), " of ", added,
                   " collectives, oldest first\n");
   for (const FlightRecordPtr& record : records) absl::StrAppend(&dump, record->Describe(now));
   return dump;

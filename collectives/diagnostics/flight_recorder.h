@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "chorus/collectives/engine/header.h"
+#include "chorus/core/deadline.h"
 
 namespace chorus {
 
@@ -43,7 +44,7 @@ class FlightRecord {
  public:
   // The collective, added queued, begins on this rank at `now`; `live` describes its progress
   // until Finish, which must be called before `live` is destroyed.
-  void Start(const CollectiveContext* live, absl::Time now);
+  void Start(const CollectiveContext* live, Deadline::Clock::time_point now);
   // As Start, for a collective added running (which began when it was added). It takes no
   // lock: a dump reads `live` under the record's lock, and Finish clears it under that lock.
   void Track(const CollectiveContext* live) { live_.store(live, std::memory_order_release); }
@@ -51,19 +52,20 @@ class FlightRecord {
   void Finish(const absl::Status& status);
 
   // Its line in a dump (plus progress lines while unfinished), each ending in a newline.
-  std::string Describe(absl::Time now) const;
+  std::string Describe(Deadline::Clock::time_point now) const;
 
  private:
   friend class FlightRecorder;
-  void Reset(const CollectiveHeader& header, FlightState state, absl::Time now);
+  void Reset(const CollectiveHeader& header, FlightState state, Deadline::Clock::time_point now);
 
   mutable std::mutex mu_;
   CollectiveHeader header_ ABSL_GUARDED_BY(mu_);
   FlightState state_ ABSL_GUARDED_BY(mu_) = FlightState::kQueued;
   std::string outcome_ ABSL_GUARDED_BY(mu_);  // the error message of a failure
-  absl::Time queued_ ABSL_GUARDED_BY(mu_);
-  absl::Time started_ ABSL_GUARDED_BY(mu_);
-  absl::Time ended_ ABSL_GUARDED_BY(mu_);
+  // Readings of the steady clock as they were taken; a dump converts them.
+  Deadline::Clock::time_point queued_ ABSL_GUARDED_BY(mu_);
+  Deadline::Clock::time_point started_ ABSL_GUARDED_BY(mu_);
+  Deadline::Clock::time_point ended_ ABSL_GUARDED_BY(mu_);
   // Set without the lock by Track, cleared under it.
   std::atomic<const CollectiveContext*> live_{nullptr};
   std::string frozen_progress_ ABSL_GUARDED_BY(mu_);
@@ -82,7 +84,8 @@ class FlightRecorder {
 
   // A new record in `state` (kQueued or kRunning) as of `now`, replacing the oldest; nullptr
   // when disabled. (The caller reads the clock once for this and the collective's start.)
-  FlightRecordPtr Add(const CollectiveHeader& header, FlightState state, absl::Time now);
+  FlightRecordPtr Add(const CollectiveHeader& header, FlightState state,
+                      Deadline::Clock::time_point now);
 
   // Every record kept, oldest first, with a heading line naming the rank and communicator.
   std::string Dump() const;

@@ -11,8 +11,7 @@ absl::StatusOr<BufferPlacement> PlaceBuffers(absl::string_view call,
                                              GpuRuntime* runtime) {
   BufferPlacement placement;
   // The common case costs nothing: no runtime, nothing asked (and no error built).
-  if (options.memory == MemoryPlacement::kHost) return placement;
-  if (runtime == nullptr && options.memory == MemoryPlacement::kAuto) return placement;
+  if (!PlacementAsked(options, runtime)) return placement;
   const absl::Status available = runtime == nullptr
                                      ? InvalidArgumentError(
                                            "this build of Chorus has no CUDA support "

@@ -29,6 +29,13 @@ struct CallBuffer {
   absl::string_view what;
 };
 
+// Whether PlaceBuffers must look at the buffers: not when the options say host memory, nor
+// when they leave it to Chorus and there is no CUDA runtime (then every buffer is host memory).
+inline bool PlacementAsked(const CollectiveOptions& options, const GpuRuntime* runtime) {
+  return options.memory != MemoryPlacement::kHost &&
+         (runtime != nullptr || options.memory != MemoryPlacement::kAuto);
+}
+
 // `runtime` may be null (a build without CUDA support). `call` names the call in errors.
 absl::StatusOr<BufferPlacement> PlaceBuffers(absl::string_view call,
                                              std::initializer_list<CallBuffer> buffers,
