@@ -13,9 +13,11 @@
 //       => rank 2 has not entered allreduce #1 (...): look at what it is doing (...)
 //
 // Cost on the hot path: none per message. A collective takes a record from the ring (recycled
-// once the ring is full, so no allocation) and locks it three times; per-peer progress is read
-// from the live CollectiveContext only when a dump is made, and frozen into the record when the
-// collective fails.
+// once the ring is full, so no allocation) under the ring's lock, and locks the record as it
+// is added and as it ends (an asynchronous one also as it starts); the record keeps steady
+// clock readings as taken, converted only for a dump. Per-peer progress is read from the live
+// CollectiveContext only when a dump is made, and frozen into the record when the collective
+// fails.
 #ifndef CHORUS_COLLECTIVES_DIAGNOSTICS_FLIGHT_RECORDER_H_
 #define CHORUS_COLLECTIVES_DIAGNOSTICS_FLIGHT_RECORDER_H_
 
