@@ -46,11 +46,16 @@ TRANSPORTS=${TRANSPORTS:-tcp shm}
 MAX=${MAX:-64M}
 MAX8=${MAX8:-4M}
 OUT=${OUT:-benchmarks/results/side-by-side}
-SMALL=(-b 4 -e 64K -f 4 -n "${ITERS:-500}" -w "${WARMUP:-100}")
 # A barrier has a single row, which would also carry the start-up transient (the first calls
 # after the ranks start, while the scheduler settles) that the first of a sweep's seven rows
 # absorbs for the other collectives: it runs as many calls as that whole sweep.
-[ "$COLL" = barrier ] && SMALL=(-b 4 -e 64K -f 4 -n "${ITERS:-3500}" -w "${WARMUP:-700}")
+small_iters=500
+small_warmup=100
+if [ "$COLL" = barrier ]; then
+  small_iters=3500
+  small_warmup=700
+fi
+SMALL=(-b 4 -e 64K -f 4 -n "${ITERS:-$small_iters}" -w "${WARMUP:-$small_warmup}")
 LARGE=(-b 256K -f 4 -n "${ITERS:-10}" -w "${WARMUP:-2}")
 
 for binary in "$CHORUS" "$GLOO" "$MPI"; do

@@ -223,8 +223,13 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
                 ? absl::StrCat(", staged from a CUDA device in segments of ", segment, " elements")
                 : "");
     // A blocking call's record was added running; an asynchronous one's, queued.
-    if (record != nullptr && work == nullptr) record->Track(&ctx);
-    if (record != nullptr && work != nullptr) record->Start(&ctx, start);
+    if (record != nullptr) {
+      if (work == nullptr) {
+        record->Track(&ctx);
+      } else {
+        record->Start(&ctx, start);
+      }
+    }
     // The shared slots carry the headers themselves, and settle what earlier calls on them
     // left to check (slot_debts.h); a call over messages settles it before it starts.
     if (algorithm.id != AlgorithmId::kSharedSlots) {

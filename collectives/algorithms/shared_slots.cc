@@ -157,9 +157,9 @@ class SlotCall {
     // take it back.
     own.read.store(0, std::memory_order_relaxed);
     own.buffer_offset = buffer_offset;
-    if (fills_buffer) std::memcpy(slots_.Buffer(r_) + buffer_offset, data, bytes);
+    if (fills_buffer) std::memcpy(Data(r_), data, bytes);
     std::memcpy(own.data, ctx_.header_wire().data(), CollectiveHeader::kWireSize);
-    if (bytes > 0 && !buffered_) std::memcpy(own.data + CollectiveHeader::kWireSize, data, bytes);
+    if (bytes > 0 && !buffered_) std::memcpy(Data(r_), data, bytes);
     own.bytes = static_cast<uint32_t>(CollectiveHeader::kWireSize + bytes);
     own.readers = readers;
     own.stamp.store(stamp_, std::memory_order_release);
