@@ -23,10 +23,11 @@
 #include <thread>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
-#include "absl/strings/str_format.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "chorus/core/socket.h"
 #include "chorus/core/status.h"
 
 namespace chorus::bench {
@@ -41,8 +42,8 @@ double GigabytesPerSecond(int64_t bytes, double seconds) {
 }
 
 absl::Status ErrnoError(absl::string_view probe, absl::string_view what) {
-  return InternalError(absl::StrCat("machine-limits probe '", probe, "': ", what, " failed: ",
-                                    std::strerror(errno)));
+  return InternalError(absl::StrCat("machine-limits probe '", probe, "': ", what,
+                                    " failed: ", std::strerror(errno)));
 }
 
 // Runs `pass` repeatedly until `budget` is spent (at least twice, so the first pass can warm the
@@ -93,6 +94,9 @@ void ConfigureSocket(int fd, const MachineLimitsOptions& options, absl::Duration
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
   }
+  // The congestion control Chorus gives its links within a host, so the limit is what such a
+  // link can reach.
+  UseSameHostCongestionControl(fd);
   // A blocking call that outlives the probe's budget fails instead of hanging.
   timeval tv{};
   tv.tv_sec = absl::ToInt64Seconds(io_timeout);
@@ -262,9 +266,9 @@ absl::Status WithLoopbackHelper(absl::string_view probe, const MachineLimitsOpti
                                           "': the helper process did not finish; killed it"));
     }
   } else if (status.ok() && !(WIFEXITED(wait_status) && WEXITSTATUS(wait_status) == 0)) {
-    status = InternalError(absl::StrCat("machine-limits probe '", probe,
-                                        "': the helper process failed (wait status ",
-                                        wait_status, ")"));
+    status =
+        InternalError(absl::StrCat("machine-limits probe '", probe,
+                                   "': the helper process failed (wait status ", wait_status, ")"));
   }
   return status;
 }
@@ -286,8 +290,7 @@ absl::Status MeasureTcpOneWay(const MachineLimitsOptions& options, MachineLimits
       });
 }
 
-absl::Status MeasureTcpBidirectional(const MachineLimitsOptions& options,
-                                     MachineLimits& limits) {
+absl::Status MeasureTcpBidirectional(const MachineLimitsOptions& options, MachineLimits& limits) {
   return WithLoopbackHelper(
       "tcp bidirectional", options, options.tcp_budget,
       [&](int fd) {
@@ -357,8 +360,7 @@ absl::Status MeasureTcpRoundTrip(const MachineLimitsOptions& options, bool busy_
 // Parent and a forked child pass a counter back and forth through one shared cache line: the
 // parent writes an odd value, the child answers with the next even one. Each spins on the line
 // (bounded by the budget); half the median round trip is the one-way handoff.
-absl::Status MeasureCacheLineHandoff(const MachineLimitsOptions& options,
-                                     MachineLimits& limits) {
+absl::Status MeasureCacheLineHandoff(const MachineLimitsOptions& options, MachineLimits& limits) {
   constexpr int kWarmUp = 100;
   void* page = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
   if (page == MAP_FAILED) return ErrnoError("cache line", "mmap()");
@@ -441,8 +443,7 @@ MachineDescription DescribeMachine() {
 }
 
 absl::StatusOr<MachineLimits> ProbeMachineLimits(const MachineLimitsOptions& options) {
-  if (options.memory_buffer_bytes < 4096 || options.tcp_bytes < 1 ||
-      options.rtt_round_trips < 1) {
+  if (options.memory_buffer_bytes < 4096 || options.tcp_bytes < 1 || options.rtt_round_trips < 1) {
     return InvalidArgumentError(
         "machine-limits probe: buffer sizes and round-trip count must be positive");
   }

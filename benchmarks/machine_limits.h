@@ -5,6 +5,8 @@
 //   reduce        one core computing c[i] = a[i] + b[i] over large float32 buffers: bytes of
 //                 output per second (the loop reads 2 bytes and writes 1 per output byte)
 //   tcp one-way   one loopback TCP stream between two processes: payload bytes per second
+//                 (every TCP figure uses the congestion control of Chorus's links within a
+//                 host: UseSameHostCongestionControl)
 //   tcp bidir     two processes each sending and receiving at once on one connection (what
 //                 every rank of a ring does): payload bytes per second in each direction
 //   tcp rtt       8-byte ping-pong between two processes: median round trip, each side

@@ -250,6 +250,43 @@ absl::Status ConfigureStreamSocket(int fd, int buffer_bytes) {
   return absl::OkStatus();
 }
 
+absl::Status SetCongestionControl(int fd, absl::string_view algorithm) {
+  const std::string name(algorithm);
+  if (setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name.data(), name.size()) != 0) {
+    const int error = errno;
+    return InvalidArgumentError(absl::StrCat("the kernel refused TCP congestion control '", name,
+                                             "': ", ErrnoText(error),
+                                             error == ENOENT  ? " (not available)"
+                                             : error == EPERM ? " (not allowed to this process)"
+                                                              : ""));
+  }
+  return absl::OkStatus();
+}
+
+bool UseSameHostCongestionControl(int fd) {
+  return SetCongestionControl(fd, "cubic").ok() || SetCongestionControl(fd, "reno").ok();
+}
+
+std::string CongestionControlOf(int fd) {
+  char name[32] = {};
+  socklen_t length = sizeof(name) - 1;
+  if (getsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, name, &length) != 0) return "";
+  return std::string(name);
+}
+
+bool SameHost(const SocketAddress& a, const SocketAddress& b) {
+  return (a.IsLoopback() && b.IsLoopback()) || a.IpString() == b.IpString();
+}
+
+absl::StatusOr<SocketAddress> LocalAddressOf(int fd) {
+  sockaddr_storage local{};
+  socklen_t length = sizeof(local);
+  if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &length) != 0) {
+    return InternalError(absl::StrCat("getsockname failed: ", ErrnoText(errno)));
+  }
+  return SocketAddress::FromSockaddr(reinterpret_cast<sockaddr*>(&local), length);
+}
+
 absl::StatusOr<ScopedFd> Listen(SocketAddress& address, int buffer_bytes) {
   ScopedFd fd(socket(address.family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   if (!fd.valid()) {
@@ -271,12 +308,7 @@ absl::StatusOr<ScopedFd> Listen(SocketAddress& address, int buffer_bytes) {
     return InternalError(
         absl::StrCat("listen on ", address.ToString(), " failed: ", ErrnoText(errno)));
   }
-  sockaddr_storage bound{};
-  socklen_t length = sizeof(bound);
-  if (getsockname(fd.get(), reinterpret_cast<sockaddr*>(&bound), &length) != 0) {
-    return InternalError(absl::StrCat("getsockname failed: ", ErrnoText(errno)));
-  }
-  address = SocketAddress::FromSockaddr(reinterpret_cast<sockaddr*>(&bound), length);
+  CHORUS_ASSIGN_OR_RETURN(address, LocalAddressOf(fd.get()));
   return fd;
 }
 

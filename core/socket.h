@@ -1,6 +1,6 @@
-// Sockets for the TCP transport and the TCP store: an owning file descriptor, socket addresses (IPv4 and IPv6,
-// parsed and printed as "1.2.3.4:5" / "[::1]:5"), the choice of the listen address from an
-// interface list or an explicit address, and the socket options every stream uses.
+// Sockets for the TCP transport and the TCP store: an owning file descriptor, socket addresses
+// (IPv4 and IPv6, parsed and printed as "1.2.3.4:5" / "[::1]:5"), the choice of the listen address
+// from an interface list or an explicit address, and the socket options every stream uses.
 #ifndef CHORUS_CORE_SOCKET_H_
 #define CHORUS_CORE_SOCKET_H_
 
@@ -104,6 +104,26 @@ absl::StatusOr<InterfaceAddress> ChooseInterfaceAddress(
 // TCP_NODELAY, and SO_SNDBUF/SO_RCVBUF of `buffer_bytes` when > 0 (0 keeps the kernel's
 // autotuning). Applied before connect/listen so the window scale covers the buffer.
 absl::Status ConfigureStreamSocket(int fd, int buffer_bytes);
+
+// Sets the TCP congestion control of `fd` (TCP_CONGESTION) to `algorithm`; the kernel's
+// refusal otherwise (not built: ENOENT; not allowed to this process: EPERM).
+absl::Status SetCongestionControl(int fd, absl::string_view algorithm);
+
+// Gives a socket whose ends are on one host a loss-based congestion control: cubic, else reno
+// (every kernel builds reno in and lets any process choose it). Delay-based ones such as BBR
+// size their window from a round trip that over loopback is microseconds, a fraction of a
+// large message. False when the kernel refused both, and the socket keeps its default.
+bool UseSameHostCongestionControl(int fd);
+
+// The name of the congestion control `fd` uses; empty if the kernel does not say.
+std::string CongestionControlOf(int fd);
+
+// True when `a` and `b` are addresses of one host as a socket sees them: both loopback, or
+// the same IP (a host reaches its own interface addresses over loopback).
+bool SameHost(const SocketAddress& a, const SocketAddress& b);
+
+// The local address of a bound or connected socket.
+absl::StatusOr<SocketAddress> LocalAddressOf(int fd);
 
 // A non-blocking, close-on-exec TCP socket bound to `address` (port 0: any) and listening.
 // `address` is updated with the port the kernel chose.

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <set>
@@ -202,15 +203,11 @@ TEST_CASE("the listen address: explicit IPv4 and IPv6, interface names, exclude 
 
 TEST_CASE("options come from CHORUS_TCP_* variables; bad values name the variable") {
   const std::vector<std::pair<const char*, const char*>> variables = {
-      {"CHORUS_TCP_ADDR", "::1"},
-      {"CHORUS_TCP_IFNAME", "^docker"},
-      {"CHORUS_TCP_FAMILY", "ipv6"},
-      {"CHORUS_TCP_PORT", "0"},
-      {"CHORUS_TCP_STREAMS", "3"},
-      {"CHORUS_TCP_STRIPE_MIN", "256k"},
-      {"CHORUS_TCP_SOCKET_BUFFER", "1M"},
-      {"CHORUS_TCP_MAX_MESSAGE", "2G"},
-      {"CHORUS_TCP_HANDSHAKE_TIMEOUT", "2s"},
+      {"CHORUS_TCP_ADDR", "::1"},         {"CHORUS_TCP_IFNAME", "^docker"},
+      {"CHORUS_TCP_FAMILY", "ipv6"},      {"CHORUS_TCP_PORT", "0"},
+      {"CHORUS_TCP_STREAMS", "3"},        {"CHORUS_TCP_STRIPE_MIN", "256k"},
+      {"CHORUS_TCP_SOCKET_BUFFER", "1M"}, {"CHORUS_TCP_CONGESTION", "reno"},
+      {"CHORUS_TCP_MAX_MESSAGE", "2G"},   {"CHORUS_TCP_HANDSHAKE_TIMEOUT", "2s"},
       {"CHORUS_TCP_SPIN_US", "20"}};
   for (const auto& [name, value] : variables) setenv(name, value, 1);
   auto options = TcpDeviceOptions::FromEnv();
@@ -221,6 +218,7 @@ TEST_CASE("options come from CHORUS_TCP_* variables; bad values name the variabl
   CHECK(options->streams == 3);
   CHECK(options->stripe_min_bytes == 256 * 1024);
   CHECK(options->socket_buffer_bytes == 1 << 20);
+  CHECK(options->congestion == "reno");
   CHECK(options->max_message_bytes == int64_t{2} << 30);
   CHECK(options->handshake_timeout == absl::Seconds(2));
   CHECK(options->spin == absl::Microseconds(20));
@@ -229,6 +227,9 @@ TEST_CASE("options come from CHORUS_TCP_* variables; bad values name the variabl
   setenv("CHORUS_TCP_STREAMS", "1", 1);
   setenv("CHORUS_TCP_FAMILY", "ipx", 1);
   CHECK(absl::StrContains(TcpDeviceOptions::FromEnv().status().message(), "CHORUS_TCP_FAMILY"));
+  setenv("CHORUS_TCP_FAMILY", "ipv6", 1);
+  setenv("CHORUS_TCP_CONGESTION", "Cubic!", 1);
+  CHECK(absl::StrContains(TcpDeviceOptions::FromEnv().status().message(), "CHORUS_TCP_CONGESTION"));
   for (const auto& [name, value] : variables) unsetenv(name);
 }
 
@@ -242,6 +243,82 @@ TEST_CASE("the TCP poll budget defaults to CHORUS_SPIN_US, which CHORUS_TCP_SPIN
   setenv("CHORUS_SPIN_US", "-1", 1);
   CHECK(absl::StrContains(TcpDeviceOptions::FromEnv().status().message(), "CHORUS_SPIN_US"));
   unsetenv("CHORUS_SPIN_US");
+}
+
+uint16_t PortOf(const std::string& address) {
+  return static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
+}
+
+// The congestion control of each connected TCP socket of this process with one of `ports` at
+// either end: both ends of every link to the devices listening there.
+std::vector<std::string> LinkCongestionControls(const std::set<uint16_t>& ports) {
+  std::vector<std::string> found;
+  for (const std::string& name : ListDir("/proc/self/fd")) {
+    const int fd = std::stoi(name);
+    int type = 0;
+    socklen_t length = sizeof(type);
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &length) != 0 || type != SOCK_STREAM) continue;
+    sockaddr_storage remote{};
+    socklen_t remote_length = sizeof(remote);
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &remote_length) != 0) continue;
+    const absl::StatusOr<SocketAddress> local = LocalAddressOf(fd);
+    if (!local.ok()) continue;
+    const SocketAddress peer =
+        SocketAddress::FromSockaddr(reinterpret_cast<sockaddr*>(&remote), remote_length);
+    if (ports.count(local->port()) + ports.count(peer.port()) == 0) continue;
+    found.push_back(CongestionControlOf(fd));
+  }
+  return found;
+}
+
+std::set<uint16_t> ListenPorts(const Ranks& ranks) {
+  std::set<uint16_t> ports;
+  for (const auto& device : ranks.devices) ports.insert(PortOf(device->address()));
+  return ports;
+}
+
+std::string SystemCongestionControl() {
+  std::ifstream in("/proc/sys/net/ipv4/tcp_congestion_control");
+  std::string name;
+  in >> name;
+  return name;
+}
+
+TEST_CASE("links within a host use a loss-based congestion control unless told otherwise") {
+  CHECK(SameHost(*SocketAddress::FromIp("127.0.0.1", 1), *SocketAddress::FromIp("127.0.0.2", 2)));
+  CHECK(SameHost(*SocketAddress::FromIp("10.1.2.3", 1), *SocketAddress::FromIp("10.1.2.3", 2)));
+  CHECK_FALSE(
+      SameHost(*SocketAddress::FromIp("10.1.2.3", 1), *SocketAddress::FromIp("10.1.2.4", 1)));
+  CHECK_FALSE(
+      SameHost(*SocketAddress::FromIp("127.0.0.1", 1), *SocketAddress::FromIp("10.1.2.3", 1)));
+
+  const std::string system = SystemCongestionControl();
+  REQUIRE_FALSE(system.empty());
+  struct Case {
+    const char* setting;
+    std::set<std::string> expected;
+  };
+  const Case cases[] = {{"auto", {"cubic", "reno"}}, {"system", {system}}, {"reno", {"reno"}}};
+  for (const Case& c : cases) {
+    INFO("CHORUS_TCP_CONGESTION=" << c.setting);
+    TcpDeviceOptions options = Loopback();
+    options.congestion = c.setting;
+    MemoryStore store;
+    Ranks ranks;
+    MakeRanks(ranks, 2, options, store);
+    REQUIRE(Transfer(*ranks.meshes[0], *ranks.meshes[1], 1, 1 << 20, 3).ok());
+    const std::vector<std::string> used = LinkCongestionControls(ListenPorts(ranks));
+    // The link's two ends; a dial that lost to the peer's may linger a moment beside them.
+    CHECK(used.size() >= 2);
+    for (const std::string& name : used) CHECK(c.expected.count(name) == 1);
+  }
+
+  TcpDeviceOptions refused = Loopback();
+  refused.congestion = "no_such_cc";
+  const absl::Status status = CreateTcpDevice(refused).status();
+  CHECK(status.code() == absl::StatusCode::kInvalidArgument);
+  CHECK(absl::StrContains(status.message(), "CHORUS_TCP_CONGESTION=no_such_cc"));
+  CHECK(absl::StrContains(status.message(), "tcp_available_congestion_control"));
 }
 
 TEST_CASE("several streams per peer carry striped messages intact") {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
+#include "chorus/transport/tcp/congestion.h"
 #include "chorus/transport/tcp/tcp_mesh.h"
 
 namespace chorus::tcp {
@@ -364,9 +365,9 @@ void TcpConnection::StartDial() {
   hello.target_rank = static_cast<uint32_t>(peer_);
   hello.stream_count = static_cast<uint32_t>(options.streams);
   hello.dial_id = dial_id_;
-  dial_stream_ = Stream::Dial(this, &engine_, 0, *std::move(channel), options.security.auth_key(),
-                             hello, Deadline::After(options.handshake_timeout),
-                             options.max_message_bytes);
+  dial_stream_ =
+      Stream::Dial(this, &engine_, 0, *std::move(channel), options.security.auth_key(), hello,
+                   Deadline::After(options.handshake_timeout), options.max_message_bytes);
   engine_.RequestTick();
 }
 
@@ -442,14 +443,15 @@ void TcpConnection::OnDialRefused(Stream& stream, absl::string_view why) {
     return;
   }
   Fail(PeerUnavailableError(
-      absl::StrCat("the link to ", *label_, " could not be secured: ", why,
-                   " (docs/security.md)"),
+      absl::StrCat("the link to ", *label_, " could not be secured: ", why, " (docs/security.md)"),
       peer_));
 }
 
 absl::StatusOr<security::Channel> TcpConnection::OpenChannel(const SocketAddress& address) const {
   const TcpDeviceOptions& options = mesh_.device_options();
   CHORUS_ASSIGN_OR_RETURN(ScopedFd fd, StartConnect(address, options.socket_buffer_bytes));
+  CHORUS_RETURN_IF_ERROR(ApplyCongestionControl(fd.get(), options.congestion,
+                                                SameHost(mesh_.listen_address(), address)));
   return security::Channel::Open(std::move(fd), options.security.tls.get(),
                                  security::TlsContext::Role::kClient);
 }
@@ -460,8 +462,8 @@ void TcpConnection::DialExtraStreams() {
   for (size_t index = 1; index < streams_.size(); ++index) {
     absl::StatusOr<security::Channel> channel = OpenChannel(target.address);
     if (!channel.ok()) {
-      CHORUS_LOG(kWarn, "tcp") << "stream " << index << " to " << *label_ << " could not be opened ("
-                               << channel.status().message()
+      CHORUS_LOG(kWarn, "tcp") << "stream " << index << " to " << *label_
+                               << " could not be opened (" << channel.status().message()
                                << "); continuing with the other streams";
       continue;
     }
@@ -474,10 +476,9 @@ void TcpConnection::DialExtraStreams() {
     hello.target_rank = static_cast<uint32_t>(peer_);
     hello.stream_count = static_cast<uint32_t>(streams_.size());
     hello.dial_id = dial_id_;
-    streams_[index] = Stream::Dial(this, &engine_, static_cast<int>(index), *std::move(channel),
-                                   options.security.auth_key(), hello,
-                                   Deadline::After(options.handshake_timeout),
-                                   options.max_message_bytes);
+    streams_[index] = Stream::Dial(
+        this, &engine_, static_cast<int>(index), *std::move(channel), options.security.auth_key(),
+        hello, Deadline::After(options.handshake_timeout), options.max_message_bytes);
   }
   if (streams_.size() > 1) engine_.RequestTick();
 }
@@ -572,16 +573,17 @@ bool TcpConnection::Tick() {
 
 void TcpConnection::OnStreamFailed(Stream& stream, absl::string_view why, bool tampered) {
   Fail(PeerUnavailableError(
-           absl::StrCat(*label_, " is unavailable: stream ", stream.index(), " ", why,
-                        tampered ? " (TLS found bytes changed on the way: a faulty or hostile "
-                                   "network path between the ranks)"
-                                 : " (did that process exit or crash?)"),
-           peer_));
+      absl::StrCat(*label_, " is unavailable: stream ", stream.index(), " ", why,
+                   tampered ? " (TLS found bytes changed on the way: a faulty or hostile "
+                              "network path between the ranks)"
+                            : " (did that process exit or crash?)"),
+      peer_));
 }
 
 absl::Status TcpConnection::PeerClosedError() const {
   return PeerUnavailableError(
-      absl::StrCat(*label_, " closed the connection (EOF); did that process exit or crash?"), peer_);
+      absl::StrCat(*label_, " closed the connection (EOF); did that process exit or crash?"),
+      peer_);
 }
 
 void TcpConnection::OnStreamEof(Stream& stream, bool mid_frame) {

@@ -8,9 +8,10 @@
 #include "chorus/core/status.h"
 #include "chorus/rendezvous/bootstrap.h"
 #include "chorus/transport/tcp/acceptor.h"
+#include "chorus/transport/tcp/congestion.h"
+#include "chorus/transport/tcp/device_state.h"
 #include "chorus/transport/tcp/handshake.h"
 #include "chorus/transport/tcp/progress_engine.h"
-#include "chorus/transport/tcp/device_state.h"
 #include "chorus/transport/tcp/tcp_mesh.h"
 
 namespace chorus::tcp {
@@ -133,7 +134,11 @@ absl::StatusOr<std::unique_ptr<Device>> CreateTcpDevice(const TcpDeviceOptions& 
                                              "], not ", options.streams));
   }
   CHORUS_ASSIGN_OR_RETURN(SocketAddress address, SelectListenAddress(options));
+  CHORUS_RETURN_IF_ERROR(ValidateCongestionSetting(options.congestion));
   CHORUS_ASSIGN_OR_RETURN(ScopedFd listener, Listen(address, options.socket_buffer_bytes));
+  // A named algorithm the kernel refuses fails the device here rather than every link later.
+  CHORUS_RETURN_IF_ERROR(
+      ApplyCongestionControl(listener.get(), options.congestion, /*same_host=*/false));
   CHORUS_ASSIGN_OR_RETURN(std::shared_ptr<ProgressEngine> engine,
                           ProgressEngine::Create(options.spin));
   auto context = std::make_shared<DeviceState>();
@@ -149,7 +154,8 @@ absl::StatusOr<std::unique_ptr<Device>> CreateTcpDevice(const TcpDeviceOptions& 
   engine->StartBackgroundThread(ThreadLogRank());
   CHORUS_LOG(kInfo, "tcp") << "TCP device listening on " << address.ToString() << " ("
                            << options.streams << " stream(s) per peer, socket buffers "
-                           << options.socket_buffer_bytes << " bytes)";
+                           << options.socket_buffer_bytes << " bytes, congestion control "
+                           << options.congestion << ")";
   return std::unique_ptr<Device>(new TcpDevice(std::move(context), std::move(acceptor)));
 }
 

@@ -11,12 +11,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "chorus/core/socket.h"
 #include "chorus/transport/matching/match_table.h"
+#include "chorus/transport/tcp/device_state.h"
 #include "chorus/transport/tcp/handshake.h"
 #include "chorus/transport/tcp/progress_engine.h"
-#include "chorus/core/socket.h"
 #include "chorus/transport/tcp/tcp_connection.h"
-#include "chorus/transport/tcp/device_state.h"
 #include "chorus/transport/tcp/tcp_request.h"
 #include "chorus/transport/transport.h"
 
@@ -60,6 +60,8 @@ class TcpMesh : public Mesh, public Tickable, public RequestOwner {
   ProgressEngine& engine() const { return *context_->engine; }
   const std::shared_ptr<ProgressEngine>& engine_ptr() const { return context_->engine; }
   const TcpDeviceOptions& device_options() const { return context_->options; }
+  // The address this device listens on, and so the local address of its links.
+  const SocketAddress& listen_address() const { return context_->listen_address; }
   BufferPool& unexpected_buffers() const { return *context_->unexpected_buffers; }
   uint64_t job_id() const { return job_id_; }
   uint64_t mesh_id() const { return mesh_id_; }

@@ -3,6 +3,7 @@
 #include "chorus/core/env.h"
 #include "chorus/core/status.h"
 #include "chorus/transport/request.h"
+#include "chorus/transport/tcp/congestion.h"
 
 namespace chorus::tcp {
 
@@ -25,6 +26,8 @@ absl::StatusOr<TcpDeviceOptions> TcpDeviceOptions::FromEnv() {
     return InvalidArgumentError("CHORUS_TCP_SOCKET_BUFFER must be at most 1G");
   }
   options.socket_buffer_bytes = static_cast<int>(buffer);
+  options.congestion = GetEnv("CHORUS_TCP_CONGESTION").value_or(options.congestion);
+  CHORUS_RETURN_IF_ERROR(ValidateCongestionSetting(options.congestion));
   CHORUS_ASSIGN_OR_RETURN(options.max_message_bytes,
                           GetEnvBytes("CHORUS_TCP_MAX_MESSAGE", options.max_message_bytes));
   CHORUS_ASSIGN_OR_RETURN(options.handshake_timeout, GetEnvDuration("CHORUS_TCP_HANDSHAKE_TIMEOUT",

@@ -33,6 +33,10 @@ struct TcpDeviceOptions {
   int64_t stripe_min_bytes = int64_t{1} << 20;
   // CHORUS_TCP_SOCKET_BUFFER: SO_SNDBUF and SO_RCVBUF per socket; 0 keeps kernel autotuning.
   int socket_buffer_bytes = 4 << 20;
+  // CHORUS_TCP_CONGESTION: the TCP congestion control of each link (congestion.h): `auto`
+  // (cubic, else reno, between ranks of one host; the system default between hosts), `system`
+  // (the system default everywhere) or an algorithm's name for every link.
+  std::string congestion = "auto";
   // CHORUS_TCP_MAX_MESSAGE: the largest message sent or accepted; a header announcing more is
   // a protocol error, checked before anything is allocated.
   int64_t max_message_bytes = int64_t{4} << 30;
