@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -26,6 +27,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "chorus/core/host_identity.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/security/auth_exchange.h"
 #include "chorus/core/socket.h"
@@ -284,7 +286,7 @@ std::string SystemCongestionControl() {
   return name;
 }
 
-TEST_CASE("links within a host use a loss-based congestion control unless told otherwise") {
+TEST_CASE("links within a host use a loss-based congestion control while each rank has a core") {
   CHECK(SameHost(*SocketAddress::FromIp("127.0.0.1", 1), *SocketAddress::FromIp("127.0.0.2", 2)));
   CHECK(SameHost(*SocketAddress::FromIp("10.1.2.3", 1), *SocketAddress::FromIp("10.1.2.3", 2)));
   CHECK_FALSE(
@@ -294,18 +296,37 @@ TEST_CASE("links within a host use a loss-based congestion control unless told o
 
   const std::string system = SystemCongestionControl();
   REQUIRE_FALSE(system.empty());
+  // The ranks' threads inherit this thread's CPU affinity, and with it the cores they count.
+  cpu_set_t all_cores;
+  REQUIRE(sched_getaffinity(0, sizeof(all_cores), &all_cores) == 0);
+  cpu_set_t one_core;
+  CPU_ZERO(&one_core);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &all_cores)) {
+      CPU_SET(cpu, &one_core);
+      break;
+    }
+  }
+  const bool core_each = UsableCores() >= 2;
+  const std::set<std::string> loss_based = {"cubic", "reno"};
   struct Case {
     const char* setting;
+    bool one_core;  // both ranks on one core: the host is oversubscribed
     std::set<std::string> expected;
   };
-  const Case cases[] = {{"auto", {"cubic", "reno"}}, {"system", {system}}, {"reno", {"reno"}}};
+  const Case cases[] = {{"auto", false, core_each ? loss_based : std::set<std::string>{system}},
+                        {"auto", true, {system}},
+                        {"system", false, {system}},
+                        {"reno", true, {"reno"}}};
   for (const Case& c : cases) {
-    INFO("CHORUS_TCP_CONGESTION=" << c.setting);
+    INFO("CHORUS_TCP_CONGESTION=" << c.setting << (c.one_core ? " on one core" : ""));
     TcpDeviceOptions options = Loopback();
     options.congestion = c.setting;
     MemoryStore store;
     Ranks ranks;
+    REQUIRE(sched_setaffinity(0, sizeof(cpu_set_t), c.one_core ? &one_core : &all_cores) == 0);
     MakeRanks(ranks, 2, options, store);
+    REQUIRE(sched_setaffinity(0, sizeof(all_cores), &all_cores) == 0);
     REQUIRE(Transfer(*ranks.meshes[0], *ranks.meshes[1], 1, 1 << 20, 3).ok());
     const std::vector<std::string> used = LinkCongestionControls(ListenPorts(ranks));
     // The link's two ends; a dial that lost to the peer's may linger a moment beside them.

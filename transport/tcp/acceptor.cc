@@ -9,7 +9,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "chorus/core/logging.h"
-#include "chorus/transport/tcp/congestion.h"
 #include "chorus/transport/tcp/tcp_mesh.h"
 
 namespace chorus::tcp {
@@ -105,9 +104,8 @@ void Acceptor::OnEvents(uint32_t) {
       PauseAccepting();
       return;
     }
-    const SocketAddress remote_address =
-        SocketAddress::FromSockaddr(reinterpret_cast<sockaddr*>(&remote), length);
-    const std::string address = remote_address.ToString();
+    const std::string address =
+        SocketAddress::FromSockaddr(reinterpret_cast<sockaddr*>(&remote), length).ToString();
     if (pending_.size() >= kMaxPendingHandshakes) {
       CHORUS_LOG(kWarn, "tcp") << "refused connection from " << address << ": " << pending_.size()
                                << " connections are already awaiting their "
@@ -116,15 +114,9 @@ void Acceptor::OnEvents(uint32_t) {
     }
     // Buffer sizes are inherited from the listener; TCP_NODELAY is set again to be sure.
     (void)ConfigureStreamSocket(fd.get(), 0);
-    const absl::StatusOr<SocketAddress> local_address = LocalAddressOf(fd.get());
-    const absl::Status congestion =
-        ApplyCongestionControl(fd.get(), context_->options.congestion,
-                               local_address.ok() && SameHost(*local_address, remote_address));
-    if (!congestion.ok()) {
-      CHORUS_LOG(kWarn, "tcp") << "connection from " << address << ": " << congestion.message();
-    }
-    absl::StatusOr<security::Channel> channel = security::Channel::Open(
-        std::move(fd), context_->options.security.tls.get(), security::TlsContext::Role::kServer);
+    absl::StatusOr<security::Channel> channel =
+        security::Channel::Open(std::move(fd), context_->options.security.tls.get(),
+                                security::TlsContext::Role::kServer);
     if (!channel.ok()) {
       CHORUS_LOG(kWarn, "tcp") << "refused connection from " << address << ": "
                                << channel.status().message();

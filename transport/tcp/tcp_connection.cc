@@ -450,8 +450,8 @@ void TcpConnection::OnDialRefused(Stream& stream, absl::string_view why) {
 absl::StatusOr<security::Channel> TcpConnection::OpenChannel(const SocketAddress& address) const {
   const TcpDeviceOptions& options = mesh_.device_options();
   CHORUS_ASSIGN_OR_RETURN(ScopedFd fd, StartConnect(address, options.socket_buffer_bytes));
-  CHORUS_RETURN_IF_ERROR(ApplyCongestionControl(fd.get(), options.congestion,
-                                                SameHost(mesh_.listen_address(), address)));
+  CHORUS_RETURN_IF_ERROR(
+      ApplyCongestionControl(fd.get(), options.congestion, mesh_.SameHostLinkWithCores(peer_)));
   return security::Channel::Open(std::move(fd), options.security.tls.get(),
                                  security::TlsContext::Role::kClient);
 }
@@ -500,6 +500,13 @@ HandshakeVerdict TcpConnection::EvaluateHello(const Hello& hello) const {
 
 void TcpConnection::AdoptStream(const Hello& hello, security::Channel channel) {
   const uint64_t max_bytes = mesh_.device_options().max_message_bytes;
+  // The device's listener already took a named algorithm, so only a kernel that changed its
+  // mind since refuses it here; the link still works on the default.
+  const absl::Status congestion = ApplyCongestionControl(
+      channel.fd(), mesh_.device_options().congestion, mesh_.SameHostLinkWithCores(peer_));
+  if (!congestion.ok()) {
+    CHORUS_LOG(kWarn, "tcp") << *label_ << ": " << congestion.message();
+  }
   if (hello.stream_index == 0) {
     RetireStream(std::move(dial_stream_));
     dial_id_ = hello.dial_id;

@@ -7,6 +7,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "chorus/core/host_identity.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
 
@@ -55,7 +56,15 @@ std::string TcpMesh::PeerLabel(int peer) const {
 void TcpMesh::SetPeers(uint64_t job_id, std::vector<PeerAddress> peers) {
   job_id_ = job_id;
   peers_ = std::move(peers);
+  const SocketAddress& own = context_->listen_address;
+  const auto on_this_host = std::count_if(
+      peers_.begin(), peers_.end(), [&](const PeerAddress& p) { return SameHost(own, p.address); });
+  host_oversubscribed_ = on_this_host > UsableCores();
   ready_ = true;
+}
+
+bool TcpMesh::SameHostLinkWithCores(int peer) const {
+  return !host_oversubscribed_ && SameHost(context_->listen_address, peers_[peer].address);
 }
 
 TcpConnection* TcpMesh::ConnectionLocked(int peer) {

@@ -60,12 +60,14 @@ class TcpMesh : public Mesh, public Tickable, public RequestOwner {
   ProgressEngine& engine() const { return *context_->engine; }
   const std::shared_ptr<ProgressEngine>& engine_ptr() const { return context_->engine; }
   const TcpDeviceOptions& device_options() const { return context_->options; }
-  // The address this device listens on, and so the local address of its links.
-  const SocketAddress& listen_address() const { return context_->listen_address; }
   BufferPool& unexpected_buffers() const { return *context_->unexpected_buffers; }
   uint64_t job_id() const { return job_id_; }
   uint64_t mesh_id() const { return mesh_id_; }
   const PeerAddress& peer_address(int peer) const { return peers_[peer]; }
+  // Whether the link to `peer` joins two ranks of this host while this host's ranks of the
+  // mesh have a core each: the links `auto` gives a loss-based congestion control
+  // (congestion.h).
+  bool SameHostLinkWithCores(int peer) const;
   // OK, or the kAborted status every request fails with after Abort().
   const absl::Status& aborted() const { return aborted_; }
   // Posted receives and messages that arrived first, per peer.
@@ -86,6 +88,7 @@ class TcpMesh : public Mesh, public Tickable, public RequestOwner {
   bool ready_ = false;
   uint64_t job_id_ = 0;
   std::vector<PeerAddress> peers_;
+  bool host_oversubscribed_ = false;  // this host's ranks of the mesh outnumber its cores
   std::vector<std::unique_ptr<TcpConnection>> connections_;
   absl::Status aborted_;
   Matching matching_;
