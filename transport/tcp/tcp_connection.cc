@@ -94,17 +94,28 @@ RequestPtr TcpConnection::PostRecv(Tag tag, MemoryRef buffer, RecvSink* sink) {
     request->Finish(mesh_.aborted(), 0);
     return request;
   }
-  auto slot = std::make_shared<RecvSlot>();
-  slot->request = request;
-  slot->data = static_cast<uint8_t*>(buffer.data);
-  slot->capacity = buffer.size;
+  RecvSlot receive;
+  receive.request = request;
+  receive.data = static_cast<uint8_t*>(buffer.data);
+  receive.capacity = buffer.size;
   // A message matched as it is announced is received straight into the buffer; a sink that
   // would only copy it there again is left out.
-  slot->sink = sink != nullptr && !sink->CopiesOnly() ? sink : nullptr;
+  receive.sink = sink != nullptr && !sink->CopiesOnly() ? sink : nullptr;
   // Owned before it may match a message still arriving, whose rest the driver then writes into
   // the buffer: a Cancel must find it there (ForgetRecv) and have the rest dropped.
   request->set_owner(this);
-  if (TakeUnexpected(tag, slot)) return request;
+  std::optional<std::shared_ptr<InboundMessage>> early = mesh_.matching().PopUnexpected(peer_, tag);
+  // A message that arrived whole is delivered from here, with no slot on the heap: the call
+  // that finds its peer ahead costs what the one that waits does.
+  if (early.has_value() && (*early)->complete) {
+    if (FitsReceive(**early, receive)) DeliverTo(**early, receive);
+    return request;
+  }
+  auto slot = std::make_shared<RecvSlot>(std::move(receive));
+  if (early.has_value()) {
+    Match(*early, slot);
+    return request;
+  }
   if (state_ == State::kFailed) {
     request->Finish(failure_, 0);
     return request;
@@ -166,22 +177,27 @@ std::shared_ptr<RecvSlot> TcpConnection::PopPosted(Tag tag) {
   return nullptr;
 }
 
+bool TcpConnection::FitsReceive(InboundMessage& message, const RecvSlot& slot) {
+  if (message.size <= slot.capacity) return true;
+  slot.request->Finish(InvalidArgumentError(absl::StrCat(
+                           "message of ", message.size, " bytes from ", *label_, " (",
+                           TagText(message.tag), ") is longer than the receive buffer of ",
+                           slot.capacity, " bytes; the message was discarded")),
+                       0, peer_);
+  message.discard = true;
+  message.buffered.reset();
+  return false;
+}
+
 void TcpConnection::Match(const std::shared_ptr<InboundMessage>& message,
                           const std::shared_ptr<RecvSlot>& slot) {
-  if (message->size > slot->capacity) {
-    slot->request->Finish(InvalidArgumentError(absl::StrCat(
-                              "message of ", message->size, " bytes from ", *label_, " (",
-                              TagText(message->tag), ") is longer than the receive buffer of ",
-                              slot->capacity, " bytes; the message was discarded")),
-                          0, peer_);
-    message->discard = true;
-    message->buffered.reset();
+  if (!FitsReceive(*message, *slot)) return;
+  if (message->complete) {
+    DeliverTo(*message, *slot);
     return;
   }
   message->slot = slot;
-  if (message->complete) {
-    Deliver(*message);
-  } else if (message->buffered != nullptr) {
+  if (message->buffered != nullptr) {
     // Still arriving: what is here is copied now, the rest lands in the receive's buffer.
     // (A sink gets nothing then: the rest of the message must land in the buffer too.)
     for (const auto& [offset, written] : message->frames) {
@@ -195,16 +211,20 @@ void TcpConnection::Match(const std::shared_ptr<InboundMessage>& message,
 
 void TcpConnection::Deliver(InboundMessage& message) {
   std::shared_ptr<RecvSlot> slot = std::move(message.slot);
+  DeliverTo(message, *slot);
+}
+
+void TcpConnection::DeliverTo(InboundMessage& message, const RecvSlot& slot) {
   if (message.buffered != nullptr && message.size > 0) {
     // Buffered whole before its receive: a sink reads it from there, sparing the copy.
-    if (slot->sink != nullptr) {
-      slot->sink->Consume(0, message.buffered.get(), message.size);
+    if (slot.sink != nullptr) {
+      slot.sink->Consume(0, message.buffered.get(), message.size);
     } else {
-      std::memcpy(slot->data, message.buffered.get(), message.size);
+      std::memcpy(slot.data, message.buffered.get(), message.size);
     }
   }
   message.buffered.reset();
-  slot->request->Finish(absl::OkStatus(), message.size, peer_);
+  slot.request->Finish(absl::OkStatus(), message.size, peer_);
 }
 
 FrameTarget TcpConnection::ProtocolError(absl::string_view why) {

@@ -89,7 +89,12 @@ class TcpConnection : public Connection, public StreamOwner, public RequestOwner
   std::shared_ptr<RecvSlot> PopPosted(Tag tag);
   // Gives an announced message to a receive: straight into its buffer, or copied once whole.
   void Match(const std::shared_ptr<InboundMessage>& message, const std::shared_ptr<RecvSlot>& slot);
+  // False, with the receive failed and the message discarded, when the message is longer than
+  // the receive's buffer.
+  bool FitsReceive(InboundMessage& message, const RecvSlot& slot);
+  // Completes the receive matched to a message that arrived whole (`message.slot`, or `slot`).
   void Deliver(InboundMessage& message);
+  void DeliverTo(InboundMessage& message, const RecvSlot& slot);
   void ResumeStreamsPausedOn(uint64_t seq);
   FrameTarget ProtocolError(absl::string_view why);
   void RetireStream(std::unique_ptr<Stream> stream);
