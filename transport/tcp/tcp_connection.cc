@@ -104,23 +104,12 @@ RequestPtr TcpConnection::PostRecv(Tag tag, MemoryRef buffer, RecvSink* sink) {
   // Owned before it may match a message still arriving, whose rest the driver then writes into
   // the buffer: a Cancel must find it there (ForgetRecv) and have the rest dropped.
   request->set_owner(this);
-  std::optional<std::shared_ptr<InboundMessage>> early = mesh_.matching().PopUnexpected(peer_, tag);
-  // A message that arrived whole is delivered from here, with no slot on the heap: the call
-  // that finds its peer ahead costs what the one that waits does.
-  if (early.has_value() && (*early)->complete) {
-    if (FitsReceive(**early, receive)) DeliverTo(**early, receive);
-    return request;
-  }
-  auto slot = std::make_shared<RecvSlot>(std::move(receive));
-  if (early.has_value()) {
-    Match(*early, slot);
-    return request;
-  }
+  if (TakeUnexpected(tag, receive)) return request;
   if (state_ == State::kFailed) {
     request->Finish(failure_, 0);
     return request;
   }
-  mesh_.matching().Post(peer_, tag, slot);
+  mesh_.matching().Post(peer_, tag, std::make_shared<RecvSlot>(std::move(receive)));
   return request;
 }
 
@@ -161,11 +150,17 @@ void TcpConnection::AssignFrames(const std::shared_ptr<OutboundMessage>& message
 
 // --- Receiving ---------------------------------------------------------------------------
 
-bool TcpConnection::TakeUnexpected(Tag tag, const std::shared_ptr<RecvSlot>& slot) {
+bool TcpConnection::TakeUnexpected(Tag tag, RecvSlot& receive) {
   std::optional<std::shared_ptr<InboundMessage>> message =
       mesh_.matching().PopUnexpected(peer_, tag);
   if (!message.has_value()) return false;
-  Match(*message, slot);
+  // A message that arrived whole is delivered from `receive` itself, with no slot on the heap:
+  // the call that finds its peer ahead costs what the one that waits does.
+  if ((*message)->complete) {
+    if (FitsReceive(**message, receive)) DeliverTo(**message, receive);
+  } else {
+    Match(*message, std::make_shared<RecvSlot>(std::move(receive)));
+  }
   return true;
 }
 

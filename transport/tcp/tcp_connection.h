@@ -54,8 +54,9 @@ class TcpConnection : public Connection, public StreamOwner, public RequestOwner
 
   // --- Receives, also those posted on several peers (Mesh::RecvFromAny) ---
   // Gives the oldest message from this peer with `tag` that arrived before its receive to
-  // `slot`; false if there is none.
-  bool TakeUnexpected(Tag tag, const std::shared_ptr<RecvSlot>& slot);
+  // `receive`; false if there is none (and `receive` is left as it was). A message still
+  // arriving takes `receive` over into a slot on the heap; one that arrived whole needs none.
+  bool TakeUnexpected(Tag tag, RecvSlot& receive);
   // Forgets a cancelled receive: unposts it, or discards the message it was receiving.
   void ForgetRecv(const TcpRequest& request);
 

@@ -108,26 +108,26 @@ RequestPtr TcpMesh::RecvFromAnyPart(absl::Span<const int> peers, Tag tag, Memory
     request->Finish(checked, 0);
     return request;
   }
-  auto slot = std::make_shared<RecvSlot>();
-  slot->request = request;
-  slot->data = static_cast<uint8_t*>(buffer.data);
-  slot->capacity = buffer.size;
-  slot->claim = std::move(claim);
-  slot->part = part;
+  RecvSlot receive;
+  receive.request = request;
+  receive.data = static_cast<uint8_t*>(buffer.data);
+  receive.capacity = buffer.size;
+  receive.claim = std::move(claim);
+  receive.part = part;
   for (int peer : peers) ConnectionLocked(peer);
   // A message already here wins, the earliest arrival first.
   const int oldest = matching_.OldestUnexpectedAmong(peers, tag);
   if (oldest >= 0) {
-    if (slot->WinClaim()) {
+    if (receive.WinClaim()) {
       // Owned first, as for TcpConnection::Recv: the message may still be arriving.
       request->set_owner(this);
-      connections_[oldest]->TakeUnexpected(tag, slot);
+      connections_[oldest]->TakeUnexpected(tag, receive);
     } else {
       request->Finish(WithdrawnPartError(rank_), 0);
     }
     return request;
   }
-  if (slot->claim != nullptr && slot->claim->WonByAnother(part)) {
+  if (receive.claim != nullptr && receive.claim->WonByAnother(part)) {
     request->Finish(WithdrawnPartError(rank_), 0);  // settled already: never posted
     return request;
   }
@@ -139,7 +139,7 @@ RequestPtr TcpMesh::RecvFromAnyPart(absl::Span<const int> peers, Tag tag, Memory
     }
   }
   request->set_owner(this);
-  matching_.PostOnEach(peers, tag, slot);
+  matching_.PostOnEach(peers, tag, std::make_shared<RecvSlot>(std::move(receive)));
   return request;
 }
 
