@@ -66,7 +66,7 @@ class SharedSlots {
  public:
   // Slots per rank: how many collectives on them may be in flight at once before the next
   // waits for the oldest to be read.
-  static constexpr int kDepth = 8;
+  static constexpr int kDepth = 64;
   // Bytes of each rank's buffer.
   static constexpr size_t kBufferBytes = size_t{4} << 20;
 
