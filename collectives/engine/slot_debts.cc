@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/container/inlined_vector.h"
+
 namespace chorus {
 namespace {
 
@@ -70,7 +72,19 @@ std::optional<SlotDisagreement> SlotDebts::Settle(SharedSlots& slots) {
     slot.CountRead();
     return true;
   };
-  debts_.erase(std::remove_if(debts_.begin(), debts_.end(), settled), debts_.end());
+  // A rank takes its slots in sequence order and debts are pushed in that order, so once a
+  // peer has not yet published what one debt waits for, it has not published what any later
+  // debt to it waits for either: those are kept unlooked-at, which saves a load of a line the
+  // peer may be writing for each of them (a root running ahead owes one a call).
+  absl::InlinedVector<int, 8> behind;
+  auto kept = debts_.begin();
+  for (const Debt& debt : debts_) {
+    const bool waiting = std::find(behind.begin(), behind.end(), debt.peer) != behind.end();
+    if (!waiting && settled(debt)) continue;
+    if (!waiting) behind.push_back(debt.peer);
+    *kept++ = debt;
+  }
+  debts_.erase(kept, debts_.end());
   any_.store(!debts_.empty() || disagreement_, std::memory_order_release);
   return disagreement_;
 }

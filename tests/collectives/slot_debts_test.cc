@@ -26,7 +26,10 @@ class MemorySlots : public SharedSlots {
   MemorySlots() : slots_(new SharedSlot[2 * kDepth]()) {}
 
   absl::Status AttachAll() override { return absl::OkStatus(); }
-  SharedSlot* Slot(int rank, int index) override { return &slots_[rank * kDepth + index]; }
+  SharedSlot* Slot(int rank, int index) override {
+    ++looks_;
+    return &slots_[rank * kDepth + index];
+  }
   uint8_t* Buffer(int) override { return nullptr; }
   absl::Status PeerStatus(int) override { return absl::OkStatus(); }
   bool MessageWaiting(int rank, Tag tag) override { return waiting_.count({rank, tag}) > 0; }
@@ -43,6 +46,8 @@ class MemorySlots : public SharedSlots {
     slot.stamp.store(Stamp(header.sequence));
   }
   void SendHeaderMessage(int rank, uint32_t sequence) { waiting_.insert({rank, Stamp(sequence)}); }
+  // How many times a slot was looked up since the last call.
+  int TakeLooks() { return std::exchange(looks_, 0); }
 
   static uint64_t Stamp(uint32_t sequence) {
     return CollectiveTag(kCommunicator, sequence, kHeaderStep);
@@ -51,6 +56,7 @@ class MemorySlots : public SharedSlots {
  private:
   std::unique_ptr<SharedSlot[]> slots_;
   std::set<std::pair<int, Tag>> waiting_;
+  int looks_ = 0;
 };
 
 CollectiveHeader Broadcast(uint32_t sequence, int root) {
@@ -89,6 +95,32 @@ TEST_CASE_METHOD(Debts, "a read owed is paid once the slot holds what was owed")
   CHECK(debts.owed() == 1);  // not written yet
   slots.Publish(kPeer, Broadcast(3, 0));
   ExpectPaid(3);
+}
+
+TEST_CASE_METHOD(Debts,
+                 "debts to a peer behind the oldest one are not looked at until it is paid") {
+  // A root running ahead owes its predecessor a check for each call; only the oldest one can
+  // be payable before the rest.
+  constexpr uint32_t kOwed = SharedSlots::kDepth - 1;
+  for (uint32_t sequence = 0; sequence < kOwed; ++sequence) {
+    OweCheckOf(debts, sequence, Broadcast(sequence, 0));
+  }
+  slots.TakeLooks();
+  CHECK_FALSE(debts.Settle(slots).has_value());
+  CHECK(slots.TakeLooks() == 1);
+  CHECK(debts.owed() == kOwed);
+  for (uint32_t sequence = 0; sequence < 3; ++sequence) {
+    slots.Publish(kPeer, Broadcast(sequence, 0));
+  }
+  slots.TakeLooks();
+  CHECK_FALSE(debts.Settle(slots).has_value());
+  CHECK(slots.TakeLooks() == 4);  // the three paid and the next
+  CHECK(debts.owed() == kOwed - 3);
+  for (uint32_t sequence = 3; sequence < kOwed; ++sequence) {
+    slots.Publish(kPeer, Broadcast(sequence, 0));
+  }
+  CHECK_FALSE(debts.Settle(slots).has_value());
+  CHECK(debts.owed() == 0);
 }
 
 TEST_CASE_METHOD(Debts, "a checked read whose header agrees is paid and reports nothing") {
