@@ -214,6 +214,16 @@ void ProgressEngine::PollOnce(int timeout_ms, const Request* waiting_for) {
   retired_.clear();
 }
 
+bool ProgressEngine::ReadHandler(uint64_t token) {
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return false;
+  const auto it = handlers_.find(token);
+  if (it == handlers_.end() || !it->second->OnlyReads()) return false;
+  it->second->OnEvents(EPOLLIN);
+  retired_.clear();
+  return true;
+}
+
 void ProgressEngine::StartBackgroundThread(int log_rank) {
   background_ = std::thread([this, log_rank] { BackgroundLoop(log_rank); });
 }

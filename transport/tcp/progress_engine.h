@@ -31,9 +31,9 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "chorus/core/deadline.h"
+#include "chorus/core/socket.h"
 #include "chorus/transport/request.h"
 #include "chorus/transport/spin_policy.h"
-#include "chorus/core/socket.h"
 
 namespace chorus::tcp {
 
@@ -43,6 +43,9 @@ class EventHandler {
  public:
   virtual ~EventHandler() = default;
   virtual void OnEvents(uint32_t events) = 0;
+  // Whether OnEvents(EPOLLIN) now does all the handler would do on any event: it waits to
+  // read, not to write (ReadHandler).
+  virtual bool OnlyReads() const { return false; }
 };
 
 // Something with timers (dial retries, handshake timeouts). Tick runs with mu() held and
@@ -102,6 +105,12 @@ class ProgressEngine {
   // then handle every event, ready handler and due tick. `waiting_for` (may be null) is the
   // request the caller waits for; completing it from another thread wakes the poll.
   void PollOnce(int timeout_ms, const Request* waiting_for);
+  // Runs the handler of `token` as if its socket were readable, without asking epoll, and
+  // returns true: a waiter that knows which socket its receive arrives on reads it with one
+  // system call instead of two (epoll_wait, then the read). False, having done nothing, when
+  // the handler also waits to write (the caller polls the engine instead), is gone, or
+  // another thread holds mu().
+  bool ReadHandler(uint64_t token);
   // Called after a request completes: wakes the driver if it sleeps waiting for exactly this
   // request and the completion happened outside its poll (a Cancel, an Abort, a failure seen
   // by a posting thread).

@@ -5,6 +5,8 @@
 #ifndef CHORUS_TRANSPORT_TCP_STREAM_H_
 #define CHORUS_TRANSPORT_TCP_STREAM_H_
 
+#include <sys/epoll.h>
+
 #include <array>
 #include <cstdint>
 #include <deque>
@@ -16,10 +18,10 @@
 #include "chorus/core/deadline.h"
 #include "chorus/core/security/auth_exchange.h"
 #include "chorus/core/security/channel.h"
+#include "chorus/core/socket.h"
 #include "chorus/transport/tcp/handshake.h"
 #include "chorus/transport/tcp/message.h"
 #include "chorus/transport/tcp/progress_engine.h"
-#include "chorus/core/socket.h"
 #include "chorus/transport/tcp/wire_format.h"
 
 namespace chorus::tcp {
@@ -84,6 +86,10 @@ class Stream : public EventHandler {
   int index() const { return index_; }
   State state() const { return state_; }
   bool open() const { return state_ == State::kOpen; }
+  // Its handle in the progress engine (ProgressEngine::Register).
+  uint64_t token() const { return token_; }
+  // Open and waiting only to read: nothing of its sends waits for the socket (engine's mu()).
+  bool OnlyReads() const override { return state_ == State::kOpen && interest_ == EPOLLIN; }
   // Dialing and past its handshake deadline.
   bool HandshakeExpired() const;
 

@@ -109,6 +109,11 @@ RequestPtr TcpConnection::PostRecv(Tag tag, MemoryRef buffer, RecvSink* sink) {
     request->Finish(failure_, 0);
     return request;
   }
+  // The receive's waiter reads the first stream, which carries every message below the
+  // striping size, between polls of the whole engine (TcpRequest::Wait).
+  if (!streams_.empty() && streams_[0] != nullptr && streams_[0]->open()) {
+    request->set_read_hint(streams_[0]->token());
+  }
   mesh_.matching().Post(peer_, tag, std::make_shared<RecvSlot>(std::move(receive)));
   return request;
 }

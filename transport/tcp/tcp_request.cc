@@ -44,7 +44,14 @@ absl::Status TcpRequest::Wait(Deadline deadline) {
       const bool spinning = window.open();
       slept = slept || !spinning;
       if (engine_->TryAcquireDriver()) {
-        engine_->PollOnce(spinning ? 0 : deadline.RemainingMillis(kMaxSleepMs), this);
+        // While spinning on a receive whose socket is known, read that socket directly, and
+        // poll the whole engine (every socket, timers) one pass in kPollsPerYield.
+        const uint64_t hint = read_hint_.load(std::memory_order_relaxed);
+        const bool read_directly =
+            spinning && hint != 0 && polls % kPollsPerYield != kPollsPerYield - 1;
+        if (!read_directly || !engine_->ReadHandler(hint)) {
+          engine_->PollOnce(spinning ? 0 : deadline.RemainingMillis(kMaxSleepMs), this);
+        }
         engine_->ReleaseDriver();
         if (spinning && ++polls % kPollsPerYield == 0) window.Yield();
       } else if (spinning) {

@@ -4,6 +4,8 @@
 #ifndef CHORUS_TRANSPORT_TCP_TCP_REQUEST_H_
 #define CHORUS_TRANSPORT_TCP_TCP_REQUEST_H_
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -40,11 +42,15 @@ class TcpRequest : public Request {
   // Completes the request (see Request::Complete) and wakes a thread sleeping on it.
   bool Finish(absl::Status status, size_t bytes, int peer = -1);
   const std::string& peer_label() const { return *peer_label_; }
+  // The engine token of the socket a pending receive's message arrives on, when known: its
+  // waiter reads that socket directly between polls of the whole engine.
+  void set_read_hint(uint64_t token) { read_hint_.store(token, std::memory_order_relaxed); }
 
  private:
   const std::shared_ptr<ProgressEngine> engine_;
   const std::shared_ptr<const std::string> peer_label_;
-  RequestOwner* owner_ = nullptr;  // guarded by engine_->mu(); valid while not done
+  RequestOwner* owner_ = nullptr;       // guarded by engine_->mu(); valid while not done
+  std::atomic<uint64_t> read_hint_{0};  // 0: none
 };
 
 }  // namespace chorus::tcp
