@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <memory>
 #include <utility>
-#include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "chorus/transport/receive_claim.h"
 #include "chorus/transport/tcp/buffer_pool.h"
 #include "chorus/transport/tcp/tcp_request.h"
@@ -76,8 +76,9 @@ struct InboundMessage {
   bool to_sink = false;
   // (offset, bytes written so far) of each frame of the message that has started arriving:
   // what to copy out of `buffered` when a receive takes the message while it still arrives
-  // (the rest then goes straight to the receive's buffer). At most one entry per stream.
-  std::vector<std::pair<uint64_t, uint64_t>> frames;
+  // (the rest then goes straight to the receive's buffer). At most one entry per stream; one,
+  // held inline, for every message below the striping size.
+  absl::InlinedVector<std::pair<uint64_t, uint64_t>, 1> frames;
 
   // Where payload byte 0 goes now; nullptr to discard.
   uint8_t* destination() const {

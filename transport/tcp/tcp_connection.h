@@ -6,11 +6,11 @@
 
 #include <cstdint>
 #include <deque>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "chorus/core/deadline.h"
 #include "chorus/transport/tcp/handshake.h"
@@ -137,7 +137,8 @@ class TcpConnection : public Connection, public StreamOwner, public RequestOwner
   // chunks of announced ones may still be arriving on the other streams.
   bool peer_closed_ = false;
   uint64_t last_announced_seq_ = 0;
-  std::map<uint64_t, std::shared_ptr<InboundMessage>> inbound_;  // announced, not whole
+  // Announced, not whole; a hash map, whose nodes are not allocated one message at a time.
+  absl::flat_hash_map<uint64_t, std::shared_ptr<InboundMessage>> inbound_;
   // Posted receives and messages that arrived first live in the mesh's match table.
 };
 
