@@ -20,7 +20,8 @@ namespace chorus::tcp {
 
 // A posted send.
 struct OutboundMessage {
-  std::shared_ptr<TcpRequest> request;
+  // The send's request, which lives as long as the message: both are parts of one OutboundSend.
+  TcpRequest* request = nullptr;
   Tag tag = 0;
   uint64_t seq = 0;
   const uint8_t* data = nullptr;  // the caller's buffer, or `copy` after a cancel
@@ -30,6 +31,20 @@ struct OutboundMessage {
   // After the caller cancels a send that is partly on the wire, the rest goes out from here
   // (the stream must stay in sync, and the caller's buffer is no longer ours to read).
   std::unique_ptr<uint8_t[]> copy;
+};
+
+// A send: its request and its message in one allocation. The caller holds the request and
+// the streams' frames hold the message, each through a shared_ptr that aliases this whole.
+struct OutboundSend {
+  template <typename... RequestArgs>
+  explicit OutboundSend(RequestArgs&&... args) : request(std::forward<RequestArgs>(args)...) {
+    message.request = &request;
+  }
+  OutboundSend(const OutboundSend&) = delete;
+  OutboundSend& operator=(const OutboundSend&) = delete;
+
+  TcpRequest request;
+  OutboundMessage message;
 };
 
 // One frame of an outbound message, queued on one stream.

@@ -40,8 +40,9 @@ TcpConnection::~TcpConnection() {
 // --- Posting -----------------------------------------------------------------------------
 
 RequestPtr TcpConnection::Send(Tag tag, ConstMemoryRef buffer) {
-  auto request =
-      std::make_shared<TcpRequest>(RequestKind::kSend, peer_, tag, mesh_.engine_ptr(), label_);
+  auto send =
+      std::make_shared<OutboundSend>(RequestKind::kSend, peer_, tag, mesh_.engine_ptr(), label_);
+  std::shared_ptr<TcpRequest> request(send, &send->request);
   auto lock = engine_.LockForPosting();
   const uint64_t max_bytes = static_cast<uint64_t>(mesh_.device_options().max_message_bytes);
   if (buffer.type != MemoryType::kHost) {
@@ -60,8 +61,7 @@ RequestPtr TcpConnection::Send(Tag tag, ConstMemoryRef buffer) {
   } else if (peer_closed_) {
     request->Finish(PeerClosedError(), 0);
   } else {
-    auto message = std::make_shared<OutboundMessage>();
-    message->request = request;
+    std::shared_ptr<OutboundMessage> message(send, &send->message);
     message->tag = tag;
     message->seq = next_send_seq_++;
     message->data = static_cast<const uint8_t*>(buffer.data);
@@ -333,7 +333,7 @@ void TcpConnection::ForgetRecv(const TcpRequest& request) {
 
 void TcpConnection::CancelSend(const TcpRequest& request) {
   for (auto it = unassigned_sends_.begin(); it != unassigned_sends_.end(); ++it) {
-    if ((*it)->request.get() == &request) {
+    if ((*it)->request == &request) {
       unassigned_sends_.erase(it);
       return;
     }
@@ -342,7 +342,7 @@ void TcpConnection::CancelSend(const TcpRequest& request) {
   for (const auto& stream : streams_) {
     if (stream == nullptr) continue;
     for (const OutFrame& frame : stream->send_queue()) {
-      if (frame.message->request.get() == &request) message = frame.message;
+      if (frame.message->request == &request) message = frame.message;
     }
   }
   if (message == nullptr) return;
