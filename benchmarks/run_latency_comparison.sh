@@ -25,7 +25,7 @@
 #   WARMUP      -w of both sweeps                               (100 small, 2 large; barrier 700)
 #   MPI_BIND    mpirun --bind-to: none, core, ...               (none)
 #   OUT         where the JSON, logs and table go; the previous run's files there are replaced
-#               (benchmarks/results/side-by-side)
+#               (benchmarks/results/side-by-side for allreduce, side-by-side-COLL otherwise)
 # Transports: Chorus --transport tcp|shm; Open MPI's ob1 PML with the BTLs self,tcp (on lo) or
 # self,vader (UCX, the other PML, would ignore the BTL choice); Gloo has TCP only. Each
 # library's processes float over every core, as chorusrun's do: mpirun would otherwise pin each
@@ -45,7 +45,11 @@ RANKS=${RANKS:-2 4 8}
 TRANSPORTS=${TRANSPORTS:-tcp shm}
 MAX=${MAX:-64M}
 MAX8=${MAX8:-4M}
-OUT=${OUT:-benchmarks/results/side-by-side}
+if [ "$COLL" = allreduce ]; then
+  OUT=${OUT:-benchmarks/results/side-by-side}
+else
+  OUT=${OUT:-benchmarks/results/side-by-side-$COLL}
+fi
 # A barrier has a single row, which would also carry the start-up transient (the first calls
 # after the ranks start, while the scheduler settles) that the first of a sweep's seven rows
 # absorbs for the other collectives: it runs as many calls as that whole sweep.
