@@ -109,9 +109,13 @@ RequestPtr TcpConnection::PostRecv(Tag tag, MemoryRef buffer, RecvSink* sink) {
     request->Finish(failure_, 0);
     return request;
   }
-  // The receive's waiter reads the first stream, which carries every message below the
-  // striping size, between polls of the whole engine (TcpRequest::Wait).
-  if (!streams_.empty() && streams_[0] != nullptr && streams_[0]->open()) {
+  // A message that cannot be striped arrives on the first stream alone, which the receive's
+  // waiter then reads between polls of the whole engine (TcpRequest::Wait). One that can also
+  // comes on the other streams, which only the engine's polls read.
+  const bool unstriped =
+      streams_.size() == 1 ||
+      buffer.size < static_cast<uint64_t>(mesh_.device_options().stripe_min_bytes);
+  if (unstriped && !streams_.empty() && streams_[0] != nullptr && streams_[0]->open()) {
     request->set_read_hint(streams_[0]->token());
   }
   mesh_.matching().Post(peer_, tag, std::make_shared<RecvSlot>(std::move(receive)));
