@@ -170,7 +170,7 @@ class CollectiveContext {
   absl::Status Finish();
   // How often the first rank on the header ring checks its predecessor's header in calls that
   // do not wait for it.
-  static constexpr uint32_t kHeaderCheckInterval = 64;
+  static constexpr uint32_t kHeaderCheckInterval = 256;
 
   // The transport messages this rank has posted in the call: data, and headers whether alone
   // or carrying data (diagnostics and tests).
