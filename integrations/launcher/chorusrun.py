@@ -56,6 +56,12 @@ EXIT_RANK_MAX = 123
 EXIT_TIMEOUT = 124
 POLL_SECONDS = 0.05
 OUTPUT_DRAIN_SECONDS = 1.0
+# A rank's process group of its own, inside chorusrun's session: a session of its own would
+# also put it in a scheduling group of its own where the kernel groups tasks by session
+# (autogroup), so that ranks sharing a core each keep a fair share of it and a waiting rank's
+# sched_yield gives its core to no other rank.
+OWN_PROCESS_GROUP = ({"process_group": 0} if sys.version_info >= (3, 11)
+                     else {"preexec_fn": os.setpgrp})
 
 
 def failed_rank_exit_code(rank):
@@ -241,7 +247,7 @@ class Ranks:
                 # and a Ctrl-C in the terminal reaches chorusrun only (which forwards it).
                 process = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
                                            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                           start_new_session=True)
+                                           **OWN_PROCESS_GROUP)
             except OSError as error:
                 self.kill_all()
                 raise LauncherError("cannot start rank %d (%s): %s"

@@ -95,6 +95,19 @@ class OutputAndEnvironment(unittest.TestCase):
         self.assertIn("[rank 0] redis://10.0.0.1:6379/job7\n", result.stdout)
         self.assertIn("[rank 1] redis://10.0.0.1:6379/job7\n", result.stdout)
 
+    def test_each_rank_leads_a_process_group_in_the_launchers_session(self):
+        # One session for all ranks (chorusrun does not start one of its own, so it is this
+        # test's): where the kernel groups tasks by session for scheduling, ranks sharing a
+        # core then yield it to each other.
+        result = chorusrun("-n", "2", *rank_program(
+            "print('ids', os.getpid(), os.getpgrp(), os.getsid(0))"))
+        self.assertEqual(result.returncode, 0, result.stderr)
+        lines = [line.split() for line in result.stdout.splitlines() if " ids " in line]
+        self.assertEqual(len(lines), 2, result.stdout)
+        for _, _, _, pid, group, session in lines:
+            self.assertEqual(group, pid)
+            self.assertEqual(int(session), os.getsid(0))
+
     def test_redis_store_runs_a_private_server_and_stops_it(self):
         result = chorusrun("-n", "2", "--store", "redis", *rank_program(
             "import socket\n"
