@@ -351,9 +351,9 @@ absl::Status Communicator::Run(CollectiveArgs args, const CollectiveOptions& opt
   const CollectiveHeader header = MakeHeader(args, algorithm->id, numbers.sequence);
   // One clock read for the deadline and the record.
   const Deadline::Clock::time_point start = Deadline::Clock::now();
-  FlightRecordPtr record = recorder_->Add(header, FlightState::kRunning, start);
+  FlightRecord* const record = recorder_->Add(header, FlightState::kRunning, start);
   return Execute(args, *algorithm, header, numbers.turn, options.timeout.value_or(timeout_),
-                 nullptr, record.get(), start);
+                 nullptr, record, start);
 }
 
 WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& options) {
@@ -373,12 +373,12 @@ WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& optio
   auto work = std::make_shared<Work>(
       args.kind, numbers.sequence, std::string(AlgorithmName((*algorithm)->id)), header.Describe());
   const absl::Duration timeout = options.timeout.value_or(timeout_);
-  FlightRecordPtr record = recorder_->Add(header, FlightState::kQueued, Deadline::Clock::now());
+  FlightRecord* const record = recorder_->Add(header, FlightState::kQueued, Deadline::Clock::now());
   unfinished_async_.fetch_add(1);
   pool_->Submit([this, args = std::move(args), entry = *algorithm, header, turn = numbers.turn,
                  timeout, work, record] {
-    const absl::Status status = Execute(args, *entry, header, turn, timeout, work.get(),
-                                        record.get(), Deadline::Clock::now());
+    const absl::Status status =
+        Execute(args, *entry, header, turn, timeout, work.get(), record, Deadline::Clock::now());
     unfinished_async_.fetch_sub(1);
     work->Complete(status);
   });

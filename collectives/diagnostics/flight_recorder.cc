@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <thread>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -28,59 +29,76 @@ std::string ClockTextOf(Deadline::Clock::time_point when) { return ClockText(Wal
 
 void FlightRecord::Reset(const CollectiveHeader& header, FlightState state,
                          Deadline::Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
   header_ = header;
-  state_ = state;
-  outcome_.clear();
-  queued_ = started_ = now;
-  ended_ = Deadline::Clock::time_point::min();
+  queued_ = now;
+  started_.store(TicksOf(now), std::memory_order_relaxed);
+  ended_.store(0, std::memory_order_relaxed);
   live_.store(nullptr, std::memory_order_relaxed);
+  outcome_.clear();
   frozen_progress_.clear();
+  state_.store(state, std::memory_order_release);
+}
+
+bool FlightRecord::ended() const {
+  const FlightState state = state_.load(std::memory_order_acquire);
+  return state == FlightState::kCompleted || state == FlightState::kFailed;
 }
 
 void FlightRecord::Start(const CollectiveContext* live, Deadline::Clock::time_point now) {
-  std::lock_guard<std::mutex> lock(mu_);
-  state_ = FlightState::kRunning;
-  started_ = now;
-  live_.store(live, std::memory_order_release);
+  started_.store(TicksOf(now), std::memory_order_relaxed);
+  live_.store(live, std::memory_order_relaxed);
+  state_.store(FlightState::kRunning, std::memory_order_release);
 }
 
 void FlightRecord::Finish(const absl::Status& status) {
-  std::lock_guard<std::mutex> lock(mu_);
-  ended_ = Deadline::Clock::now();
-  if (state_ == FlightState::kQueued) started_ = ended_;
-  state_ = status.ok() ? FlightState::kCompleted : FlightState::kFailed;
+  const Deadline::Clock::time_point now = Deadline::Clock::now();
+  if (state_.load(std::memory_order_relaxed) == FlightState::kQueued) {
+    started_.store(TicksOf(now), std::memory_order_relaxed);
+  }
+  ended_.store(TicksOf(now), std::memory_order_relaxed);
   if (!status.ok()) {
     outcome_ = std::string(status.message());
-    if (const CollectiveContext* live = live_.load(std::memory_order_acquire)) {
+    if (const CollectiveContext* live = live_.load(std::memory_order_relaxed)) {
       frozen_progress_ = live->DescribeProgress();
     }
   }
-  live_.store(nullptr, std::memory_order_relaxed);
+  // A dump either finds `live_` cleared, or has announced itself before this load and is
+  // waited for: both sides' accesses are sequentially consistent (LiveProgress).
+  live_.store(nullptr, std::memory_order_seq_cst);
+  while (live_readers_.load(std::memory_order_seq_cst) != 0) std::this_thread::yield();
+  state_.store(status.ok() ? FlightState::kCompleted : FlightState::kFailed,
+               std::memory_order_release);
+}
+
+std::string FlightRecord::LiveProgress() const {
+  live_readers_.fetch_add(1, std::memory_order_seq_cst);
+  const CollectiveContext* live = live_.load(std::memory_order_seq_cst);
+  std::string progress = live != nullptr ? live->DescribeProgress() : std::string();
+  live_readers_.fetch_sub(1, std::memory_order_release);
+  return progress;
 }
 
 std::string FlightRecord::Describe(Deadline::Clock::time_point now) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  const FlightState state = state_.load(std::memory_order_acquire);
+  const Deadline::Clock::time_point started = TimeOf(started_.load(std::memory_order_relaxed));
+  const Deadline::Clock::time_point ended = TimeOf(ended_.load(std::memory_order_relaxed));
   std::string line = absl::StrCat("  ", header_.Describe(), ": ");
-  switch (state_) {
+  switch (state) {
     case FlightState::kQueued:
       absl::StrAppend(&line, "QUEUED for ", FormatSeconds(now - queued_),
                       " (behind earlier asynchronous collectives)\n");
       return line;
     case FlightState::kRunning:
-      absl::StrAppend(&line, "RUNNING for ", FormatSeconds(now - started_), ", started ",
-                      ClockTextOf(started_), "\n");
-      if (const CollectiveContext* live = live_.load(std::memory_order_acquire)) {
-        absl::StrAppend(&line, live->DescribeProgress());
-      }
+      absl::StrAppend(&line, "RUNNING for ", FormatSeconds(now - started), ", started ",
+                      ClockTextOf(started), "\n", LiveProgress());
       return line;
     case FlightState::kCompleted:
-      absl::StrAppend(&line, "COMPLETED in ", FormatSeconds(ended_ - started_), ", started ",
-                      ClockTextOf(started_), "\n");
+      absl::StrAppend(&line, "COMPLETED in ", FormatSeconds(ended - started), ", started ",
+                      ClockTextOf(started), "\n");
       return line;
     case FlightState::kFailed:
-      absl::StrAppend(&line, "FAILED after ", FormatSeconds(ended_ - started_), ", started ",
-                      ClockTextOf(started_), ": ", outcome_, "\n", frozen_progress_);
+      absl::StrAppend(&line, "FAILED after ", FormatSeconds(ended - started), ", started ",
+                      ClockTextOf(started), ": ", outcome_, "\n", frozen_progress_);
       return line;
   }
   return line;
@@ -89,38 +107,34 @@ std::string FlightRecord::Describe(Deadline::Clock::time_point now) const {
 FlightRecorder::FlightRecorder(int rank, std::string name, size_t capacity, std::string file)
     : rank_(rank), name_(std::move(name)), file_(std::move(file)), ring_(capacity) {}
 
-FlightRecordPtr FlightRecorder::Add(const CollectiveHeader& header, FlightState state,
-                                    Deadline::Clock::time_point now) {
+FlightRecord* FlightRecorder::Add(const CollectiveHeader& header, FlightState state,
+                                  Deadline::Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
   if (ring_.empty()) return nullptr;
-  FlightRecordPtr& slot = ring_[added_++ % ring_.size()];
-  // Reuse the evicted record unless someone still holds it (a collective still in flight, or
-  // a dump in progress). Only this class hands records out, under mu_, so the count is exact.
-  if (slot == nullptr || slot.use_count() > 1) slot = std::make_shared<FlightRecord>();
+  evicted_.erase(
+      std::remove_if(evicted_.begin(), evicted_.end(),
+                     [](const std::unique_ptr<FlightRecord>& record) { return record->ended(); }),
+      evicted_.end());
+  std::unique_ptr<FlightRecord>& slot = ring_[added_++ % ring_.size()];
+  // The oldest record is reused once its collective has ended; one still running keeps it.
+  if (slot != nullptr && !slot->ended()) evicted_.push_back(std::move(slot));
+  if (slot == nullptr) slot = std::make_unique<FlightRecord>();
   slot->Reset(header, state, now);
-  return slot;
+  return slot.get();
 }
 
 std::string FlightRecorder::Dump() const {
-  std::vector<FlightRecordPtr> records;
-  uint64_t added = 0;
-  size_t ring_size = 0;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    added = added_;
-    ring_size = ring_.size();
-    const size_t kept = std::min<uint64_t>(added_, ring_.size());
-    // Oldest first: the slot after the newest, wrapping.
-    for (size_t i = 0; i < kept; ++i) {
-      records.push_back(ring_[(added_ - kept + i) % ring_.size()]);
-    }
-  }
+  std::lock_guard<std::mutex> lock(mu_);
   const Deadline::Clock::time_point now = Deadline::Clock::now();
   std::string dump = absl::StrCat("rank ", rank_, " communicator ", name_, ": flight recorder ");
-  if (ring_size == 0) return absl::StrCat(dump, "off (CHORUS_FLIGHT_RECORDER=0)\n");
-  absl::StrAppend(&dump, "at ", ClockTextOf(now), ", last ", records.size(), " of ", added,
+  if (ring_.empty()) return absl::StrCat(dump, "off (CHORUS_FLIGHT_RECORDER=0)\n");
+  const size_t kept = std::min<uint64_t>(added_, ring_.size());
+  absl::StrAppend(&dump, "at ", ClockTextOf(now), ", last ", kept, " of ", added_,
                   " collectives, oldest first\n");
-  for (const FlightRecordPtr& record : records) absl::StrAppend(&dump, record->Describe(now));
+  // Oldest first: the slot after the newest, wrapping.
+  for (size_t i = 0; i < kept; ++i) {
+    absl::StrAppend(&dump, ring_[(added_ - kept + i) % ring_.size()]->Describe(now));
+  }
   return dump;
 }
 

@@ -12,12 +12,15 @@
 //       rank 2: SILENT, its header never arrived; no sends; receives 0/6 done (0 B of 4 MiB), ...
 //       => rank 2 has not entered allreduce #1 (...): look at what it is doing (...)
 //
-// Cost on the hot path: none per message. A collective takes a record from the ring (recycled
-// once the ring is full, so no allocation) under the ring's lock, and locks the record as it
-// is added and as it ends (an asynchronous one also as it starts); the record keeps steady
-// clock readings as taken, converted only for a dump. Per-peer progress is read from the live
-// CollectiveContext only when a dump is made, and frozen into the record when the collective
-// fails.
+// Cost on the hot path: none per message, and no allocation. A collective takes a record from
+// the ring under the ring's lock (recycling the oldest once its collective has ended); its own
+// thread then writes the record without a lock: its state and end are atomics, published with
+// release and read with acquire by a dump, which holds the ring's lock (so no record is reset
+// or freed under it). The only locked instruction left at the end is the one that tells a dump
+// reading the live progress that the collective is leaving (FlightRecord::Finish). Readings of
+// the steady clock are kept as taken and converted only for a dump. Per-peer progress is read
+// from the live CollectiveContext only when a dump is made, and frozen into the record when the
+// collective fails.
 #ifndef CHORUS_COLLECTIVES_DIAGNOSTICS_FLIGHT_RECORDER_H_
 #define CHORUS_COLLECTIVES_DIAGNOSTICS_FLIGHT_RECORDER_H_
 
@@ -39,41 +42,51 @@ namespace chorus {
 
 class CollectiveContext;
 
-enum class FlightState { kQueued, kRunning, kCompleted, kFailed };
+enum class FlightState : uint8_t { kQueued, kRunning, kCompleted, kFailed };
 
-// One collective. Thread-safe.
+// One collective. Written by the thread running it, read by dumps on any thread.
 class FlightRecord {
  public:
   // The collective, added queued, begins on this rank at `now`; `live` describes its progress
   // until Finish, which must be called before `live` is destroyed.
   void Start(const CollectiveContext* live, Deadline::Clock::time_point now);
-  // As Start, for a collective added running (which began when it was added). It takes no
-  // lock: a dump reads `live` under the record's lock, and Finish clears it under that lock.
+  // As Start, for a collective added running (which began when it was added).
   void Track(const CollectiveContext* live) { live_.store(live, std::memory_order_release); }
-  // The outcome. A failure keeps the progress with each peer as it was at this moment.
+  // The outcome. A failure keeps the progress with each peer as it was at this moment. The
+  // last use of the record by its collective: the recorder may reuse it from then on.
   void Finish(const absl::Status& status);
-
-  // Its line in a dump (plus progress lines while unfinished), each ending in a newline.
-  std::string Describe(Deadline::Clock::time_point now) const;
 
  private:
   friend class FlightRecorder;
+  using Ticks = Deadline::Clock::duration::rep;
+
   void Reset(const CollectiveHeader& header, FlightState state, Deadline::Clock::time_point now);
+  // Whether its collective has ended (it wrote its last).
+  bool ended() const;
+  // Its line in a dump (plus progress lines while unfinished), each ending in a newline; under
+  // the recorder's lock.
+  std::string Describe(Deadline::Clock::time_point now) const;
+  // Progress lines of the live collective, if it is still running.
+  std::string LiveProgress() const;
 
-  mutable std::mutex mu_;
-  CollectiveHeader header_ ABSL_GUARDED_BY(mu_);
-  FlightState state_ ABSL_GUARDED_BY(mu_) = FlightState::kQueued;
-  std::string outcome_ ABSL_GUARDED_BY(mu_);  // the error message of a failure
-  // Readings of the steady clock as they were taken; a dump converts them.
-  Deadline::Clock::time_point queued_ ABSL_GUARDED_BY(mu_);
-  Deadline::Clock::time_point started_ ABSL_GUARDED_BY(mu_);
-  Deadline::Clock::time_point ended_ ABSL_GUARDED_BY(mu_);
-  // Set without the lock by Track, cleared under it.
+  static Ticks TicksOf(Deadline::Clock::time_point when) { return when.time_since_epoch().count(); }
+  static Deadline::Clock::time_point TimeOf(Ticks ticks) {
+    return Deadline::Clock::time_point(Deadline::Clock::duration(ticks));
+  }
+
+  // Set by Reset, under the recorder's lock, while no collective owns the record.
+  CollectiveHeader header_;
+  Deadline::Clock::time_point queued_;
+  std::atomic<FlightState> state_{FlightState::kQueued};
+  std::atomic<Ticks> started_{0};
+  std::atomic<Ticks> ended_{0};
   std::atomic<const CollectiveContext*> live_{nullptr};
-  std::string frozen_progress_ ABSL_GUARDED_BY(mu_);
+  // Dumps reading `live_` now: Finish waits for them before its context may go away.
+  mutable std::atomic<int> live_readers_{0};
+  // A failure's message and progress, written by Finish before it publishes kFailed.
+  std::string outcome_;
+  std::string frozen_progress_;
 };
-
-using FlightRecordPtr = std::shared_ptr<FlightRecord>;
 
 // The ring of one communicator's records. Thread-safe.
 class FlightRecorder {
@@ -85,9 +98,10 @@ class FlightRecorder {
   int rank() const { return rank_; }
 
   // A new record in `state` (kQueued or kRunning) as of `now`, replacing the oldest; nullptr
-  // when disabled. (The caller reads the clock once for this and the collective's start.)
-  FlightRecordPtr Add(const CollectiveHeader& header, FlightState state,
-                      Deadline::Clock::time_point now);
+  // when disabled. (The caller reads the clock once for this and the collective's start.) It
+  // stays valid until its Finish returns, and the recorder's life.
+  FlightRecord* Add(const CollectiveHeader& header, FlightState state,
+                    Deadline::Clock::time_point now);
 
   // Every record kept, oldest first, with a heading line naming the rank and communicator.
   std::string Dump() const;
@@ -100,7 +114,10 @@ class FlightRecorder {
   const std::string name_;
   const std::string file_;
   mutable std::mutex mu_;
-  std::vector<FlightRecordPtr> ring_ ABSL_GUARDED_BY(mu_);  // capacity slots, filled in turn
+  std::vector<std::unique_ptr<FlightRecord>> ring_ ABSL_GUARDED_BY(mu_);  // filled in turn
+  // Records pushed out of the ring while their collectives still ran (more than the ring's
+  // capacity in flight at once); freed once those have ended.
+  std::vector<std::unique_ptr<FlightRecord>> evicted_ ABSL_GUARDED_BY(mu_);
   uint64_t added_ ABSL_GUARDED_BY(mu_) = 0;
 };
 

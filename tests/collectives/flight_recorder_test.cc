@@ -2,6 +2,7 @@
 // Chrome trace timeline, and log lines of blocking collectives carrying the caller's rank.
 #include <signal.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
@@ -209,6 +210,54 @@ TEST_CASE("the flight recorder keeps only the last N collectives", "[flight]") {
         return Expect(lines.size() == 5, dump);  // the heading and four collectives
       },
       absl::Minutes(1), options);
+  INFO(status.ToString());
+  CHECK(status.ok());
+}
+
+// More collectives in flight than the recorder keeps: the ring moves past records whose
+// collectives still run, which write them to the end, while another thread dumps throughout
+// (under the sanitizers, a record freed or reused too soon is an error here).
+TEST_CASE("records outlive the ring while their collectives run, and dumps read them meanwhile",
+          "[flight]") {
+  CommunicatorOptions options;
+  options.flight_recorder_entries = 2;
+  constexpr int kInFlight = 6;
+  constexpr int kRounds = 20;
+  const absl::Status status = RunOnThreads(
+      kTransport, 2,
+      [](Communicator& comm) -> absl::Status {
+        std::atomic<bool> running{true};
+        std::atomic<int> dumps{0};
+        std::thread dumper([&] {
+          while (running.load()) {
+            if (absl::StrContains(comm.FlightRecorderDump(), "flight recorder at")) ++dumps;
+          }
+        });
+        absl::Status result;
+        for (int round = 0; round < kRounds && result.ok(); ++round) {
+          std::vector<int32_t> data(kInFlight * 256, comm.rank() + 1);
+          std::vector<WorkPtr> works;
+          for (int i = 0; i < kInFlight; ++i) {
+            works.push_back(comm.AllReduceAsync(data.data() + i * 256, data.data() + i * 256, 256,
+                                                DataType::kInt32, ReduceOp::kSum));
+          }
+          for (WorkPtr& work : works) {
+            const absl::Status waited = work->Wait(absl::Seconds(30));
+            if (result.ok()) result = waited;
+          }
+          if (result.ok()) result = Expect(data == std::vector<int32_t>(data.size(), 3), "sums");
+        }
+        running.store(false);
+        dumper.join();
+        CHORUS_RETURN_IF_ERROR(result);
+        CHORUS_RETURN_IF_ERROR(Expect(dumps.load() > 0, "no dump ran"));
+        const std::string dump = comm.FlightRecorderDump();
+        CHORUS_RETURN_IF_ERROR(
+            ExpectContains(dump, absl::StrCat("last 2 of ", kInFlight * kRounds, " collectives")));
+        return Expect(!absl::StrContains(dump, "RUNNING") && !absl::StrContains(dump, "QUEUED"),
+                      dump);
+      },
+      absl::Minutes(2), options);
   INFO(status.ToString());
   CHECK(status.ok());
 }

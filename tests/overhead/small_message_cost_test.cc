@@ -162,14 +162,14 @@ void CheckBudget(TransportKind transport, Call call, std::vector<Budget> budgets
 }
 
 // Shared memory: the calls ride the shared slots, with no request and no allocation, and a call
-// whose peer's slot is already written makes no system call at all. The locks are the flight
-// recorder's: the ring's and the record's as the call is added, and the record's as it ends
-// (a turn on the slots takes none, SlotTurns). The broadcast's root (rank 0) runs ahead of its
+// whose peer's slot is already written makes no system call at all. The one lock is the flight
+// recorder's ring, as the call takes its record (the record is then written without one, and a
+// turn on the slots takes none, SlotTurns). The broadcast's root (rank 0) runs ahead of its
 // reader, so it seldom finds the reader's header published and leaves its check of it to its
 // next call (SlotDebts): recording the debt and settling it take two more.
 TEST_CASE("small collectives over shared memory") {
-  constexpr Budget kShm = {/*allocations=*/0, /*lock_acquisitions=*/3, /*syscalls=*/0};
-  constexpr Budget kShmRunningAhead = {/*allocations=*/0, /*lock_acquisitions=*/5,
+  constexpr Budget kShm = {/*allocations=*/0, /*lock_acquisitions=*/1, /*syscalls=*/0};
+  constexpr Budget kShmRunningAhead = {/*allocations=*/0, /*lock_acquisitions=*/3,
                                        /*syscalls=*/0};
   CheckBudget(TransportKind::kShm, Call::kAllReduce, {kShm});
   CheckBudget(TransportKind::kShm, Call::kBroadcast, {kShmRunningAhead, kShm});
@@ -184,11 +184,11 @@ TEST_CASE("small collectives over shared memory") {
 // buffers the thread keeps between calls: sent alone, the header would cost three more
 // allocations, more locks and a second system call.
 TEST_CASE("small collectives over TCP") {
-  constexpr Budget kTcp = {/*allocations=*/2, /*lock_acquisitions=*/11, /*syscalls=*/1};
+  constexpr Budget kTcp = {/*allocations=*/2, /*lock_acquisitions=*/9, /*syscalls=*/1};
   CheckBudget(TransportKind::kTcp, Call::kAllReduce, {kTcp});
   CheckBudget(TransportKind::kTcp, Call::kBroadcast, {kTcp});
   CheckBudget(TransportKind::kTcp, Call::kBarrier, {kTcp});
-  constexpr Budget kTcp16K = {/*allocations=*/4, /*lock_acquisitions=*/13, /*syscalls=*/1};
+  constexpr Budget kTcp16K = {/*allocations=*/4, /*lock_acquisitions=*/11, /*syscalls=*/1};
   CheckBudget(TransportKind::kTcp, Call::kAllReduce16K, {kTcp16K});
 }
 
