@@ -99,7 +99,7 @@ class FlightRecorder {
 
   // A new record in `state` (kQueued or kRunning) as of `now`, replacing the oldest; nullptr
   // when disabled. (The caller reads the clock once for this and the collective's start.) It
-  // stays valid until its Finish returns, and the recorder's life.
+  // stays valid until its Finish returns (within the recorder's life).
   FlightRecord* Add(const CollectiveHeader& header, FlightState state,
                     Deadline::Clock::time_point now);
 
