@@ -48,7 +48,7 @@ TreeRoles BinomialTree(int rank, int size, int root, size_t count) {
   const int v = Mod(rank - root, size);
   int lowbit = 1;
   while (lowbit < size && (v & lowbit) == 0) lowbit <<= 1;
-  if (v != 0) role.parent = Mod((v & ~lowbit) + root, size);
+  role.parent = BinomialFeeder(rank, root, size);
   // Children v + 2^k for 2^k below v's lowest set bit, largest subtree first.
   for (int mask = lowbit >> 1; mask >= 1; mask >>= 1) {
     if (v + mask < size) role.children.push_back(Mod(v + mask + root, size));
@@ -350,7 +350,9 @@ absl::Status BinomialBroadcast(CollectiveContext& ctx, const CollectiveArgs& arg
   return TreeBroadcast(ctx, args, BinomialTree);
 }
 int BinomialFeeder(int position, int root_position, int size) {
-  return BinomialTree(position, size, root_position, /*count=*/0)[0].parent;
+  const int v = Mod(position - root_position, size);
+  // The parent clears v's lowest set bit. Called twice per small call on messages: no tree.
+  return v == 0 ? -1 : Mod((v & (v - 1)) + root_position, size);
 }
 absl::Status BinomialReduce(CollectiveContext& ctx, const CollectiveArgs& args) {
   return TreeReduce(ctx, args, BinomialTree);
