@@ -78,27 +78,40 @@ std::string FlightRecord::LiveProgress() const {
   return progress;
 }
 
-std::string FlightRecord::Describe(Deadline::Clock::time_point now) const {
-  const FlightState state = state_.load(std::memory_order_acquire);
-  const Deadline::Clock::time_point started = TimeOf(started_.load(std::memory_order_relaxed));
-  const Deadline::Clock::time_point ended = TimeOf(ended_.load(std::memory_order_relaxed));
-  std::string line = absl::StrCat("  ", header_.Describe(), ": ");
-  switch (state) {
+FlightRecord::Snapshot FlightRecord::Take() const {
+  Snapshot record;
+  record.header = header_;
+  record.state = state_.load(std::memory_order_acquire);
+  record.queued = queued_;
+  record.started = TimeOf(started_.load(std::memory_order_relaxed));
+  record.ended = TimeOf(ended_.load(std::memory_order_relaxed));
+  if (record.state == FlightState::kRunning) record.progress = LiveProgress();
+  if (record.state == FlightState::kFailed) {
+    record.outcome = outcome_;
+    record.progress = frozen_progress_;
+  }
+  return record;
+}
+
+std::string FlightRecord::Describe(const Snapshot& record, Deadline::Clock::time_point now) {
+  std::string line = absl::StrCat("  ", record.header.Describe(), ": ");
+  switch (record.state) {
     case FlightState::kQueued:
-      absl::StrAppend(&line, "QUEUED for ", FormatSeconds(now - queued_),
+      absl::StrAppend(&line, "QUEUED for ", FormatSeconds(now - record.queued),
                       " (behind earlier asynchronous collectives)\n");
       return line;
     case FlightState::kRunning:
-      absl::StrAppend(&line, "RUNNING for ", FormatSeconds(now - started), ", started ",
-                      ClockTextOf(started), "\n", LiveProgress());
+      absl::StrAppend(&line, "RUNNING for ", FormatSeconds(now - record.started), ", started ",
+                      ClockTextOf(record.started), "\n", record.progress);
       return line;
     case FlightState::kCompleted:
-      absl::StrAppend(&line, "COMPLETED in ", FormatSeconds(ended - started), ", started ",
-                      ClockTextOf(started), "\n");
+      absl::StrAppend(&line, "COMPLETED in ", FormatSeconds(record.ended - record.started),
+                      ", started ", ClockTextOf(record.started), "\n");
       return line;
     case FlightState::kFailed:
-      absl::StrAppend(&line, "FAILED after ", FormatSeconds(ended - started), ", started ",
-                      ClockTextOf(started), ": ", outcome_, "\n", frozen_progress_);
+      absl::StrAppend(&line, "FAILED after ", FormatSeconds(record.ended - record.started),
+                      ", started ", ClockTextOf(record.started), ": ", record.outcome, "\n",
+                      record.progress);
       return line;
   }
   return line;
@@ -124,16 +137,27 @@ FlightRecord* FlightRecorder::Add(const CollectiveHeader& header, FlightState st
 }
 
 std::string FlightRecorder::Dump() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<FlightRecord::Snapshot> records;
+  uint64_t added = 0;
+  size_t ring_size = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    added = added_;
+    ring_size = ring_.size();
+    const size_t kept = std::min<uint64_t>(added_, ring_.size());
+    records.reserve(kept);
+    // Oldest first: the slot after the newest, wrapping.
+    for (size_t i = 0; i < kept; ++i) {
+      records.push_back(ring_[(added_ - kept + i) % ring_.size()]->Take());
+    }
+  }
   const Deadline::Clock::time_point now = Deadline::Clock::now();
   std::string dump = absl::StrCat("rank ", rank_, " communicator ", name_, ": flight recorder ");
-  if (ring_.empty()) return absl::StrCat(dump, "off (CHORUS_FLIGHT_RECORDER=0)\n");
-  const size_t kept = std::min<uint64_t>(added_, ring_.size());
-  absl::StrAppend(&dump, "at ", ClockTextOf(now), ", last ", kept, " of ", added_,
+  if (ring_size == 0) return absl::StrCat(dump, "off (CHORUS_FLIGHT_RECORDER=0)\n");
+  absl::StrAppend(&dump, "at ", ClockTextOf(now), ", last ", records.size(), " of ", added,
                   " collectives, oldest first\n");
-  // Oldest first: the slot after the newest, wrapping.
-  for (size_t i = 0; i < kept; ++i) {
-    absl::StrAppend(&dump, ring_[(added_ - kept + i) % ring_.size()]->Describe(now));
+  for (const FlightRecord::Snapshot& record : records) {
+    absl::StrAppend(&dump, FlightRecord::Describe(record, now));
   }
   return dump;
 }

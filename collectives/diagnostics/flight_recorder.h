@@ -15,12 +15,13 @@
 // Cost on the hot path: none per message, and no allocation. A collective takes a record from
 // the ring under the ring's lock (recycling the oldest once its collective has ended); its own
 // thread then writes the record without a lock: its state and end are atomics, published with
-// release and read with acquire by a dump, which holds the ring's lock (so no record is reset
-// or freed under it). The only locked instruction left at the end is the one that tells a dump
-// reading the live progress that the collective is leaving (FlightRecord::Finish). Readings of
-// the steady clock are kept as taken and converted only for a dump. Per-peer progress is read
-// from the live CollectiveContext only when a dump is made, and frozen into the record when the
-// collective fails.
+// release and read with acquire by a dump, which holds the ring's lock while it copies the
+// records (so none is reset or freed meanwhile) and formats the copies after it, so that a dump
+// holds up a collective that starts meanwhile only for the copying. The only locked
+// instruction left at the end is the one that tells a dump reading the live progress that the
+// collective is leaving (FlightRecord::Finish). Readings of the steady clock are kept as taken
+// and converted only for a dump. Per-peer progress is read from the live CollectiveContext only
+// when a dump is made, and frozen into the record when the collective fails.
 #ifndef CHORUS_COLLECTIVES_DIAGNOSTICS_FLIGHT_RECORDER_H_
 #define CHORUS_COLLECTIVES_DIAGNOSTICS_FLIGHT_RECORDER_H_
 
@@ -61,11 +62,24 @@ class FlightRecord {
   using Ticks = Deadline::Clock::duration::rep;
 
   void Reset(const CollectiveHeader& header, FlightState state, Deadline::Clock::time_point now);
+
+  // What a dump prints of a record, copied under the recorder's lock and formatted after it.
+  struct Snapshot {
+    CollectiveHeader header;
+    FlightState state = FlightState::kQueued;
+    Deadline::Clock::time_point queued;
+    Deadline::Clock::time_point started;
+    Deadline::Clock::time_point ended;
+    std::string outcome;   // a failure's message
+    std::string progress;  // a running collective's progress, or a failure's as it failed
+  };
+
   // Whether its collective has ended (it wrote its last).
   bool ended() const;
-  // Its line in a dump (plus progress lines while unfinished), each ending in a newline; under
-  // the recorder's lock.
-  std::string Describe(Deadline::Clock::time_point now) const;
+  // The record as it stands; under the recorder's lock.
+  Snapshot Take() const;
+  // Its line in a dump (plus progress lines while unfinished), each ending in a newline.
+  static std::string Describe(const Snapshot& record, Deadline::Clock::time_point now);
   // Progress lines of the live collective, if it is still running.
   std::string LiveProgress() const;
 
