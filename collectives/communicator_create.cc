@@ -194,8 +194,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Assemble(
   const DeviceLinks links = device.Links();
   const CostParams local_cost = links.local == links.remote ? settings.cost : LinkCost(links.local);
   CommTuning tuning;
-  tuning.segment_bytes =
-      options.segment_bytes != 0 ? options.segment_bytes : links.remote.segment_bytes;
+  tuning.segments = options.segment_bytes != 0
+                        ? PipelineSegments{options.segment_bytes, options.segment_bytes}
+                        : PipelineSegmentsFor(links.remote);
   tuning.pipeline_depth = options.pipeline_depth;
   tuning.streaming_bytes =
       options.streaming_bytes != 0 ? options.streaming_bytes : LastLevelCacheBytes();
@@ -212,7 +213,7 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Assemble(
   }
   const std::string layout = topology->Describe();
   SharedSlots* const shared_slots = options.shared_slots ? mesh->ClaimSharedSlots() : nullptr;
-  auto selector = std::make_unique<Selector>(settings.rules, settings.cost, tuning.segment_bytes,
+  auto selector = std::make_unique<Selector>(settings.rules, settings.cost, tuning.segments,
                                              *topology, local_cost, shared_slots != nullptr);
   auto state =
       std::make_unique<CommState>(name, rank, size, std::move(store), std::move(mesh), tuning,
@@ -227,8 +228,9 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Assemble(
   }
   CHORUS_LOG(kInfo, "collectives")
       << "communicator " << name << ": rank " << rank << " of " << size << " over " << device.kind()
-      << " (" << device.address() << "), " << layout << ", segments of " << tuning.segment_bytes
-      << " B, reduction kernels " << ReduceKernelSet();
+      << " (" << device.address() << "), " << layout << ", segments of "
+      << tuning.segments.ring_bytes << " B (rings) and " << tuning.segments.tree_bytes
+      << " B (trees), reduction kernels " << ReduceKernelSet();
   return std::unique_ptr<Communicator>(new Communicator(std::move(state), std::move(selector),
                                                         std::move(recorder), std::move(signal_dump),
                                                         device, settings, std::move(rank_ended)));

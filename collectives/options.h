@@ -66,8 +66,9 @@ struct CommunicatorOptions {
   // few: a segment whose receive is not posted yet must be buffered and copied by the
   // transport; the cost is 16 segments of scratch for the ring's partials. 1 MiB rather than
   // 256 KiB: every segment costs a wake-up (docs/benchmarks.md, "Why the defaults are what they
-  // are"). 0 (the default): the segment the device prefers for its links between hosts
-  // (Device::Links: 2 MiB over shm, else 1 MiB); a segment at least the message's size
+  // are"). 0 (the default): the segments the device prefers for its links between hosts
+  // (Device::Links: 2 MiB over shm, 1 MiB over TCP and 512 KiB in its trees of 3 ranks or
+  // more); set, it is every pipeline's. A segment at least the message's size
   // (CHORUS_COLL_SEGMENT_BYTES=inf) turns pipelining off.
   size_t segment_bytes = 0;
   int pipeline_depth = 16;

@@ -168,10 +168,14 @@ struct LinkProfile {
   // Whether a send of at most piggyback_bytes completes before its receive is posted (the
   // transport keeps it aside at the receiver), so that a rank may run calls ahead of a peer.
   bool eager_sends = false;
+  // The pipelining segment where each rank passes on what it receives over one of these links
+  // to the next (a chain of links, as in a tree's levels); 0: segment_bytes.
+  size_t relay_segment_bytes = 0;
   bool operator==(const LinkProfile& other) const {
     return alpha_us == other.alpha_us && beta_ns_per_byte == other.beta_ns_per_byte &&
            gamma_ns_per_byte == other.gamma_ns_per_byte && segment_bytes == other.segment_bytes &&
-           piggyback_bytes == other.piggyback_bytes && eager_sends == other.eager_sends;
+           piggyback_bytes == other.piggyback_bytes && eager_sends == other.eager_sends &&
+           relay_segment_bytes == other.relay_segment_bytes;
   }
 };
 

@@ -147,7 +147,7 @@ class Hierarchy {
     const CommTuning& tuning = ctx_.tuning();
     const CostInputs in =
         MakeCostInputs(link == Link::kLocal ? tuning.local_cost : tuning.network_cost, ranks,
-                       PayloadBytes(phase_args, ranks), tuning.segment_bytes);
+                       PayloadBytes(phase_args, ranks), tuning.segments);
     const AlgorithmEntry* entry = CheapestFlat(phase_args.kind, in);
     CHORUS_LOG(kDebug, "collectives")
         << ctx_.Describe() << ": phase " << phase + 1 << ", "

@@ -40,7 +40,7 @@ absl::Status RunRing(CollectiveContext& ctx, const CollectiveArgs& args, const R
   for (size_t count : spec.counts) largest = std::max(largest, count);
   if (offsets.back() == 0) return absl::OkStatus();
 
-  const size_t segments = SegmentsFor(largest * elem, ctx.tuning().segment_bytes);
+  const size_t segments = SegmentsFor(largest * elem, ctx.tuning().segments.ring_bytes);
   const int rs_steps = spec.reduce_scatter ? p - 1 : 0;
   const int steps = rs_steps + (spec.allgather ? p - 1 : 0);
   const size_t chunks = static_cast<size_t>(steps) * segments;

@@ -25,6 +25,11 @@ size_t PiggybackBytesFor(const DeviceLinks& links) {
   return std::min({of(links.local), of(links.remote), kMostPiggybackBytes});
 }
 
+PipelineSegments PipelineSegmentsFor(const LinkProfile& remote) {
+  const size_t relay = remote.relay_segment_bytes;
+  return {remote.segment_bytes, relay != 0 ? relay : remote.segment_bytes};
+}
+
 bool EagerSendsFor(const DeviceLinks& links) {
   return links.local.eager_sends && links.remote.eager_sends;
 }

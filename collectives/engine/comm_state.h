@@ -38,12 +38,21 @@ inline constexpr size_t kPiggybackBytes = 1024;
 // each thread keeps (engine/context.cc).
 inline constexpr size_t kMostPiggybackBytes = size_t{16} << 10;
 
+// How the pipelined algorithms cut an array, in bytes (0: not at all). A ring cuts each of its
+// p blocks into segments of `ring_bytes`; a tree of more than two ranks (broadcast, reduce)
+// moves the whole array through each of its levels, and cuts it into segments of `tree_bytes`.
+// A tree of two ranks is one link, and takes `ring_bytes`.
+struct PipelineSegments {
+  size_t ring_bytes = 0;
+  size_t tree_bytes = 0;
+};
+
 // CommunicatorOptions' pipelining and streaming, resolved: Communicator::Assemble fills every
 // field from the options, the device's links and this machine's cache. The defaults below are
 // what a CommState built by hand (tests) gets without a device or a cache to ask: no pipelining,
 // the options' window, never streaming past the cache.
 struct CommTuning {
-  size_t segment_bytes = 0;  // the pipelining segment; 0: one segment per block
+  PipelineSegments segments;
   int pipeline_depth = CommunicatorOptions().pipeline_depth;
   size_t streaming_bytes = std::numeric_limits<size_t>::max();
   // Link costs (every field set) within a host and between hosts, with which the hierarchical
@@ -71,6 +80,10 @@ struct CommTuning {
 // (messages within a host and between hosts share one limit, which both ends of every link
 // must know), at most kMostPiggybackBytes.
 size_t PiggybackBytesFor(const DeviceLinks& links);
+
+// CommTuning::segments for a device whose links between hosts are `remote`, where the options
+// leave them to the device: the link's segment for rings, its relay segment for trees.
+PipelineSegments PipelineSegmentsFor(const LinkProfile& remote);
 
 // CommTuning::eager_sends for a device with `links`: whether both of its kinds of link complete
 // small sends before they are received (LinkProfile::eager_sends).

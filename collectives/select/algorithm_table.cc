@@ -23,9 +23,13 @@ double Folds(const CostInputs& in) {
   const double p = in.ranks;
   return std::exp2(std::floor(std::log2(std::max(p, 1.0)))) == p ? 0 : 1;
 }
-// Filling a pipeline of depth d costs d segments' transfer before the stream flows.
-double Fill(const CostInputs& in, double depth) {
-  return depth * std::min(in.bytes, in.segment_bytes) * in.beta;
+// Filling a pipeline of depth d costs d segments' transfer before the stream flows: one for a
+// ring, one per level for a tree.
+double RingFill(const CostInputs& in) {
+  return std::min(in.bytes, in.ring_segment_bytes) * in.beta;
+}
+double TreeFill(const CostInputs& in, double depth) {
+  return depth * std::min(in.bytes, in.tree_segment_bytes) * in.beta;
 }
 // cuda_ipc: its rounds of small messages to every peer (the data never crosses a link).
 double IpcRounds(const CostInputs& in, double rounds) { return rounds * (in.ranks - 1) * in.alpha; }
@@ -47,7 +51,7 @@ const AlgorithmEntry kTable[] = {
     {K::kAllReduce, A::kRing, RingAllReduce,
      [](const CostInputs& in) {
        return 2 * (in.ranks - 1) * in.alpha + 2 * Share(in) * in.bytes * in.beta +
-              Share(in) * in.bytes * std::max(0.0, in.gamma - in.beta) + Fill(in, 1);
+              Share(in) * in.bytes * std::max(0.0, in.gamma - in.beta) + RingFill(in);
      }},
     {K::kAllReduce, A::kRabenseifner, RabenseifnerAllReduce,
      [](const CostInputs& in) {
@@ -57,7 +61,7 @@ const AlgorithmEntry kTable[] = {
     {K::kAllReduce, A::kDoubleBinaryTree, DoubleTreeAllReduce,
      [](const CostInputs& in) {
        return 2 * (Log2(in) + 1) * in.alpha + in.bytes * (2 * in.beta + in.gamma) +
-              Fill(in, 2 * Log2(in));
+              TreeFill(in, 2 * Log2(in));
      }},
     {K::kAllReduce, A::kBinomial, BinomialAllReduce,
      [](const CostInputs& in) {
@@ -69,14 +73,14 @@ const AlgorithmEntry kTable[] = {
      BinomialFeeder},
     {K::kBroadcast, A::kDoubleBinaryTree, DoubleTreeBroadcast,
      [](const CostInputs& in) {
-       return (Log2(in) + 1) * in.alpha + in.bytes * in.beta + Fill(in, Log2(in));
+       return (Log2(in) + 1) * in.alpha + in.bytes * in.beta + TreeFill(in, Log2(in));
      }},
     // reduce
     {K::kReduce, A::kBinomial, BinomialReduce,
      [](const CostInputs& in) { return Log2(in) * (in.alpha + in.bytes * (in.beta + in.gamma)); }},
     {K::kReduce, A::kDoubleBinaryTree, DoubleTreeReduce,
      [](const CostInputs& in) {
-       return (Log2(in) + 1) * in.alpha + in.bytes * (in.beta + in.gamma) + Fill(in, Log2(in));
+       return (Log2(in) + 1) * in.alpha + in.bytes * (in.beta + in.gamma) + TreeFill(in, Log2(in));
      }},
     // allgather(v)
     {K::kAllGather, A::kRecursiveDoubling, RecursiveDoublingAllGather,
@@ -106,7 +110,7 @@ const AlgorithmEntry kTable[] = {
     {K::kReduceScatter, A::kRing, RingReduceScatter,
      [](const CostInputs& in) {
        return (in.ranks - 1) * in.alpha + Share(in) * in.bytes * std::max(in.beta, in.gamma) +
-              Fill(in, 1);
+              RingFill(in);
      }},
     {K::kReduceScatterV, A::kRabenseifner, RabenseifnerReduceScatter,
      [](const CostInputs& in) {
@@ -116,7 +120,7 @@ const AlgorithmEntry kTable[] = {
     {K::kReduceScatterV, A::kRing, RingReduceScatter,
      [](const CostInputs& in) {
        return (in.ranks - 1) * in.alpha + Share(in) * in.bytes * std::max(in.beta, in.gamma) +
-              Fill(in, 1);
+              RingFill(in);
      }},
     // gather, scatter, alltoall (one algorithm each) and barrier
     {K::kGather, A::kLinear, LinearGather,
@@ -194,14 +198,16 @@ const AlgorithmEntry* FindAlgorithm(CollectiveKind kind, AlgorithmId id) {
   return nullptr;
 }
 
-CostInputs MakeCostInputs(const CostParams& cost, int ranks, size_t bytes, size_t segment_bytes) {
+CostInputs MakeCostInputs(const CostParams& cost, int ranks, size_t bytes,
+                          const PipelineSegments& segments) {
   CostInputs in;
   in.ranks = ranks;
   in.bytes = static_cast<double>(bytes);
   in.alpha = cost.alpha_us;
   in.beta = cost.beta_ns_per_byte / 1000.0;
   in.gamma = cost.gamma_ns_per_byte / 1000.0;
-  in.segment_bytes = static_cast<double>(segment_bytes);
+  in.ring_segment_bytes = static_cast<double>(segments.ring_bytes);
+  in.tree_segment_bytes = static_cast<double>(segments.tree_bytes);
   in.local_alpha = in.alpha;
   in.local_beta = in.beta;
   in.local_gamma = in.gamma;

@@ -18,12 +18,13 @@ namespace chorus {
 
 // Inputs of a cost formula; times in microseconds.
 struct CostInputs {
-  double ranks = 1;          // p
-  double bytes = 0;          // n: the collective's size as PayloadBytes (shape.h) reports it
-  double alpha = 0;          // per message
-  double beta = 0;           // per byte on the wire
-  double gamma = 0;          // per byte reduced
-  double segment_bytes = 0;  // pipeline segment
+  double ranks = 1;               // p
+  double bytes = 0;               // n: the collective's size as PayloadBytes (shape.h) reports it
+  double alpha = 0;               // per message
+  double beta = 0;                // per byte on the wire
+  double gamma = 0;               // per byte reduced
+  double ring_segment_bytes = 0;  // pipeline segments (PipelineSegments)
+  double tree_segment_bytes = 0;
   // For the hierarchical algorithm, whose phases run within and between hosts: the layout
   // (null: one host of `ranks`) and the link costs within a host (alpha, beta and gamma above
   // are those between hosts).
@@ -34,7 +35,8 @@ struct CostInputs {
 };
 
 // `cost` in the formulas' units, for `ranks` ranks and `bytes` bytes; local costs = `cost`.
-CostInputs MakeCostInputs(const CostParams& cost, int ranks, size_t bytes, size_t segment_bytes);
+CostInputs MakeCostInputs(const CostParams& cost, int ranks, size_t bytes,
+                          const PipelineSegments& segments);
 
 using AlgorithmFn = absl::Status (*)(CollectiveContext& ctx, const CollectiveArgs& args);
 using CostFn = double (*)(const CostInputs& in);

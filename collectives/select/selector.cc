@@ -143,13 +143,13 @@ std::atomic<uint64_t> next_selector_id{1};
 
 }  // namespace
 
-Selector::Selector(std::vector<AlgorithmRule> rules, CostParams cost, size_t segment_bytes,
+Selector::Selector(std::vector<AlgorithmRule> rules, CostParams cost, PipelineSegments segments,
                    Topology topology, CostParams local_cost, bool shared_slots)
     : id_(next_selector_id.fetch_add(1, std::memory_order_relaxed)),
       rules_(std::move(rules)),
       cost_(cost),
       local_cost_(Completed(local_cost, cost)),
-      segment_bytes_(segment_bytes),
+      segments_(segments),
       topology_(std::move(topology)),
       shared_slots_(shared_slots) {
   for (size_t kind = 0; kind < slot_entries_.size(); ++kind) {
@@ -159,8 +159,8 @@ Selector::Selector(std::vector<AlgorithmRule> rules, CostParams cost, size_t seg
 }
 
 CostInputs Selector::Inputs(int ranks, size_t bytes) const {
-  CostInputs in = MakeCostInputs(cost_, ranks, bytes, segment_bytes_);
-  const CostInputs local = MakeCostInputs(local_cost_, ranks, bytes, segment_bytes_);
+  CostInputs in = MakeCostInputs(cost_, ranks, bytes, segments_);
+  const CostInputs local = MakeCostInputs(local_cost_, ranks, bytes, segments_);
   in.local_alpha = local.alpha;
   in.local_beta = local.beta;
   in.local_gamma = local.gamma;

@@ -54,7 +54,7 @@ class Selector {
   // host with `local_cost` (zero fields: `cost`'s) and between hosts with `cost`.
   // `shared_slots`: the communicator holds its mesh's shared slots, on which barrier and
   // allreduce and broadcast of at most kSharedBufferPayloadBytes run (SharedSlotsLimit).
-  Selector(std::vector<AlgorithmRule> rules, CostParams cost, size_t segment_bytes,
+  Selector(std::vector<AlgorithmRule> rules, CostParams cost, PipelineSegments segments,
            Topology topology = {}, CostParams local_cost = {}, bool shared_slots = false);
 
   // The entry to run. `forced` is a per-call algorithm name (may be empty).
@@ -75,7 +75,7 @@ class Selector {
   const std::vector<AlgorithmRule> rules_;
   const CostParams cost_;
   const CostParams local_cost_;
-  const size_t segment_bytes_;
+  const PipelineSegments segments_;
   const Topology topology_;
   const bool shared_slots_;
   // The shared_slots entry of each collective kind (null where it has none), so that a small

@@ -116,14 +116,23 @@ class CountingMesh final : public Mesh {
 constexpr size_t kSegmentBytes = 4096;
 constexpr int kWindow = 2;
 constexpr size_t kSegments = 32;  // per block of the ring, per message of a tree
+// Segments of the other kind where a test tells which kind an algorithm takes.
+constexpr size_t kCoarse = 4 * kSegmentBytes;
 
 using Algorithm = absl::Status (*)(CollectiveContext&, const CollectiveArgs&);
 
+// What one collective posted: its sends, and the most that ever led their receives.
+struct Posts {
+  int sends = 0;
+  int max_lead = 0;
+};
+
 // One collective of `kind` (allreduce, broadcast or reduce; sum, root 0) over float32 on
-// `ranks` threads of the in-process transport, with `algorithm`, 4 KiB segments and a window
-// of 2. Checks the result and that it saw every segment sent, and returns the largest lead of
-// sends over receives.
-int MaxLead(int ranks, CollectiveKind kind, AlgorithmId id, Algorithm algorithm) {
+// `ranks` threads of the in-process transport, with `algorithm`, `segments` and a window of 2,
+// over kSegments segments of kSegmentBytes per block of a ring or message of a tree. Checks the
+// result.
+Posts CountPosts(int ranks, CollectiveKind kind, AlgorithmId id, Algorithm algorithm,
+                 PipelineSegments segments) {
   MemoryStore store;
   PostCounts counts;
   const size_t blocks = kind == CollectiveKind::kAllReduce ? ranks : 1;
@@ -139,7 +148,7 @@ int MaxLead(int ranks, CollectiveKind kind, AlgorithmId id, Algorithm algorithm)
                                 device->CreateMesh(mesh_store, rank, ranks, MeshOptions{},
                                                    Deadline::After(absl::Seconds(30))));
         CommTuning tuning;
-        tuning.segment_bytes = kSegmentBytes;
+        tuning.segments = segments;
         tuning.pipeline_depth = kWindow;
         CommState state("flow", rank, ranks, std::move(scoped),
                         std::make_unique<CountingMesh>(std::move(mesh), counts), tuning,
@@ -176,8 +185,15 @@ int MaxLead(int ranks, CollectiveKind kind, AlgorithmId id, Algorithm algorithm)
     INFO("rank " << rank << ": " << statuses[rank].ToString());
     CHECK(statuses[rank].ok());
   }
-  CHECK(counts.Sends() >= static_cast<int>(kSegments));
-  return counts.MaxLead();
+  return {counts.Sends(), counts.MaxLead()};
+}
+
+// The largest lead of sends over receives in CountPosts' collective, cut into kSegmentBytes
+// segments; checks that every segment was sent.
+int MaxLead(int ranks, CollectiveKind kind, AlgorithmId id, Algorithm algorithm) {
+  const Posts posts = CountPosts(ranks, kind, id, algorithm, {kSegmentBytes, kSegmentBytes});
+  CHECK(posts.sends >= static_cast<int>(kSegments));
+  return posts.max_lead;
 }
 
 TEST_CASE("the ring sends no further ahead of its neighbour's receives than its window allows",
@@ -207,8 +223,7 @@ TEST_CASE("tree sources keep at most a window of sends ahead of the receives", "
        DoubleTreeBroadcast},
       {"double-tree reduce", CollectiveKind::kReduce, AlgorithmId::kDoubleBinaryTree,
        DoubleTreeReduce},
-      {"binomial allreduce", CollectiveKind::kAllReduce, AlgorithmId::kBinomial,
-       BinomialAllReduce},
+      {"binomial allreduce", CollectiveKind::kAllReduce, AlgorithmId::kBinomial, BinomialAllReduce},
       {"double-tree allreduce", CollectiveKind::kAllReduce, AlgorithmId::kDoubleBinaryTree,
        DoubleTreeAllReduce},
   };
@@ -223,6 +238,32 @@ TEST_CASE("tree sources keep at most a window of sends ahead of the receives", "
       CHECK(lead <= kWindow + 2);
     }
   }
+}
+
+TEST_CASE("a tree cuts its array by the tree segment, a ring its blocks by the ring segment",
+          "[flow]") {
+  // Each runs with its own kind of segment fine and the other coarse, then the other way: the
+  // fine run sends at least every segment, and several times the coarse run's messages.
+  auto check_follows = [](const char* what, const Posts& fine, const Posts& coarse) {
+    INFO(what << ": " << fine.sends << " sends in segments of " << kSegmentBytes << " B, "
+              << coarse.sends << " in " << kCoarse << " B");
+    CHECK(fine.sends >= static_cast<int>(kSegments));
+    CHECK(fine.sends >= 3 * coarse.sends);
+  };
+  auto broadcast = [](int ranks, PipelineSegments segments) {
+    return CountPosts(ranks, CollectiveKind::kBroadcast, AlgorithmId::kBinomial, BinomialBroadcast,
+                      segments);
+  };
+  check_follows("4-rank broadcast, tree segments", broadcast(4, {kCoarse, kSegmentBytes}),
+                broadcast(4, {kSegmentBytes, kCoarse}));
+  // Between two ranks a tree is one link, cut like a ring's.
+  check_follows("2-rank broadcast, ring segments", broadcast(2, {kSegmentBytes, kCoarse}),
+                broadcast(2, {kCoarse, kSegmentBytes}));
+  auto ring = [](PipelineSegments segments) {
+    return CountPosts(2, CollectiveKind::kAllReduce, AlgorithmId::kRing, RingAllReduce, segments);
+  };
+  check_follows("ring allreduce, ring segments", ring({kSegmentBytes, kCoarse}),
+                ring({kCoarse, kSegmentBytes}));
 }
 
 }  // namespace

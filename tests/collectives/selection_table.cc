@@ -76,7 +76,7 @@ int RunHybrid() {
       const int ranks = hosts * per_host;
       std::vector<int> labels;
       for (int r = 0; r < ranks; ++r) labels.push_back(r / per_host);
-      const Selector selector({}, LinkCost(tcp::kTcpLink), tcp::kTcpLink.segment_bytes,
+      const Selector selector({}, LinkCost(tcp::kTcpLink), PipelineSegmentsFor(tcp::kTcpLink),
                               *Topology::FromLabels(labels, ranks), LinkCost(shm::kShmLink));
       std::printf("| %s | %d x %d | %s |\n", std::string(CollectiveKindName(kind)).c_str(), hosts,
                   per_host, Ranges(selector, kind, ranks).c_str());
@@ -90,7 +90,7 @@ int Run(const std::string& device_kind) {
   const LinkProfile link = device_kind == "shm"      ? shm::kShmLink
                            : device_kind == "inproc" ? InprocDevice::kInprocLink
                                                      : tcp::kTcpLink;
-  const Selector selector({}, LinkCost(link), link.segment_bytes);
+  const Selector selector({}, LinkCost(link), PipelineSegmentsFor(link));
   std::printf("device %s: the cost model's pick by size (4 B - 1 GiB, powers of two)\n\n",
               device_kind.c_str());
   std::printf("| collective | ranks | picks |\n|---|---|---|\n");

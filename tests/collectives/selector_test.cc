@@ -19,6 +19,8 @@
 namespace chorus::testing {
 namespace {
 
+const PipelineSegments kTcpSegments = PipelineSegmentsFor(tcp::kTcpLink);
+
 CollectiveArgs AllReduceArgs(size_t bytes) {
   CollectiveArgs args;
   args.kind = CollectiveKind::kAllReduce;
@@ -86,12 +88,12 @@ TEST_CASE("cost parameters parse and reject nonsense", "[selector]") {
   // A huge alpha makes latency dominate: the selector moves to the fewest-step algorithm.
   CostParams slow = LinkCost(tcp::kTcpLink);
   slow.alpha_us = 1e6;
-  const Selector selector({}, slow, 256 * 1024);
+  const Selector selector({}, slow, {256 * 1024, 256 * 1024});
   CHECK(Chosen(selector, AllReduceArgs(1 << 20), 8) == "recursive_doubling");
 }
 
 TEST_CASE("the cost model picks latency algorithms for small messages", "[selector]") {
-  const Selector tcp({}, LinkCost(tcp::kTcpLink), 256 * 1024);
+  const Selector tcp({}, LinkCost(tcp::kTcpLink), {256 * 1024, 256 * 1024});
   CHECK(Chosen(tcp, AllReduceArgs(64), 8) == "recursive_doubling");
   CHECK(Chosen(tcp, AllReduceArgs(1024), 4) == "recursive_doubling");
   const std::string large = Chosen(tcp, AllReduceArgs(64 << 20), 8);
@@ -110,9 +112,32 @@ TEST_CASE("the cost model picks latency algorithms for small messages", "[select
   }
 }
 
+TEST_CASE("finer tree segments move broadcast and reduce to the double binary tree sooner",
+          "[selector]") {
+  // The double binary tree fills a pipeline as deep as its levels, one tree segment each; the
+  // binomial tree sends the whole array at each of its levels. Over TCP at 8 ranks, 1 MiB is
+  // where they cross: with the link's relay segments (half its ring segment) the double tree
+  // wins there, with tree segments as large as the ring's it does not.
+  REQUIRE(kTcpSegments.tree_bytes == kTcpSegments.ring_bytes / 2);
+  const Selector halved({}, LinkCost(tcp::kTcpLink), kTcpSegments);
+  const size_t ring = kTcpSegments.ring_bytes;
+  const Selector whole({}, LinkCost(tcp::kTcpLink), {ring, ring});
+  for (CollectiveKind kind : {CollectiveKind::kBroadcast, CollectiveKind::kReduce}) {
+    CollectiveArgs args;
+    args.kind = kind;
+    args.type = DataType::kUint8;
+    args.count = 1 << 20;
+    INFO(CollectiveKindName(kind));
+    CHECK(Chosen(halved, args, 8) == "double_binary_tree");
+    CHECK(Chosen(whole, args, 8) == "binomial");
+    args.count = 256 << 10;
+    CHECK(Chosen(halved, args, 8) == "binomial");
+  }
+}
+
 TEST_CASE("rules and per-call choices override the model", "[selector]") {
   const Selector selector(*ParseAlgorithmRules("allreduce:0-1k=binomial,1k-inf=double_binary_tree"),
-                          LinkCost(tcp::kTcpLink), 256 * 1024);
+                          LinkCost(tcp::kTcpLink), {256 * 1024, 256 * 1024});
   CHECK(Chosen(selector, AllReduceArgs(100), 8) == "binomial");
   CHECK(Chosen(selector, AllReduceArgs(1024), 8) == "double_binary_tree");
   CHECK(Chosen(selector, AllReduceArgs(100), 8, "ring") == "ring");
@@ -178,22 +203,26 @@ TEST_CASE("the pipeline segment is the device kind's unless set", "[selector]") 
   };
   std::string text = segment_logged(TransportKind::kShm);
   INFO(text);
-  CHECK(absl::StrContains(text, "segments of 2097152 B"));
+  CHECK(absl::StrContains(text, "segments of 2097152 B (rings) and 2097152 B (trees)"));
   text = segment_logged(TransportKind::kInproc);
   INFO(text);
-  CHECK(absl::StrContains(text, "segments of 1048576 B"));
+  CHECK(absl::StrContains(text, "segments of 1048576 B (rings) and 1048576 B (trees)"));
+  // TCP relays in finer segments than it streams.
+  text = segment_logged(TransportKind::kTcp);
+  INFO(text);
+  CHECK(absl::StrContains(text, "segments of 1048576 B (rings) and 524288 B (trees)"));
 
   {
     ScopedEnv setting("CHORUS_COLL_SEGMENT_BYTES", "64k");
     text = segment_logged(TransportKind::kShm);
     INFO(text);
-    CHECK(absl::StrContains(text, "segments of 65536 B"));
+    CHECK(absl::StrContains(text, "segments of 65536 B (rings) and 65536 B (trees)"));
   }
   {
     ScopedEnv setting("CHORUS_COLL_SEGMENT_BYTES", "0");  // 0: the device kind's
     text = segment_logged(TransportKind::kShm);
     INFO(text);
-    CHECK(absl::StrContains(text, "segments of 2097152 B"));
+    CHECK(absl::StrContains(text, "segments of 2097152 B (rings) and 2097152 B (trees)"));
   }
   ExpectRefused("CHORUS_COLL_SEGMENT_BYTES", "-1");
 }
@@ -205,10 +234,10 @@ TEST_CASE("the model considers hierarchical only on a layout of several hosts", 
   };
   const CostParams tcp = LinkCost(tcp::kTcpLink);
   const CostParams shm = LinkCost(chorus::shm::kShmLink);
-  const Selector two_hosts({}, tcp, 1 << 20, layout({0, 0, 1, 1}), shm);
-  const Selector flat({}, tcp, 1 << 20, layout({0, 0, 0, 0}), shm);
-  const Selector one_per_host({}, tcp, 1 << 20, layout({0, 1, 2, 3}), shm);
-  const Selector unknown({}, tcp, 1 << 20);
+  const Selector two_hosts({}, tcp, kTcpSegments, layout({0, 0, 1, 1}), shm);
+  const Selector flat({}, tcp, kTcpSegments, layout({0, 0, 0, 0}), shm);
+  const Selector one_per_host({}, tcp, kTcpSegments, layout({0, 1, 2, 3}), shm);
+  const Selector unknown({}, tcp, kTcpSegments);
   for (CollectiveKind kind :
        {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast, CollectiveKind::kReduce,
         CollectiveKind::kAllGather, CollectiveKind::kReduceScatter}) {
@@ -229,7 +258,7 @@ TEST_CASE("the model considers hierarchical only on a layout of several hosts", 
     CHECK(Chosen(flat, args, 4, "hierarchical") == "hierarchical");
   }
   // Rules may name it.
-  const Selector ruled(*ParseAlgorithmRules("allreduce:0-inf=hierarchical"), tcp, 1 << 20);
+  const Selector ruled(*ParseAlgorithmRules("allreduce:0-inf=hierarchical"), tcp, kTcpSegments);
   CHECK(Chosen(ruled, AllReduceArgs(100), 4) == "hierarchical");
   // Its estimate is the sum of its phases': on two hosts below the flat ring's, which pays the
   // network for every byte; on one host, with equal links, never below the cheapest flat one.
@@ -238,11 +267,11 @@ TEST_CASE("the model considers hierarchical only on a layout of several hosts", 
   const AlgorithmEntry* ring = FindAlgorithm(CollectiveKind::kAllReduce, AlgorithmId::kRing);
   CHECK(two_hosts.EstimateMicros(*hierarchical, 4, 64 << 20) <
         two_hosts.EstimateMicros(*ring, 4, 64 << 20));
-  const Selector same_links({}, tcp, 1 << 20, layout({0, 0, 0, 0}), tcp);
+  const Selector same_links({}, tcp, kTcpSegments, layout({0, 0, 0, 0}), tcp);
   CHECK(same_links.EstimateMicros(*hierarchical, 4, 1 << 20) >=
-        same_links.EstimateMicros(
-            *CheapestFlat(CollectiveKind::kAllReduce, MakeCostInputs(tcp, 4, 1 << 20, 1 << 20)), 4,
-            1 << 20));
+        same_links.EstimateMicros(*CheapestFlat(CollectiveKind::kAllReduce,
+                                                MakeCostInputs(tcp, 4, 1 << 20, kTcpSegments)),
+                                  4, 1 << 20));
 }
 
 TEST_CASE("over the hybrid transport the communicator learns the hosts and takes hierarchical",
