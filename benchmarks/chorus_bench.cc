@@ -7,6 +7,10 @@
 // model); each row then names the algorithm the selector picked for that size. Both the
 // out-of-place and the in-place columns are measured. The rank's identity comes from
 // rank_env.h; the store from --store (default $CHORUS_STORE).
+#include <errno.h>
+#include <sched.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -16,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "chorus/benchmarks/machine_limits.h"
@@ -48,8 +53,40 @@ const std::vector<ToolFlag>& ChorusFlags() {
        "where the buffers live: heap, shared (AllocateSharedMemory: the shm transport reads "
        "large messages from them in place, as registered buffers), or cuda (device memory of "
        "GPU local_rank % GPUs; a --config=cuda build, docs/cuda.md)"},
+      {"cpu", "",
+       "once the communicator is created, run the collectives on this CPU only: ranks given "
+       "the same one share a core that the library believes each has to itself, as when the "
+       "scheduler places them so; default: wherever the scheduler likes"},
   };
   return *flags;
+}
+
+// The CPU of --cpu, if given: one this process may run on.
+absl::StatusOr<std::optional<int>> ParseCpu(const std::string& text) {
+  if (text.empty()) return std::optional<int>();
+  int cpu = -1;
+  cpu_set_t allowed;
+  CPU_ZERO(&allowed);
+  if (!absl::SimpleAtoi(text, &cpu) || cpu < 0 || cpu >= CPU_SETSIZE ||
+      sched_getaffinity(0, sizeof(allowed), &allowed) != 0 || !CPU_ISSET(cpu, &allowed)) {
+    return InvalidArgumentError(absl::StrCat("chorus_bench --cpu: '", text,
+                                             "' is not a CPU this process may run on (see "
+                                             "taskset -p ",
+                                             getpid(), ")"));
+  }
+  return std::optional<int>(cpu);
+}
+
+// Binds the calling thread, which runs the collectives, to `cpu`.
+absl::Status RunOnCpu(int cpu) {
+  cpu_set_t only;
+  CPU_ZERO(&only);
+  CPU_SET(cpu, &only);
+  if (sched_setaffinity(0, sizeof(only), &only) != 0) {
+    return InternalError(absl::StrCat("chorus_bench --cpu ", cpu,
+                                      ": sched_setaffinity failed: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckTransport(const std::string& transport) {
@@ -221,6 +258,7 @@ absl::Status Main(int argc, char** argv) {
         absl::StrCat("chorus_bench --buffers: '", buffers, "' is not heap, shared or cuda"));
   }
   CHORUS_RETURN_IF_ERROR(CheckTransport(transport));  // before the slow probe
+  CHORUS_ASSIGN_OR_RETURN(const std::optional<int> cpu, ParseCpu(options.tool_flags.at("cpu")));
   CHORUS_ASSIGN_OR_RETURN(const std::vector<std::string> algorithms, SelectedAlgorithms(options));
   CHORUS_ASSIGN_OR_RETURN(const RankIdentity identity, ReadRankIdentity());
   const std::string& store_flag = options.tool_flags.at("store");
@@ -249,6 +287,12 @@ absl::Status Main(int argc, char** argv) {
   CHORUS_ASSIGN_OR_RETURN(const std::unique_ptr<Communicator> comm,
                           Communicator::Create(*store, "chorus-bench", *device, identity.rank,
                                                identity.size, comm_options));
+  // After the communicator has looked at the cores it may use (cores per rank set how its
+  // waits poll).
+  if (cpu) {
+    CHORUS_RETURN_IF_ERROR(RunOnCpu(*cpu));
+    if (identity.rank == 0) std::printf("# collectives run on CPU %d only (--cpu)\n", *cpu);
+  }
   // After the probe's fork: CUDA must not be initialised in a process that forks.
   GpuRuntime* gpu = nullptr;
   int gpu_device = -1;

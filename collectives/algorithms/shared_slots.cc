@@ -75,6 +75,12 @@ constexpr int kPollsPerCheck = 32;
 // How long a waiter polls before it naps, and the longest nap: a peer that arrives late is
 // found within a nap, and a long wait costs its core little.
 constexpr absl::Duration kSpin = absl::Microseconds(50);
+// A wait longer than this (many cache-line handoffs) yields the core at every look at the
+// clock, even where each rank has a core of its own: the rank it waits for may share this core
+// all the same (the scheduler put both there, or other work holds the other cores), and would
+// otherwise run only once this rank naps. Both then stay runnable, which also lets the
+// scheduler move one of them to an idle core.
+constexpr auto kYieldAfter = std::chrono::microseconds(2);
 constexpr auto kLongestNap = std::chrono::microseconds(500);
 // How long a waiter waits before it looks for a peer's header message (the peer runs this
 // collective over messages), and how often it looks again.
@@ -281,6 +287,7 @@ class SlotCall {
     // The clock is first read kPollsPerCheck polls in: most waits end before (a clock read
     // costs about as much as the rest of a small call on some virtual machines).
     std::optional<PollWindow> window;  // polling before naps, from the first check
+    Clock::time_point first_check{};
     Clock::time_point next_probe{};
     auto nap = std::chrono::microseconds(1);
     for (int polls = 1;; ++polls) {
@@ -296,6 +303,7 @@ class SlotCall {
       const Clock::time_point now = Clock::now();
       if (polls == kPollsPerCheck) {
         window.emplace(kSpin);
+        first_check = now;
         next_probe = now + kProbeAfter;
       }
       if (const absl::Status stop = Check(peer, now, what, ready); !stop.ok()) return stop;
@@ -305,6 +313,9 @@ class SlotCall {
       if (probe) {
         CHORUS_RETURN_IF_ERROR(ProbeMessages(peer));
         next_probe = now + kProbeAfter;
+      }
+      if (!oversubscribed_ && window->open() && now - first_check >= kYieldAfter) {
+        window->Yield();
       }
       if (!window->open()) {
         const timespec pause = {0, static_cast<long>(nap.count()) * 1000};

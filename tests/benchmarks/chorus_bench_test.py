@@ -126,6 +126,21 @@ class ChorusBench(unittest.TestCase):
                            "--coll", "allgather")
         self.assert_all_verified(result, 3)
 
+    def test_ranks_sharing_one_cpu_verify_over_shm(self):
+        # Both ranks on CPU 0, each believing it has a core: the slots and the shared buffers
+        # up to 64 KiB, then messages; every wait must hand the core over to the other rank.
+        for coll in ("allreduce", "broadcast", "barrier"):
+            with self.subTest(coll=coll):
+                result = run_bench(2, "-b", "8", "-e", "256K", "-f", "8", "-n", "200", "-w", "20",
+                                   "--limits", "0", "--transport", "shm", "--cpu", "0",
+                                   "--coll", coll)
+                self.assertIn("collectives run on CPU 0 only", result.stdout)
+                if coll == "barrier":  # no buffers to verify
+                    self.assertEqual(result.returncode, 0, result.stderr + result.stdout)
+                    self.assertEqual(len(table_rows(result.stdout)), 1, result.stdout)
+                else:
+                    self.assert_all_verified(result, 6)
+
     def test_barrier_and_the_machine_limits(self):
         result = run_bench(2, "--coll", "barrier", "-n", "3", "-w", "1")
         self.assertEqual(result.returncode, 0, result.stderr)
@@ -139,6 +154,9 @@ class ChorusBench(unittest.TestCase):
         self.assertIn("no allreduce algorithm 'bcube'; choose from", result.stderr)
         result = run_bench(2, *QUICK, "--transport", "carrier-pigeon")
         self.assertIn("no transport 'carrier-pigeon'; choose from tcp", result.stderr)
+        result = run_bench(2, *QUICK, "--cpu", str(os.cpu_count() + 4096))
+        self.assertIn("--cpu: '%d' is not a CPU this process may run on" % (os.cpu_count() + 4096),
+                      result.stderr)
         result = run_bench(2, *QUICK, "--buffers", "pinned")
         self.assertIn("--buffers: 'pinned' is not heap, shared or cuda", result.stderr)
         # The suite's chorus_bench is a build without CUDA support.
