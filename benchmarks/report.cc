@@ -26,8 +26,8 @@ absl::Status ParseInt(absl::string_view flag, absl::string_view text, int64_t mi
                       int64_t* out) {
   int64_t value = 0;
   if (!absl::SimpleAtoi(text, &value) || value < min_value) {
-    return InvalidArgumentError(absl::StrCat(flag, " '", text, "' is not an integer >= ",
-                                             min_value));
+    return InvalidArgumentError(
+        absl::StrCat(flag, " '", text, "' is not an integer >= ", min_value));
   }
   *out = value;
   return absl::OkStatus();
@@ -121,15 +121,14 @@ const std::vector<CommonFlag>& CommonFlags() {
        "element type(s), comma-separated, or all: float32, float64, float16, bfloat16, int8, "
        "...  [float32]",
        [](absl::string_view v, BenchmarkOptions& o) -> absl::Status {
-         CHORUS_ASSIGN_OR_RETURN(o.types, ParseList<DataType>("-d", v, kNumDataTypes,
-                                                              ParseDataType));
+         CHORUS_ASSIGN_OR_RETURN(o.types,
+                                 ParseList<DataType>("-d", v, kNumDataTypes, ParseDataType));
          o.type = o.types.front();
          return absl::OkStatus();
        }},
       {"-o", "--op", "reduction(s), comma-separated, or all: sum, prod, min, max, avg  [sum]",
        [](absl::string_view v, BenchmarkOptions& o) -> absl::Status {
-         CHORUS_ASSIGN_OR_RETURN(o.ops, ParseList<ReduceOp>("-o", v, kNumReduceOps,
-                                                            ParseReduceOp));
+         CHORUS_ASSIGN_OR_RETURN(o.ops, ParseList<ReduceOp>("-o", v, kNumReduceOps, ParseReduceOp));
          o.op = o.ops.front();
          return absl::OkStatus();
        }},
@@ -153,6 +152,13 @@ const std::vector<CommonFlag>& CommonFlags() {
          o.json_path = std::string(v);
          return absl::OkStatus();
        }},
+      {"", "--settle_ms",
+       "before the first size, run its collective in place, untimed, for at least this many "
+       "milliseconds (the same calls on every rank), so that the scheduler's placing of freshly "
+       "started ranks stays out of the figures  [0]",
+       [](absl::string_view v, BenchmarkOptions& o) {
+         return ParseSmallInt("--settle_ms", v, 0, &o.settle_ms);
+       }},
       {"", "--limits", "1: measure and print the machine limits first; 0: skip  [1]",
        [](absl::string_view v, BenchmarkOptions& o) {
          if (v != "0" && v != "1") return InvalidArgumentError("--limits takes 0 or 1");
@@ -175,8 +181,8 @@ std::string FormatTime(double us) {
 
 std::string FormatMode(const std::optional<Measurement>& m) {
   if (!m) {
-    return absl::StrFormat("  %7s  %6s  %6s  %6s", kNotApplicable, kNotApplicable,
-                           kNotApplicable, kNotApplicable);
+    return absl::StrFormat("  %7s  %6s  %6s  %6s", kNotApplicable, kNotApplicable, kNotApplicable,
+                           kNotApplicable);
   }
   const std::string wrong = m->wrong < 0 ? std::string(kNotApplicable) : absl::StrCat(m->wrong);
   return absl::StrFormat("  %s  %6.2f  %6.2f  %6s", FormatTime(m->time_us), m->algbw_gbps,
@@ -337,8 +343,8 @@ absl::StatusOr<BenchmarkOptions> ParseBenchmarkFlags(int argc, const char* const
     }
   }
   if (options.max_bytes < options.min_bytes) {
-    return InvalidArgumentError(absl::StrCat("-e ", options.max_bytes, " is below -b ",
-                                             options.min_bytes));
+    return InvalidArgumentError(
+        absl::StrCat("-e ", options.max_bytes, " is below -b ", options.min_bytes));
   }
   return options;
 }
@@ -416,14 +422,14 @@ std::string FormatTableHeader(const RunReport& run) {
                       Centered("in-place", kModeWidth));
   const std::string mode_names =
       absl::StrFormat("  %7s  %6s  %6s  %6s", "time", "algbw", "busbw", "#wrong");
-  text += CommentLine(absl::StrFormat("%12s  %12s  %8s  %6s  %6s", "size", "count", "type",
-                                      "redop", "root") +
-                      mode_names + mode_names);
-  const std::string mode_units = absl::StrFormat("  %7s  %6s  %6s  %6s", "(us)", "(GB/s)",
-                                                 "(GB/s)", "");
-  text += CommentLine(absl::StrFormat("%12s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "",
-                                      "") +
-                      mode_units + mode_units);
+  text += CommentLine(
+      absl::StrFormat("%12s  %12s  %8s  %6s  %6s", "size", "count", "type", "redop", "root") +
+      mode_names + mode_names);
+  const std::string mode_units =
+      absl::StrFormat("  %7s  %6s  %6s  %6s", "(us)", "(GB/s)", "(GB/s)", "");
+  text +=
+      CommentLine(absl::StrFormat("%12s  %12s  %8s  %6s  %6s", "(B)", "(elements)", "", "", "") +
+                  mode_units + mode_units);
   return text;
 }
 
@@ -443,8 +449,8 @@ std::string FormatFooter(const RunReport& run) {
   const int64_t wrong = TotalWrong(run.rows);
   const std::string verdict =
       !checked ? "not checked" : absl::StrCat(wrong, wrong == 0 ? " OK" : " FAILED");
-  return absl::StrFormat("# Wrong elements       : %s\n# Avg bus bandwidth    : %.4g\n#\n",
-                         verdict, AverageBusBandwidth(run.rows));
+  return absl::StrFormat("# Wrong elements       : %s\n# Avg bus bandwidth    : %.4g\n#\n", verdict,
+                         AverageBusBandwidth(run.rows));
 }
 
 double AverageBusBandwidth(const std::vector<ResultRow>& rows) {
@@ -480,9 +486,9 @@ absl::Status CheckNoWrongElements(const std::vector<RunReport>& runs) {
     }
   }
   if (failed.empty()) return absl::OkStatus();
-  return InternalError(absl::StrCat("verification failed, wrong elements: ",
-                                    absl::StrJoin(failed, "; "),
-                                    " (rows with a non-zero #wrong column are not correct)"));
+  return InternalError(
+      absl::StrCat("verification failed, wrong elements: ", absl::StrJoin(failed, "; "),
+                   " (rows with a non-zero #wrong column are not correct)"));
 }
 
 std::string ReportJson(absl::string_view command_line, const MachineDescription& machine,

@@ -17,6 +17,7 @@
 //                       alltoall, barrier                             (default allreduce)
 //   --algo              algorithm(s), comma-separated; one sweep each (default: the tool's)
 //   --json FILE         also write every row, the machine and its limits to FILE
+//   --settle_ms MS      run the first size untimed for at least MS ms before the sweep (0)
 //   --limits 0|1        measure and print the machine limits first  (default 1)
 // plus the flags a tool declares for itself (e.g. --transport, --store).
 #ifndef CHORUS_BENCHMARKS_REPORT_H_
@@ -53,6 +54,7 @@ struct BenchmarkOptions {
   std::vector<std::string> algorithms;  // empty: the tool's default
   std::string json_path;                // empty: no JSON
   bool probe_limits = true;
+  int settle_ms = 0;                              // --settle_ms
   std::map<std::string, std::string> tool_flags;  // the tool's own flags, by long name
   bool help = false;                              // -h / --help was given
 };
@@ -97,7 +99,7 @@ Measurement MakeMeasurement(CollectiveKind collective, int ranks, int64_t bytes,
 
 struct ResultRow {
   int64_t bytes = 0;
-  int64_t count = 0;  // elements of the full array
+  int64_t count = 0;                        // elements of the full array
   std::optional<Measurement> out_of_place;  // nullopt: the library cannot do it
   std::optional<Measurement> in_place;
 };

@@ -11,9 +11,10 @@
 #   bash benchmarks/run_latency_comparison.sh
 #
 # Small messages need many iterations and large ones few, so each cell is two sweeps:
-# 4 B..64 KiB with -n 500 -w 100 and 256 KiB..the largest size with -n 10 -w 2. The long
-# warm-up keeps a start-up transient (the scheduler placing freshly started ranks) out of the
-# small sizes, which come first.
+# 4 B..64 KiB with -n 500 -w 100 and 256 KiB..the largest size with -n 10 -w 2. Every sweep
+# first runs its smallest size untimed for 200 ms (--settle_ms): for the first tens of
+# milliseconds the scheduler may still have two freshly started ranks on one core, and a small
+# size's whole sweep takes less than that.
 # Environment:
 #   ROUNDS      rounds                                          (3)
 #   COLL        allreduce, broadcast or barrier                 (allreduce)
@@ -23,6 +24,7 @@
 #   MAX8        largest size at 8 ranks                         (4M)
 #   ITERS       -n of both sweeps                               (500 small, 10 large; barrier 3500)
 #   WARMUP      -w of both sweeps                               (100 small, 2 large; barrier 700)
+#   SETTLE_MS   --settle_ms of every sweep: the first size runs untimed this long (200)
 #   MPI_BIND    mpirun --bind-to: none, core, ...               (none)
 #   OUT         where the JSON, logs and table go; the previous run's files there are replaced
 #               (benchmarks/results/side-by-side for allreduce, side-by-side-COLL otherwise)
@@ -115,7 +117,8 @@ measure() {
     limits=1
     limits_taken=1
   fi
-  local common=("${sweep[@]}" --coll "$COLL" --limits "$limits" --json "$OUT/$name.json")
+  local common=("${sweep[@]}" --coll "$COLL" --settle_ms "${SETTLE_MS:-200}" --limits "$limits"
+    --json "$OUT/$name.json")
   local command
   case "$library" in
     chorus)

@@ -106,6 +106,24 @@ absl::StatusOr<Measurement> MeasureMode(CollectiveTarget& target, const RunRepor
   return MakeMeasurement(o.collective, target.ranks(), bytes, slowest, total_wrong);
 }
 
+// Runs the first size's collective in place until at least o.settle_ms have passed on the
+// slowest rank: in batches, after each of which the ranks agree on the time, so that every rank
+// makes the same calls.
+absl::Status Settle(CollectiveTarget& target, const BenchmarkOptions& o, const Buffers& buffers,
+                    int64_t count) {
+  constexpr int kBatch = 64;
+  const auto [input, output] = Layout(buffers.input.get(), buffers.output.get(), Mode::kInPlace, o,
+                                      count, target.rank(), target.ranks());
+  CHORUS_RETURN_IF_ERROR(target.Bind(input, output, count));
+  const auto start = Clock::now();
+  for (double slowest_ms = 0; slowest_ms < o.settle_ms;) {
+    for (int i = 0; i < kBatch; ++i) CHORUS_RETURN_IF_ERROR(target.Run());
+    const double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    CHORUS_ASSIGN_OR_RETURN(slowest_ms, target.MaxOverRanks(ms));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // Page-aligned and touched once, so the first timed iteration does not take page faults.
@@ -148,6 +166,11 @@ absl::Status RunSweep(CollectiveTarget& target, RunReport& run, std::FILE* out) 
                             target.CollectiveTarget::AllocateBuffer(buffers.output_bytes));
   }
 
+  if (o.settle_ms > 0) {
+    const absl::Status settled =
+        Settle(target, o, buffers, sizes.front() / static_cast<int64_t>(element_size));
+    if (!settled.ok()) return Annotate(settled, "settling (--settle_ms)");
+  }
   for (const int64_t bytes : sizes) {
     ResultRow row;
     row.bytes = bytes;

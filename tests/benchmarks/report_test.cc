@@ -19,9 +19,16 @@ absl::StatusOr<BenchmarkOptions> Parse(std::vector<const char*> args,
 
 TEST_CASE("nccl-tests flags parse, long and short") {
   const auto options =
-      Parse({"-b", "1k", "--maxbytes=4M", "-f", "4", "-n", "7", "-w", "0", "-c", "3", "-d",
-             "bf16", "-o", "max", "-r", "2", "--coll", "broadcast", "--algo", "ring,bcube",
-             "--json", "/tmp/x.json", "--limits", "0", "--transport", "shm"},
+      Parse({"-b",          "1k",          "--maxbytes=4M",
+             "-f",          "4",           "-n",
+             "7",           "-w",          "0",
+             "-c",          "3",           "-d",
+             "bf16",        "-o",          "max",
+             "-r",          "2",           "--coll",
+             "broadcast",   "--algo",      "ring,bcube",
+             "--json",      "/tmp/x.json", "--settle_ms",
+             "250",         "--limits",    "0",
+             "--transport", "shm"},
             {{"transport", "tcp", "transport to use"}, {"store", "file", "store kind"}});
   REQUIRE(options.ok());
   CHECK(options->min_bytes == 1024);
@@ -37,6 +44,7 @@ TEST_CASE("nccl-tests flags parse, long and short") {
   CHECK(options->algorithms == std::vector<std::string>{"ring", "bcube"});
   CHECK(options->json_path == "/tmp/x.json");
   CHECK(!options->probe_limits);
+  CHECK(options->settle_ms == 250);
   CHECK(options->tool_flags.at("transport") == "shm");
   CHECK(options->tool_flags.at("store") == "file");  // the default
   CHECK(!options->help);
@@ -86,15 +94,16 @@ TEST_CASE("bad flags are refused with the flag named") {
   CHECK(mentions(Parse({"-o", ","}), "-o needs at least one name"));
   CHECK(mentions(Parse({"--coll", "scan"}), "unknown collective 'scan'"));
   CHECK(mentions(Parse({"--limits", "yes"}), "--limits"));
+  CHECK(mentions(Parse({"--settle_ms", "-1"}), "--settle_ms"));
   CHECK(Parse({"--help"})->help);
 }
 
 TEST_CASE("the usage lists common and tool flags") {
   const std::string usage = BenchmarkUsage("gloo-bench", {{"store", "file", "file or redis"}});
-  for (const char* text : {"-b, --minbytes", "-e, --maxbytes", "-f, --stepfactor", "-n, --iters",
-                           "-w, --warmup_iters", "-c, --check", "-d, --datatype", "-o, --op",
-                           "-r, --root", "--coll", "--algo", "--json", "--store",
-                           "file or redis  [file]"}) {
+  for (const char* text :
+       {"-b, --minbytes", "-e, --maxbytes", "-f, --stepfactor", "-n, --iters", "-w, --warmup_iters",
+        "-c, --check", "-d, --datatype", "-o, --op", "-r, --root", "--coll", "--algo", "--json",
+        "--store", "file or redis  [file]"}) {
     CHECK(usage.find(text) != std::string::npos);
   }
 }

@@ -6,12 +6,12 @@
 
 #include <catch2/catch.hpp>
 #include <condition_variable>
-#include <mutex>
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <thread>
 #include <memory>
+#include <mutex>
+#include <thread>
 #include <vector>
 
 #include "chorus/benchmarks/verify.h"
@@ -50,8 +50,7 @@ class Rendezvous {
 enum class Fault { kNone, kDropRankOne, kSkipOutput, kShiftChunks };
 
 struct Shared {
-  explicit Shared(int ranks)
-      : rendezvous(ranks), inputs(ranks), values(ranks), integers(ranks) {}
+  explicit Shared(int ranks) : rendezvous(ranks), inputs(ranks), values(ranks), integers(ranks) {}
   Rendezvous rendezvous;
   std::vector<const void*> inputs;
   std::vector<double> values;
@@ -69,8 +68,8 @@ void Store(void* data, int64_t index, double value) {
 
 class ReferenceTarget : public CollectiveTarget {
  public:
-  ReferenceTarget(Shared& shared, const BenchmarkOptions& options, int rank, int ranks,
-                  Fault fault, bool out_of_place)
+  ReferenceTarget(Shared& shared, const BenchmarkOptions& options, int rank, int ranks, Fault fault,
+                  bool out_of_place)
       : shared_(shared),
         options_(options),
         rank_(rank),
@@ -337,9 +336,9 @@ BenchmarkOptions SmallSweep(CollectiveKind collective, DataType type, ReduceOp o
 }
 
 TEST_CASE("a correct implementation verifies exactly for every collective, type and op") {
-  const DataType types[] = {DataType::kInt8,    DataType::kUint8,    DataType::kInt16,
-                            DataType::kUint16,  DataType::kInt32,    DataType::kUint32,
-                            DataType::kInt64,   DataType::kUint64,   DataType::kFloat16,
+  const DataType types[] = {DataType::kInt8,     DataType::kUint8,   DataType::kInt16,
+                            DataType::kUint16,   DataType::kInt32,   DataType::kUint32,
+                            DataType::kInt64,    DataType::kUint64,  DataType::kFloat16,
                             DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
   const ReduceOp ops[] = {ReduceOp::kSum, ReduceOp::kProd, ReduceOp::kMin, ReduceOp::kMax,
                           ReduceOp::kAvg};
@@ -377,8 +376,7 @@ TEST_CASE("faults in an implementation show up as wrong elements") {
         if (!IsReduction(collective) && op != ReduceOp::kSum) continue;
         INFO(CollectiveKindName(collective)
              << " " << ReduceOpName(op) << " fault " << static_cast<int>(fault));
-        const SweepResult result =
-            Sweep(SmallSweep(collective, DataType::kFloat32, op), 4, fault);
+        const SweepResult result = Sweep(SmallSweep(collective, DataType::kFloat32, op), 4, fault);
         const RunReport& run = result.runs[0];
         // Out-of-place always sees the fault; every rank's count is summed into rank 0's row.
         CHECK(run.rows.back().out_of_place->wrong > 0);
@@ -397,8 +395,9 @@ TEST_CASE("the sweep binds once per size and mode and runs check + warm-up + tim
   for (int rank = 0; rank < 2; ++rank) {
     CHECK(result.binds[rank] == static_cast<int>(2 * sizes));
     CHECK(result.runs_count[rank] ==
-          static_cast<int>(2 * sizes * (options.check_iterations + options.warmup_iterations +
-                                        options.iterations)));
+          static_cast<int>(
+              2 * sizes *
+              (options.check_iterations + options.warmup_iterations + options.iterations)));
   }
   const ResultRow& row = result.runs[0].rows.back();
   CHECK(row.bytes == 2048);
@@ -406,6 +405,26 @@ TEST_CASE("the sweep binds once per size and mode and runs check + warm-up + tim
   CHECK(row.in_place->time_us > 0);
   CHECK(row.in_place->algbw_gbps > 0);
   CHECK(row.in_place->busbw_gbps == Approx(row.in_place->algbw_gbps));  // 2(n-1)/n = 1 at n=2
+}
+
+TEST_CASE("--settle_ms runs the first size first, the same calls on every rank") {
+  BenchmarkOptions options =
+      SmallSweep(CollectiveKind::kAllReduce, DataType::kFloat32, ReduceOp::kSum);
+  options.settle_ms = 20;
+  const SweepResult result = Sweep(options, 3);
+  const int sizes = static_cast<int>(SweepSizes(options, 3).size());
+  const int swept =
+      2 * sizes * (options.check_iterations + options.warmup_iterations + options.iterations);
+  CHECK(result.runs[0].rows.size() == static_cast<size_t>(sizes));
+  const int settling = result.runs_count[0] - swept;
+  INFO("calls while settling: " << settling);
+  CHECK(settling >= 64);
+  CHECK(settling % 64 == 0);  // whole batches
+  for (int rank = 0; rank < 3; ++rank) {
+    CHECK(result.binds[rank] == 2 * sizes + 1);  // the settling binds once more
+    CHECK(result.runs_count[rank] == result.runs_count[0]);
+  }
+  CHECK(TotalWrong(result.runs[0].rows) == 0);
 }
 
 TEST_CASE("a library without out-of-place is measured in place only; -c 0 leaves #wrong unset") {
