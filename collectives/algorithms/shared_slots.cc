@@ -78,8 +78,7 @@ constexpr absl::Duration kSpin = absl::Microseconds(50);
 // A wait longer than this (many cache-line handoffs) yields the core at every look at the
 // clock, even where each rank has a core of its own: the rank it waits for may share this core
 // all the same (the scheduler put both there, or other work holds the other cores), and would
-// otherwise run only once this rank naps. Both then stay runnable, which also lets the
-// scheduler move one of them to an idle core.
+// otherwise run only once this rank naps.
 constexpr auto kYieldAfter = std::chrono::microseconds(2);
 constexpr auto kLongestNap = std::chrono::microseconds(500);
 // How long a waiter waits before it looks for a peer's header message (the peer runs this
