@@ -15,6 +15,14 @@
 
 namespace chorus {
 
+// A wait longer than this (several small messages' flight, many cache-line handoffs) yields the
+// core at every look at the clock, even where each rank has a core of its own: the rank it waits
+// for may share this core all the same. The scheduler starts ranks of one host wherever it
+// likes, often two on one core for the first tens of milliseconds, or other work holds the
+// other cores; a waiter that kept the core until it slept made each small collective cost
+// 10-70 us instead of under 1.
+inline constexpr std::chrono::microseconds kYieldAfterWaiting{2};
+
 class PollWindow {
  public:
   using Clock = std::chrono::steady_clock;

@@ -75,11 +75,6 @@ constexpr int kPollsPerCheck = 32;
 // How long a waiter polls before it naps, and the longest nap: a peer that arrives late is
 // found within a nap, and a long wait costs its core little.
 constexpr absl::Duration kSpin = absl::Microseconds(50);
-// A wait longer than this (many cache-line handoffs) yields the core at every look at the
-// clock, even where each rank has a core of its own: the rank it waits for may share this core
-// all the same (the scheduler put both there, or other work holds the other cores), and would
-// otherwise run only once this rank naps.
-constexpr auto kYieldAfter = std::chrono::microseconds(2);
 constexpr auto kLongestNap = std::chrono::microseconds(500);
 // How long a waiter waits before it looks for a peer's header message (the peer runs this
 // collective over messages), and how often it looks again.
@@ -313,7 +308,8 @@ class SlotCall {
         CHORUS_RETURN_IF_ERROR(ProbeMessages(peer));
         next_probe = now + kProbeAfter;
       }
-      if (!oversubscribed_ && window->open() && now - first_check >= kYieldAfter) {
+      // Without it, a peer that shares this core runs only once this rank naps.
+      if (!oversubscribed_ && window->open() && now - first_check >= kYieldAfterWaiting) {
         window->Yield();
       }
       if (!window->open()) {

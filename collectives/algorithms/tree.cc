@@ -135,10 +135,7 @@ class TreeRun {
       : ctx_(ctx), args_(args), job_(job), elem_(args.elem()) {
     size_t largest = 0;
     for (const TreeRole& role : job_.trees) largest = std::max(largest, role.count);
-    // Between two ranks a tree is one link, which the ring's segment suits; only deeper trees
-    // fill a pipeline level by level (PipelineSegments).
-    const PipelineSegments& cut = ctx.tuning().segments;
-    segments_ = SegmentsFor(largest * elem_, ctx.size() > 2 ? cut.tree_bytes : cut.ring_bytes);
+    segments_ = SegmentsFor(largest * elem_, ctx.tuning().segments.TreeBytes(ctx.size()));
     chunks_ = segments_ * job_.trees.size();
     window_ = std::min<size_t>(std::max(ctx.tuning().pipeline_depth, 1), chunks_);
     segment_bytes_ = PieceOf(largest, segments_, 0).count * elem_;

@@ -45,6 +45,9 @@ inline constexpr size_t kMostPiggybackBytes = size_t{16} << 10;
 struct PipelineSegments {
   size_t ring_bytes = 0;
   size_t tree_bytes = 0;
+
+  // The segment of a tree over `ranks` ranks.
+  size_t TreeBytes(int ranks) const { return ranks > 2 ? tree_bytes : ring_bytes; }
 };
 
 // CommunicatorOptions' pipelining and streaming, resolved: Communicator::Assemble fills every

@@ -207,7 +207,7 @@ CostInputs MakeCostInputs(const CostParams& cost, int ranks, size_t bytes,
   in.beta = cost.beta_ns_per_byte / 1000.0;
   in.gamma = cost.gamma_ns_per_byte / 1000.0;
   in.ring_segment_bytes = static_cast<double>(segments.ring_bytes);
-  in.tree_segment_bytes = static_cast<double>(segments.tree_bytes);
+  in.tree_segment_bytes = static_cast<double>(segments.TreeBytes(ranks));
   in.local_alpha = in.alpha;
   in.local_beta = in.beta;
   in.local_gamma = in.gamma;

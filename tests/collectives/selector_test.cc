@@ -133,6 +133,10 @@ TEST_CASE("finer tree segments move broadcast and reduce to the double binary tr
     args.count = 256 << 10;
     CHECK(Chosen(halved, args, 8) == "binomial");
   }
+  // As the trees run: two ranks are one link, priced with the ring's segment.
+  const CostParams tcp = LinkCost(tcp::kTcpLink);
+  CHECK(MakeCostInputs(tcp, 2, 1 << 20, kTcpSegments).tree_segment_bytes == ring);
+  CHECK(MakeCostInputs(tcp, 3, 1 << 20, kTcpSegments).tree_segment_bytes == ring / 2);
 }
 
 TEST_CASE("rules and per-call choices override the model", "[selector]") {

@@ -21,6 +21,7 @@
 
 #include "absl/time/time.h"
 #include "chorus/core/deadline.h"
+#include "chorus/transport/poll_window.h"
 #include "chorus/transport/shm/doorbell.h"
 #include "chorus/transport/shm/layout.h"
 #include "chorus/transport/shm/segment.h"
@@ -57,13 +58,6 @@ class Waiters {
   // A spinning waiter reads the clock (for the end of its spin and its deadline) once per this
   // many polls: a clock read costs about as much as a poll of an idle ring.
   static constexpr int kPollsPerClockRead = 16;
-  // A wait longer than this (several small messages' flight and handling) yields the core at
-  // every clock read, whatever yield_every_ says: the rank it waits for may share this core.
-  // The scheduler starts ranks of one host wherever it likes, often two on one core for the
-  // first tens of milliseconds, where a waiter that kept the core for 256 polls made each
-  // small collective cost 10 us instead of under 1.
-  static constexpr auto kYieldAfter = std::chrono::microseconds(2);
-
   InboxHeader& doorbell_;
   SpinPolicy spin_policy_;
   // A spinning waiter yields the core every this many polls: at every poll when this host's
@@ -92,7 +86,7 @@ void Waiters::Wait(Deadline deadline, Poll&& poll, Done&& done, WakeBy&& wake_by
       const auto waited = now - first_read;
       if (polls > kPollsPerClockRead && waited >= spin) break;
       if (now >= deadline.time_point()) break;
-      yield = yield || waited >= kYieldAfter;
+      yield = yield || waited >= kYieldAfterWaiting;  // whatever yield_every_ says
     }
     if (yield) sched_yield();
   }
