@@ -23,8 +23,8 @@ struct CostInputs {
   double alpha = 0;               // per message
   double beta = 0;                // per byte on the wire
   double gamma = 0;               // per byte reduced
-  double ring_segment_bytes = 0;  // pipeline segments (PipelineSegments), a tree's for p ranks
-  double tree_segment_bytes = 0;
+  double ring_segment_bytes = 0;  // pipeline segments (PipelineSegments)
+  double tree_segment_bytes = 0;  // ... a tree's of p ranks (PipelineSegments::TreeBytes)
   // For the hierarchical algorithm, whose phases run within and between hosts: the layout
   // (null: one host of `ranks`) and the link costs within a host (alpha, beta and gamma above
   // are those between hosts).
