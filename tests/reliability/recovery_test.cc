@@ -18,6 +18,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "chorus/core/status.h"
 #include "tests/harness/multirank.h"
 #include "tests/reliability/rank_comm.h"
@@ -79,6 +80,12 @@ void KillTwoAndShrink(TransportKind transport) {
       slots[Completed(rank)].store(i + 1);
     }
     if (status.ok()) return InternalError("the loop ended without a failure");
+    if (IsVictim(rank)) {
+      // The victims are killed one after the other: the second may see the first die before
+      // its own SIGKILL lands. It stands for a rank that dies with the first, so it waits.
+      absl::SleepFor(absl::Seconds(60));
+      return InternalError("a victim outlived its SIGKILL: " + status.ToString());
+    }
     const int64_t noticed = MonotonicNanos();
     if (GetErrorKind(status) != ErrorKind::kPeerUnavailable || !ErrorPeerRank(status) ||
         !IsVictim(*ErrorPeerRank(status))) {
