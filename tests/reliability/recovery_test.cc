@@ -58,8 +58,8 @@ absl::Status LoopStep(Communicator& comm, int original_rank, const std::vector<i
   int64_t expected = 0;
   for (int r : ranks) expected += (r + 1) * (i + 1);
   if (value != expected) {
-    return InternalError(absl::StrCat(comm.name(), " iteration ", i, ": ", value, " != ",
-                                      expected));
+    return InternalError(
+        absl::StrCat(comm.name(), " iteration ", i, ": ", value, " != ", expected));
   }
   return absl::OkStatus();
 }
@@ -91,8 +91,7 @@ void KillTwoAndShrink(TransportKind transport) {
         !IsVictim(*ErrorPeerRank(status))) {
       return InternalError("the failure names no dead rank: " + status.ToString());
     }
-    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> survivors,
-                            world.comm->Shrink(kVictims));
+    CHORUS_ASSIGN_OR_RETURN(std::unique_ptr<Communicator> survivors, world.comm->Shrink(kVictims));
     std::vector<int> alive;
     for (int r : everyone) {
       if (!IsVictim(r)) alive.push_back(r);
@@ -137,10 +136,11 @@ TEST_CASE("two of six ranks SIGKILLed mid-loop: the survivors shrink and finish 
 
 TEST_CASE("survivors that exclude different ranks fail with a mismatch naming the other") {
   TempDir dir;
-  const std::vector<ProcessOutcome> outcomes =
-      RunRanksAsProcesses(4, [&](int rank) -> absl::Status {
-        CHORUS_ASSIGN_OR_RETURN(RankComm world, JoinOverFileStore(dir.path(), "world", rank, 4,
-                                                                  CommunicatorOptions{}));
+  const std::vector<ProcessOutcome> outcomes = RunRanksAsProcesses(
+      4,
+      [&](int rank) -> absl::Status {
+        CHORUS_ASSIGN_OR_RETURN(
+            RankComm world, JoinOverFileStore(dir.path(), "world", rank, 4, CommunicatorOptions{}));
         // Ranks 0 and 1 exclude rank 3; ranks 2 and 3 exclude rank 0.
         const std::vector<int> excluded = rank < 2 ? std::vector<int>{3} : std::vector<int>{0};
         const absl::Status status = world.comm->Shrink(excluded).status();
@@ -166,8 +166,9 @@ void RunThree(const CommunicatorOptions& options,
               const std::function<absl::Status(Communicator&)>& survivor,
               const std::function<absl::Status(Communicator&)>& other) {
   TempDir dir;
-  const std::vector<ProcessOutcome> outcomes =
-      RunRanksAsProcesses(3, [&](int rank) -> absl::Status {
+  const std::vector<ProcessOutcome> outcomes = RunRanksAsProcesses(
+      3,
+      [&](int rank) -> absl::Status {
         CHORUS_ASSIGN_OR_RETURN(RankComm world,
                                 JoinOverFileStore(dir.path(), "world", rank, 3, options));
         return rank == 2 ? other(*world.comm) : survivor(*world.comm);
