@@ -3,6 +3,8 @@
 #ifndef CHORUS_CORE_DEADLINE_H_
 #define CHORUS_CORE_DEADLINE_H_
 
+#include <time.h>
+
 #include <chrono>
 #include <string>
 
@@ -27,6 +29,26 @@ class Deadline {
   static Deadline AfterMillis(int64_t ms) { return After(absl::Milliseconds(ms)); }
   // A point already read from the clock (so one read can serve several deadlines).
   static Deadline At(Clock::time_point when) { return Deadline(when); }
+
+  // The monotonic clock as of the kernel's last tick: it trails Clock::now() by less than
+  // CoarseTick(), and costs a few nanoseconds to read where Clock::now() costs about 20 on
+  // some virtual machines.
+  static Clock::time_point CoarseNow() {
+    timespec now;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+    return Clock::time_point(std::chrono::seconds(now.tv_sec) +
+                             std::chrono::nanoseconds(now.tv_nsec));
+  }
+  // The step of CoarseNow(): the kernel's tick (1-10 ms).
+  static Clock::duration CoarseTick() {
+    static const Clock::duration tick = [] {
+      timespec resolution;
+      clock_getres(CLOCK_MONOTONIC_COARSE, &resolution);
+      return Clock::duration(std::chrono::seconds(resolution.tv_sec) +
+                             std::chrono::nanoseconds(resolution.tv_nsec));
+    }();
+    return tick;
+  }
 
   bool IsInfinite() const { return when_ == Clock::time_point::max(); }
   bool Expired() const { return !IsInfinite() && Clock::now() >= when_; }

@@ -22,14 +22,24 @@ std::string FormatSeconds(Deadline::Clock::duration duration) {
   return absl::StrFormat("%.2f s", seconds);
 }
 
+// How long a record's collective took. Two coarse readings are each behind by less than a
+// tick, so their difference is within a tick of the truth.
+std::string FormatTook(Deadline::Clock::duration took, FlightClock clock) {
+  if (clock == FlightClock::kPrecise) return FormatSeconds(took);
+  const Deadline::Clock::duration tick = Deadline::CoarseTick();
+  if (took < tick) return "under " + FormatSeconds(tick);
+  return "about " + FormatSeconds(took);
+}
+
 // A steady-clock reading as wall-clock time of day.
 std::string ClockTextOf(Deadline::Clock::time_point when) { return ClockText(WallTimeOf(when)); }
 
 }  // namespace
 
-void FlightRecord::Reset(const CollectiveHeader& header, FlightState state,
+void FlightRecord::Reset(const CollectiveHeader& header, FlightState state, FlightClock clock,
                          Deadline::Clock::time_point now) {
   header_ = header;
+  clock_ = clock;
   queued_ = now;
   started_.store(TicksOf(now), std::memory_order_relaxed);
   ended_.store(0, std::memory_order_relaxed);
@@ -51,7 +61,8 @@ void FlightRecord::Start(const CollectiveContext* live, Deadline::Clock::time_po
 }
 
 void FlightRecord::Finish(const absl::Status& status) {
-  const Deadline::Clock::time_point now = Deadline::Clock::now();
+  const Deadline::Clock::time_point now =
+      clock_ == FlightClock::kCoarse ? Deadline::CoarseNow() : Deadline::Clock::now();
   if (state_.load(std::memory_order_relaxed) == FlightState::kQueued) {
     started_.store(TicksOf(now), std::memory_order_relaxed);
   }
@@ -81,6 +92,7 @@ std::string FlightRecord::LiveProgress() const {
 FlightRecord::Snapshot FlightRecord::Take() const {
   Snapshot record;
   record.header = header_;
+  record.clock = clock_;
   record.state = state_.load(std::memory_order_acquire);
   record.queued = queued_;
   record.started = TimeOf(started_.load(std::memory_order_relaxed));
@@ -105,13 +117,14 @@ std::string FlightRecord::Describe(const Snapshot& record, Deadline::Clock::time
                       ClockTextOf(record.started), "\n", record.progress);
       return line;
     case FlightState::kCompleted:
-      absl::StrAppend(&line, "COMPLETED in ", FormatSeconds(record.ended - record.started),
-                      ", started ", ClockTextOf(record.started), "\n");
+      absl::StrAppend(&line, "COMPLETED in ",
+                      FormatTook(record.ended - record.started, record.clock), ", started ",
+                      ClockTextOf(record.started), "\n");
       return line;
     case FlightState::kFailed:
-      absl::StrAppend(&line, "FAILED after ", FormatSeconds(record.ended - record.started),
-                      ", started ", ClockTextOf(record.started), ": ", record.outcome, "\n",
-                      record.progress);
+      absl::StrAppend(&line, "FAILED after ",
+                      FormatTook(record.ended - record.started, record.clock), ", started ",
+                      ClockTextOf(record.started), ": ", record.outcome, "\n", record.progress);
       return line;
   }
   return line;
@@ -121,7 +134,7 @@ FlightRecorder::FlightRecorder(int rank, std::string name, size_t capacity, std:
     : rank_(rank), name_(std::move(name)), file_(std::move(file)), ring_(capacity) {}
 
 FlightRecord* FlightRecorder::Add(const CollectiveHeader& header, FlightState state,
-                                  Deadline::Clock::time_point now) {
+                                  FlightClock clock, Deadline::Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
   if (ring_.empty()) return nullptr;
   evicted_.erase(
@@ -132,7 +145,7 @@ FlightRecord* FlightRecorder::Add(const CollectiveHeader& header, FlightState st
   // The oldest record is reused once its collective has ended; one still running keeps it.
   if (slot != nullptr && !slot->ended()) evicted_.push_back(std::move(slot));
   if (slot == nullptr) slot = std::make_unique<FlightRecord>();
-  slot->Reset(header, state, now);
+  slot->Reset(header, state, clock, now);
   return slot.get();
 }
 

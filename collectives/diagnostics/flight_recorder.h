@@ -19,8 +19,9 @@
 // records (so none is reset or freed meanwhile) and formats the copies after it, so that a dump
 // holds up a collective that starts meanwhile only for the copying. The only locked
 // instruction left at the end is the one that tells a dump reading the live progress that the
-// collective is leaving (FlightRecord::Finish). Readings of the steady clock are kept as taken
-// and converted only for a dump. Per-peer progress is read from the live CollectiveContext only
+// collective is leaving (FlightRecord::Finish). Readings of the steady clock (its coarse
+// reading for calls on the shared slots: FlightClock) are kept as taken and converted only for
+// a dump. Per-peer progress is read from the live CollectiveContext only
 // when a dump is made, and frozen into the record when the collective fails.
 #ifndef CHORUS_COLLECTIVES_DIAGNOSTICS_FLIGHT_RECORDER_H_
 #define CHORUS_COLLECTIVES_DIAGNOSTICS_FLIGHT_RECORDER_H_
@@ -45,6 +46,10 @@ class CollectiveContext;
 
 enum class FlightState : uint8_t { kQueued, kRunning, kCompleted, kFailed };
 
+// Which clock times a record: the steady clock, or its coarse reading (Deadline::CoarseNow),
+// for calls so short that a precise reading at each end would be a tenth of their time.
+enum class FlightClock : uint8_t { kPrecise, kCoarse };
+
 // One collective. Written by the thread running it, read by dumps on any thread.
 class FlightRecord {
  public:
@@ -61,12 +66,14 @@ class FlightRecord {
   friend class FlightRecorder;
   using Ticks = Deadline::Clock::duration::rep;
 
-  void Reset(const CollectiveHeader& header, FlightState state, Deadline::Clock::time_point now);
+  void Reset(const CollectiveHeader& header, FlightState state, FlightClock clock,
+             Deadline::Clock::time_point now);
 
   // What a dump prints of a record, copied under the recorder's lock and formatted after it.
   struct Snapshot {
     CollectiveHeader header;
     FlightState state = FlightState::kQueued;
+    FlightClock clock = FlightClock::kPrecise;
     Deadline::Clock::time_point queued;
     Deadline::Clock::time_point started;
     Deadline::Clock::time_point ended;
@@ -90,6 +97,7 @@ class FlightRecord {
 
   // Set by Reset, under the recorder's lock, while no collective owns the record.
   CollectiveHeader header_;
+  FlightClock clock_ = FlightClock::kPrecise;
   Deadline::Clock::time_point queued_;
   std::atomic<FlightState> state_{FlightState::kQueued};
   std::atomic<Ticks> started_{0};
@@ -111,10 +119,10 @@ class FlightRecorder {
 
   int rank() const { return rank_; }
 
-  // A new record in `state` (kQueued or kRunning) as of `now`, replacing the oldest; nullptr
-  // when disabled. (The caller reads the clock once for this and the collective's start.) It
-  // stays valid until its Finish returns (within the recorder's life).
-  FlightRecord* Add(const CollectiveHeader& header, FlightState state,
+  // A new record in `state` (kQueued or kRunning) as of `now`, read from `clock`, replacing
+  // the oldest; nullptr when disabled. (The caller reads the clock once for this and the
+  // collective's start.) It stays valid until its Finish returns (within the recorder's life).
+  FlightRecord* Add(const CollectiveHeader& header, FlightState state, FlightClock clock,
                     Deadline::Clock::time_point now);
 
   // Every record kept, oldest first, with a heading line naming the rank and communicator.

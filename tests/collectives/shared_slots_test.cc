@@ -21,7 +21,11 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/time.h"
 #include "chorus/collectives/engine/header_ring.h"
+#include "chorus/core/deadline.h"
 #include "chorus/core/status.h"
 #include "tests/collectives/cases.h"
 #include "tests/collectives/test_transport.h"
@@ -472,6 +476,72 @@ TEST_CASE("a timed-out call leaves the communicator working", "[slots]") {
         }
         // Rank 1's slot of call #0 is read again only after rank 0 has paid its read of it.
         return SumCalls(comm, kManyCalls);
+      },
+      absl::Minutes(1)));
+}
+
+// The line of `dump` that holds `part`, or "" if none does.
+std::string LineWith(const std::string& dump, absl::string_view part) {
+  for (absl::string_view line : absl::StrSplit(dump, '\n')) {
+    if (absl::StrContains(line, part)) return std::string(line);
+  }
+  return "";
+}
+
+// Calls on the slots with timeouts of a second or more read the coarse clock: their records say
+// how long they took to within its tick, and their deadlines allow for the tick, so they never
+// end before the timeout. Shorter timeouts keep the precise clock.
+TEST_CASE("calls on the slots are timed by the coarse clock, and time out no earlier", "[slots]") {
+  CheckAll(RunOnThreadsAll(
+      kTransport, 2,
+      [&](Communicator& comm) -> absl::Status {
+        CHORUS_RETURN_IF_ERROR(SumCalls(comm, 2));
+        CollectiveOptions ring;
+        ring.algorithm = "ring";
+        std::vector<float> large(1000, 1.0f);
+        CHORUS_RETURN_IF_ERROR(comm.AllReduce(large.data(), large.data(), large.size(),
+                                              DataType::kFloat32, ReduceOp::kSum, ring));
+        std::string dump = comm.FlightRecorderDump();
+        const std::string tick = absl::StrFormat(
+            "%.2f ms", std::chrono::duration<double, std::milli>(Deadline::CoarseTick()).count());
+        CHORUS_RETURN_IF_ERROR(
+            Expect(absl::StrContains(LineWith(dump, "allreduce #1 (shared_slots"),
+                                     "COMPLETED in under " + tick),
+                   dump));
+        // Calls over messages keep the precise clock, whose figures have no qualifier.
+        const std::string on_messages = LineWith(dump, "allreduce #2 (ring");
+        CHORUS_RETURN_IF_ERROR(Expect(absl::StrContains(on_messages, "COMPLETED in ") &&
+                                          !absl::StrContains(on_messages, "under") &&
+                                          !absl::StrContains(on_messages, "about"),
+                                      dump));
+        if (comm.rank() == 1) {
+          // Pays the reads of rank 0's two timed-out calls, then meets it.
+          CHORUS_RETURN_IF_ERROR(LateAllReduce(comm, std::chrono::milliseconds(1300)));
+          CHORUS_RETURN_IF_ERROR(LateAllReduce(comm, std::chrono::milliseconds(0)));
+          return SumCalls(comm, 2);
+        }
+        for (const auto timeout :
+             {std::chrono::milliseconds(20), std::chrono::milliseconds(1000)}) {
+          int64_t value = 1;
+          CollectiveOptions options;
+          options.timeout = absl::FromChrono(timeout);
+          const auto start = std::chrono::steady_clock::now();
+          const absl::Status timed_out =
+              comm.AllReduce(&value, &value, 1, DataType::kInt64, ReduceOp::kSum, options);
+          const auto took = std::chrono::steady_clock::now() - start;
+          CHORUS_RETURN_IF_ERROR(Expect(GetErrorKind(timed_out) == ErrorKind::kDeadlineExceeded,
+                                        timed_out.ToString()));
+          CHORUS_RETURN_IF_ERROR(Expect(
+              took >= timeout, absl::StrCat("a ", timeout.count(), " ms timeout ended after ",
+                                            absl::FormatDuration(absl::FromChrono(took)))));
+        }
+        dump = comm.FlightRecorderDump();
+        CHORUS_RETURN_IF_ERROR(Expect(
+            absl::StrContains(LineWith(dump, "allreduce #3 (shared_slots"), "FAILED after 2") &&
+                absl::StrContains(LineWith(dump, "allreduce #4 (shared_slots"),
+                                  "FAILED after about 1."),
+            dump));
+        return SumCalls(comm, 2);
       },
       absl::Minutes(1)));
 }
