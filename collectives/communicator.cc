@@ -261,9 +261,14 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
       status =
           size() == 1 ? (CopyOwnBlock(run_args), absl::OkStatus()) : algorithm.run(ctx, run_args);
     }
-    // Checks left to later calls whose peers have now published are made before this call
-    // reports success, so that a disagreement is reported by a later call.
-    if (status.ok() && size() > 1) status = ctx.SettleSlotDebts();
+    // Checks left to later calls whose peers have now published are made before a call over
+    // messages reports success, so that a disagreement is reported by a later call. A call on
+    // the slots settled them before it published, and its next call will again: one more look
+    // here would cost a broadcast root running ahead a lock and a load of a line its peer may
+    // be writing, each call.
+    if (status.ok() && size() > 1 && algorithm.id != AlgorithmId::kSharedSlots) {
+      status = ctx.SettleSlotDebts();
+    }
     if (status.ok()) status = ctx.Finish();
     if (status.ok() && !read_in_place && !pipeline) FinishAverage(run_args, rank(), size());
     if (status.ok() && staged) {
