@@ -31,10 +31,6 @@
 namespace chorus {
 namespace {
 
-// The shortest timeout of a call timed by the coarse clock, whose tick (at most 10 ms) may make
-// its deadline that much later.
-constexpr absl::Duration kShortestCoarseTimeout = absl::Seconds(1);
-
 std::vector<size_t> ToVector(absl::Span<const size_t> span) {
   return std::vector<size_t>(span.begin(), span.end());
 }
@@ -358,24 +354,16 @@ absl::Status Communicator::Run(CollectiveArgs args, const CollectiveOptions& opt
                           selector_->Choose(args, size(), NamedAlgorithm(args, options)));
   const SlotTurns::Numbers numbers = NextSequence(*algorithm);
   const CollectiveHeader header = MakeHeader(args, algorithm->id, numbers.sequence);
-  absl::Duration timeout = options.timeout.value_or(timeout_);
   // One clock read for the deadline and the record. A call on the shared slots takes a quarter
-  // of a microsecond, of which two precise readings would be a sixth: it reads the coarse
-  // clock, and its deadline allows for the tick that clock may trail by (unless traced, or
-  // its timeout is short enough for a tick to matter).
-  const FlightClock clock = algorithm->id == AlgorithmId::kSharedSlots &&
-                                    timeout >= kShortestCoarseTimeout && state_->trace() == nullptr
+  // of a microsecond, of which a precise reading at its end would be a tenth: its record notes
+  // the end by the coarse clock instead (unless traced).
+  const Deadline::Clock::time_point start = Deadline::Clock::now();
+  const FlightClock clock = algorithm->id == AlgorithmId::kSharedSlots && state_->trace() == nullptr
                                 ? FlightClock::kCoarse
                                 : FlightClock::kPrecise;
-  Deadline::Clock::time_point start;
-  if (clock == FlightClock::kCoarse) {
-    start = Deadline::CoarseNow();
-    timeout += absl::FromChrono(Deadline::CoarseTick());
-  } else {
-    start = Deadline::Clock::now();
-  }
   FlightRecord* const record = recorder_->Add(header, FlightState::kRunning, clock, start);
-  return Execute(args, *algorithm, header, numbers.turn, timeout, nullptr, record, start);
+  return Execute(args, *algorithm, header, numbers.turn, options.timeout.value_or(timeout_),
+                 nullptr, record, start);
 }
 
 WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& options) {

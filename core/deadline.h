@@ -30,9 +30,10 @@ class Deadline {
   // A point already read from the clock (so one read can serve several deadlines).
   static Deadline At(Clock::time_point when) { return Deadline(when); }
 
-  // The monotonic clock as of the kernel's last tick: it trails Clock::now() by less than
-  // CoarseTick(), and costs a few nanoseconds to read where Clock::now() costs about 20 on
-  // some virtual machines.
+  // The monotonic clock as of the kernel's last tick: it trails Clock::now() by about
+  // CoarseTick() at most (more while the kernel's tick is late), and costs a few nanoseconds to
+  // read where Clock::now() costs about 20 on some virtual machines. Never ahead of
+  // Clock::now().
   static Clock::time_point CoarseNow() {
     timespec now;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &now);

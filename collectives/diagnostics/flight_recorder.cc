@@ -22,8 +22,8 @@ std::string FormatSeconds(Deadline::Clock::duration duration) {
   return absl::StrFormat("%.2f s", seconds);
 }
 
-// How long a record's collective took. Two coarse readings are each behind by less than a
-// tick, so their difference is within a tick of the truth.
+// How long a record's collective took. A coarse end trails the truth by about a tick at most,
+// so a shorter span says only that.
 std::string FormatTook(Deadline::Clock::duration took, FlightClock clock) {
   if (clock == FlightClock::kPrecise) return FormatSeconds(took);
   const Deadline::Clock::duration tick = Deadline::CoarseTick();
@@ -61,8 +61,10 @@ void FlightRecord::Start(const CollectiveContext* live, Deadline::Clock::time_po
 }
 
 void FlightRecord::Finish(const absl::Status& status) {
-  const Deadline::Clock::time_point now =
-      clock_ == FlightClock::kCoarse ? Deadline::CoarseNow() : Deadline::Clock::now();
+  // A failure is rare and worth timing precisely.
+  const Deadline::Clock::time_point now = clock_ == FlightClock::kCoarse && status.ok()
+                                              ? Deadline::CoarseNow()
+                                              : Deadline::Clock::now();
   if (state_.load(std::memory_order_relaxed) == FlightState::kQueued) {
     started_.store(TicksOf(now), std::memory_order_relaxed);
   }
@@ -122,9 +124,9 @@ std::string FlightRecord::Describe(const Snapshot& record, Deadline::Clock::time
                       ClockTextOf(record.started), "\n");
       return line;
     case FlightState::kFailed:
-      absl::StrAppend(&line, "FAILED after ",
-                      FormatTook(record.ended - record.started, record.clock), ", started ",
-                      ClockTextOf(record.started), ": ", record.outcome, "\n", record.progress);
+      absl::StrAppend(&line, "FAILED after ", FormatSeconds(record.ended - record.started),
+                      ", started ", ClockTextOf(record.started), ": ", record.outcome, "\n",
+                      record.progress);
       return line;
   }
   return line;

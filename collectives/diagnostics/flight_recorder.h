@@ -20,8 +20,8 @@
 // holds up a collective that starts meanwhile only for the copying. The only locked
 // instruction left at the end is the one that tells a dump reading the live progress that the
 // collective is leaving (FlightRecord::Finish). Readings of the steady clock (its coarse
-// reading for calls on the shared slots: FlightClock) are kept as taken and converted only for
-// a dump. Per-peer progress is read from the live CollectiveContext only
+// reading for the end of a call on the shared slots: FlightClock) are kept as taken and
+// converted only for a dump. Per-peer progress is read from the live CollectiveContext only
 // when a dump is made, and frozen into the record when the collective fails.
 #ifndef CHORUS_COLLECTIVES_DIAGNOSTICS_FLIGHT_RECORDER_H_
 #define CHORUS_COLLECTIVES_DIAGNOSTICS_FLIGHT_RECORDER_H_
@@ -46,8 +46,9 @@ class CollectiveContext;
 
 enum class FlightState : uint8_t { kQueued, kRunning, kCompleted, kFailed };
 
-// Which clock times a record: the steady clock, or its coarse reading (Deadline::CoarseNow),
-// for calls so short that a precise reading at each end would be a tenth of their time.
+// Which clock notes the end of a record's collective when it succeeds: the steady clock, or its
+// coarse reading (Deadline::CoarseNow), for calls so short that a precise reading would be a
+// tenth of their time. The start, and a failure's end, are always the steady clock's.
 enum class FlightClock : uint8_t { kPrecise, kCoarse };
 
 // One collective. Written by the thread running it, read by dumps on any thread.
@@ -119,8 +120,8 @@ class FlightRecorder {
 
   int rank() const { return rank_; }
 
-  // A new record in `state` (kQueued or kRunning) as of `now`, read from `clock`, replacing
-  // the oldest; nullptr when disabled. (The caller reads the clock once for this and the
+  // A new record in `state` (kQueued or kRunning) as of `now`, whose end `clock` will note,
+  // replacing the oldest; nullptr when disabled. (The caller reads the clock once for this and the
   // collective's start.) It stays valid until its Finish returns (within the recorder's life).
   FlightRecord* Add(const CollectiveHeader& header, FlightState state, FlightClock clock,
                     Deadline::Clock::time_point now);

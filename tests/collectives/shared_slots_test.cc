@@ -488,10 +488,10 @@ std::string LineWith(const std::string& dump, absl::string_view part) {
   return "";
 }
 
-// Calls on the slots with timeouts of a second or more read the coarse clock: their records say
-// how long they took to within its tick, and their deadlines allow for the tick, so they never
-// end before the timeout. Shorter timeouts keep the precise clock.
-TEST_CASE("calls on the slots are timed by the coarse clock, and time out no earlier", "[slots]") {
+// A call on the slots that succeeds notes its end in its flight record by the coarse clock: its
+// line says how long it took to within that clock's tick. Failures, calls over messages and
+// every deadline keep the precise clock.
+TEST_CASE("a call on the slots notes its end by the coarse clock", "[slots]") {
   CheckAll(RunOnThreadsAll(
       kTransport, 2,
       [&](Communicator& comm) -> absl::Status {
@@ -508,38 +508,31 @@ TEST_CASE("calls on the slots are timed by the coarse clock, and time out no ear
             Expect(absl::StrContains(LineWith(dump, "allreduce #1 (shared_slots"),
                                      "COMPLETED in under " + tick),
                    dump));
-        // Calls over messages keep the precise clock, whose figures have no qualifier.
         const std::string on_messages = LineWith(dump, "allreduce #2 (ring");
         CHORUS_RETURN_IF_ERROR(Expect(absl::StrContains(on_messages, "COMPLETED in ") &&
                                           !absl::StrContains(on_messages, "under") &&
                                           !absl::StrContains(on_messages, "about"),
                                       dump));
+        // Rank 1 pays the read of rank 0's timed-out call, then meets it.
         if (comm.rank() == 1) {
-          // Pays the reads of rank 0's two timed-out calls, then meets it.
-          CHORUS_RETURN_IF_ERROR(LateAllReduce(comm, std::chrono::milliseconds(1300)));
-          CHORUS_RETURN_IF_ERROR(LateAllReduce(comm, std::chrono::milliseconds(0)));
+          CHORUS_RETURN_IF_ERROR(LateAllReduce(comm, std::chrono::milliseconds(300)));
           return SumCalls(comm, 2);
         }
-        for (const auto timeout :
-             {std::chrono::milliseconds(20), std::chrono::milliseconds(1000)}) {
-          int64_t value = 1;
-          CollectiveOptions options;
-          options.timeout = absl::FromChrono(timeout);
-          const auto start = std::chrono::steady_clock::now();
-          const absl::Status timed_out =
-              comm.AllReduce(&value, &value, 1, DataType::kInt64, ReduceOp::kSum, options);
-          const auto took = std::chrono::steady_clock::now() - start;
-          CHORUS_RETURN_IF_ERROR(Expect(GetErrorKind(timed_out) == ErrorKind::kDeadlineExceeded,
-                                        timed_out.ToString()));
-          CHORUS_RETURN_IF_ERROR(Expect(
-              took >= timeout, absl::StrCat("a ", timeout.count(), " ms timeout ended after ",
-                                            absl::FormatDuration(absl::FromChrono(took)))));
-        }
+        int64_t value = 1;
+        CollectiveOptions options;
+        options.timeout = absl::Milliseconds(20);
+        const auto start = std::chrono::steady_clock::now();
+        const absl::Status timed_out =
+            comm.AllReduce(&value, &value, 1, DataType::kInt64, ReduceOp::kSum, options);
+        const auto took = std::chrono::steady_clock::now() - start;
+        CHORUS_RETURN_IF_ERROR(
+            Expect(GetErrorKind(timed_out) == ErrorKind::kDeadlineExceeded, timed_out.ToString()));
+        CHORUS_RETURN_IF_ERROR(
+            Expect(took >= std::chrono::milliseconds(20),
+                   "a 20 ms timeout ended after " + absl::FormatDuration(absl::FromChrono(took))));
         dump = comm.FlightRecorderDump();
         CHORUS_RETURN_IF_ERROR(Expect(
-            absl::StrContains(LineWith(dump, "allreduce #3 (shared_slots"), "FAILED after 2") &&
-                absl::StrContains(LineWith(dump, "allreduce #4 (shared_slots"),
-                                  "FAILED after about 1."),
+            absl::StrContains(LineWith(dump, "allreduce #3 (shared_slots"), "FAILED after 2"),
             dump));
         return SumCalls(comm, 2);
       },
