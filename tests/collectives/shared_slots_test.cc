@@ -15,14 +15,17 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/time.h"
 #include "chorus/collectives/engine/header_ring.h"
 #include "chorus/core/deadline.h"
@@ -488,6 +491,22 @@ std::string LineWith(const std::string& dump, absl::string_view part) {
   return "";
 }
 
+// The span a dump line gives after `prefix` ("12 us", "3.25 ms", "1.50 s"), in milliseconds;
+// nullopt if the line has no such span right after `prefix`.
+std::optional<double> MillisAfter(absl::string_view line, absl::string_view prefix) {
+  const size_t at = line.find(prefix);
+  if (at == absl::string_view::npos) return std::nullopt;
+  const std::vector<absl::string_view> words =
+      absl::StrSplit(line.substr(at + prefix.size()), absl::MaxSplits(' ', 2));
+  double value = 0;
+  if (words.size() < 2 || !absl::SimpleAtod(words[0], &value)) return std::nullopt;
+  const absl::string_view unit = absl::StripSuffix(words[1], ",");
+  if (unit == "us") return value / 1000;
+  if (unit == "ms") return value;
+  if (unit == "s") return value * 1000;
+  return std::nullopt;
+}
+
 // A call on the slots that succeeds notes its end in its flight record by the coarse clock: its
 // line says how long it took to within that clock's tick. Failures, calls over messages and
 // every deadline keep the precise clock.
@@ -502,12 +521,16 @@ TEST_CASE("a call on the slots notes its end by the coarse clock", "[slots]") {
         CHORUS_RETURN_IF_ERROR(comm.AllReduce(large.data(), large.data(), large.size(),
                                               DataType::kFloat32, ReduceOp::kSum, ring));
         std::string dump = comm.FlightRecorderDump();
-        const std::string tick = absl::StrFormat(
-            "%.2f ms", std::chrono::duration<double, std::milli>(Deadline::CoarseTick()).count());
-        CHORUS_RETURN_IF_ERROR(
-            Expect(absl::StrContains(LineWith(dump, "allreduce #1 (shared_slots"),
-                                     "COMPLETED in under " + tick),
-                   dump));
+        const double tick_ms =
+            std::chrono::duration<double, std::milli>(Deadline::CoarseTick()).count();
+        // Under a tick, the usual case; a call held up longer (a loaded machine) says about how
+        // long, never less than a tick.
+        const std::string on_slots = LineWith(dump, "allreduce #1 (shared_slots");
+        const std::optional<double> about = MillisAfter(on_slots, "COMPLETED in about ");
+        CHORUS_RETURN_IF_ERROR(Expect(
+            absl::StrContains(on_slots, absl::StrFormat("COMPLETED in under %.2f ms", tick_ms)) ||
+                (about && *about >= tick_ms),
+            dump));
         const std::string on_messages = LineWith(dump, "allreduce #2 (ring");
         CHORUS_RETURN_IF_ERROR(Expect(absl::StrContains(on_messages, "COMPLETED in ") &&
                                           !absl::StrContains(on_messages, "under") &&
@@ -530,10 +553,11 @@ TEST_CASE("a call on the slots notes its end by the coarse clock", "[slots]") {
         CHORUS_RETURN_IF_ERROR(
             Expect(took >= std::chrono::milliseconds(20),
                    "a 20 ms timeout ended after " + absl::FormatDuration(absl::FromChrono(took))));
+        // A failure's end is precise: no qualifier, and no less than the timeout.
         dump = comm.FlightRecorderDump();
-        CHORUS_RETURN_IF_ERROR(Expect(
-            absl::StrContains(LineWith(dump, "allreduce #3 (shared_slots"), "FAILED after 2"),
-            dump));
+        const std::optional<double> failed_after =
+            MillisAfter(LineWith(dump, "allreduce #3 (shared_slots"), "FAILED after ");
+        CHORUS_RETURN_IF_ERROR(Expect(failed_after && *failed_after >= 20, dump));
         return SumCalls(comm, 2);
       },
       absl::Minutes(1)));
