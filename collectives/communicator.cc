@@ -152,9 +152,12 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
                                    const CollectiveHeader& header, uint32_t slot_turn,
                                    absl::Duration timeout, Work* work, FlightRecord* record,
                                    Deadline::Clock::time_point start) {
-  // A call on the shared slots ends its turn however it ends.
+  // A call on the shared slots carries its header there and takes turns with this rank's other
+  // calls on them.
+  const bool on_slots = algorithm.id == AlgorithmId::kSharedSlots;
+  // It ends its turn however it ends.
   absl::Cleanup end_turn = [&] {
-    if (algorithm.id == AlgorithmId::kSharedSlots) state_->slot_turns().Done(slot_turn);
+    if (on_slots) state_->slot_turns().Done(slot_turn);
   };
   // A blocking collective runs on the caller's thread, which has no log rank of its own.
   ScopedLogRank log_rank(rank());
@@ -214,7 +217,7 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
   if (work != nullptr && !work->Attach([&ctx] { ctx.Cancel(); })) {
     status = AbortedError(absl::StrCat(ctx.Describe(), ": aborted before it started"));
     // The peers still count this rank among their slots' readers.
-    if (algorithm.id == AlgorithmId::kSharedSlots && size() > 1) SharedSlotsSkipped(ctx, run_args);
+    if (on_slots && size() > 1) SharedSlotsSkipped(ctx, run_args);
   } else {
     CHORUS_LOG(kDebug, "collectives")
         << ctx.Describe() << ": " << PayloadBytes(args, size()) << " bytes, algorithm "
@@ -232,7 +235,7 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
     }
     // The shared slots carry the headers themselves, and settle what earlier calls on them
     // left to check (slot_debts.h); a call over messages settles it before it starts.
-    if (algorithm.id != AlgorithmId::kSharedSlots) {
+    if (!on_slots) {
       status = ctx.SettleSlotDebts(/*probe=*/true);
       if (status.ok()) ctx.Start(algorithm.feeder);
     }
@@ -262,7 +265,7 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
     // the slots settled them before it published, and its next call will again: one more look
     // here would cost a broadcast root running ahead a lock and a load of a line its peer may
     // be writing, each call.
-    if (status.ok() && size() > 1 && algorithm.id != AlgorithmId::kSharedSlots) {
+    if (status.ok() && size() > 1 && !on_slots) {
       status = ctx.SettleSlotDebts();
     }
     if (status.ok()) status = ctx.Finish();
