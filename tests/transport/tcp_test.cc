@@ -34,6 +34,7 @@
 #include "chorus/core/status.h"
 #include "chorus/rendezvous/file_store.h"
 #include "chorus/rendezvous/memory_store.h"
+#include "chorus/transport/tcp/congestion.h"
 #include "chorus/transport/tcp/handshake.h"
 #include "chorus/transport/tcp/tcp_device.h"
 #include "chorus/transport/tcp/tcp_mesh.h"
@@ -251,10 +252,15 @@ uint16_t PortOf(const std::string& address) {
   return static_cast<uint16_t>(std::stoi(address.substr(address.rfind(':') + 1)));
 }
 
-// The congestion control of each connected TCP socket of this process with one of `ports` at
-// either end: both ends of every link to the devices listening there.
-std::vector<std::string> LinkCongestionControls(const std::set<uint16_t>& ports) {
-  std::vector<std::string> found;
+// One connected TCP socket of this process: its ports and its congestion control.
+struct SocketEnd {
+  uint16_t local_port;
+  uint16_t peer_port;
+  std::string congestion;
+};
+
+std::vector<SocketEnd> ConnectedTcpSockets() {
+  std::vector<SocketEnd> found;
   for (const std::string& name : ListDir("/proc/self/fd")) {
     const int fd = std::stoi(name);
     int type = 0;
@@ -267,8 +273,19 @@ std::vector<std::string> LinkCongestionControls(const std::set<uint16_t>& ports)
     if (!local.ok()) continue;
     const SocketAddress peer =
         SocketAddress::FromSockaddr(reinterpret_cast<sockaddr*>(&remote), remote_length);
-    if (ports.count(local->port()) + ports.count(peer.port()) == 0) continue;
-    found.push_back(CongestionControlOf(fd));
+    found.push_back({local->port(), peer.port(), CongestionControlOf(fd)});
+  }
+  return found;
+}
+
+// The congestion control of each connected TCP socket of this process with one of `ports` at
+// either end: both ends of every link to the devices listening there.
+std::vector<std::string> LinkCongestionControls(const std::set<uint16_t>& ports) {
+  std::vector<std::string> found;
+  for (const SocketEnd& end : ConnectedTcpSockets()) {
+    if (ports.count(end.local_port) + ports.count(end.peer_port) > 0) {
+      found.push_back(end.congestion);
+    }
   }
   return found;
 }
@@ -286,6 +303,19 @@ std::string SystemCongestionControl() {
   return name;
 }
 
+// The first core of `cores`.
+cpu_set_t FirstCoreOf(const cpu_set_t& cores) {
+  cpu_set_t first;
+  CPU_ZERO(&first);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &cores)) {
+      CPU_SET(cpu, &first);
+      break;
+    }
+  }
+  return first;
+}
+
 TEST_CASE("links within a host use a loss-based congestion control while each rank has a core") {
   CHECK(SameHost(*SocketAddress::FromIp("127.0.0.1", 1), *SocketAddress::FromIp("127.0.0.2", 2)));
   CHECK(SameHost(*SocketAddress::FromIp("10.1.2.3", 1), *SocketAddress::FromIp("10.1.2.3", 2)));
@@ -299,14 +329,7 @@ TEST_CASE("links within a host use a loss-based congestion control while each ra
   // The ranks' threads inherit this thread's CPU affinity, and with it the cores they count.
   cpu_set_t all_cores;
   REQUIRE(sched_getaffinity(0, sizeof(all_cores), &all_cores) == 0);
-  cpu_set_t one_core;
-  CPU_ZERO(&one_core);
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &all_cores)) {
-      CPU_SET(cpu, &one_core);
-      break;
-    }
-  }
+  const cpu_set_t one_core = FirstCoreOf(all_cores);
   const bool core_each = UsableCores() >= 2;
   const std::set<std::string> loss_based = {"cubic", "reno"};
   struct Case {
@@ -327,7 +350,8 @@ TEST_CASE("links within a host use a loss-based congestion control while each ra
     REQUIRE(sched_setaffinity(0, sizeof(cpu_set_t), c.one_core ? &one_core : &all_cores) == 0);
     MakeRanks(ranks, 2, options, store);
     REQUIRE(sched_setaffinity(0, sizeof(all_cores), &all_cores) == 0);
-    REQUIRE(Transfer(*ranks.meshes[0], *ranks.meshes[1], 1, 1 << 20, 3).ok());
+    // Smaller than the messages an oversubscribed host's links send loss-based (next case).
+    REQUIRE(Transfer(*ranks.meshes[0], *ranks.meshes[1], 1, 64 << 10, 3).ok());
     const std::vector<std::string> used = LinkCongestionControls(ListenPorts(ranks));
     // The link's two ends; a dial that lost to the peer's may linger a moment beside them.
     CHECK(used.size() >= 2);
@@ -340,6 +364,57 @@ TEST_CASE("links within a host use a loss-based congestion control while each ra
   CHECK(status.code() == absl::StatusCode::kInvalidArgument);
   CHECK(absl::StrContains(status.message(), "CHORUS_TCP_CONGESTION=no_such_cc"));
   CHECK(absl::StrContains(status.message(), "tcp_available_congestion_control"));
+}
+
+TEST_CASE("an oversubscribed host's links send large messages loss-based, the rest by default") {
+  const std::string system = SystemCongestionControl();
+  REQUIRE_FALSE(system.empty());
+  const std::set<std::string> loss_based = {"cubic", "reno"};
+  if (loss_based.count(system) == 1) {
+    WARN("SKIPPED: this host's default congestion control, " << system
+                                                             << ", is loss-based already");
+    return;
+  }
+  cpu_set_t all_cores;
+  REQUIRE(sched_getaffinity(0, sizeof(all_cores), &all_cores) == 0);
+  const cpu_set_t one_core = FirstCoreOf(all_cores);
+  MemoryStore store;
+  Ranks ranks;
+  // Both ranks on one core: the host is oversubscribed.
+  REQUIRE(sched_setaffinity(0, sizeof(cpu_set_t), &one_core) == 0);
+  MakeRanks(ranks, 2, Loopback(), store);
+  REQUIRE(sched_setaffinity(0, sizeof(all_cores), &all_cores) == 0);
+  Mesh& sender = *ranks.meshes[0];
+  Mesh& receiver = *ranks.meshes[1];
+  // Rank 0 dials rank 1 for its first send: its end of the link is the socket whose peer is
+  // rank 1's listening port, rank 1's end the one accepted on it.
+  const uint16_t port = PortOf(ranks.devices[1]->address());
+  auto ends = [port](bool sending) {
+    std::set<std::string> names;
+    for (const SocketEnd& end : ConnectedTcpSockets()) {
+      if ((sending ? end.peer_port : end.local_port) == port) names.insert(end.congestion);
+    }
+    return names;
+  };
+  const std::set<std::string> by_default = {system};
+  const size_t large = tcp::SizeSwitchedCongestion::kLossBasedFromBytes;
+
+  REQUIRE(Transfer(sender, receiver, 1, large / 2, 1).ok());
+  CHECK(ends(/*sending=*/true) == by_default);
+  REQUIRE(Transfer(sender, receiver, 2, large, 2).ok());
+  const std::set<std::string> sending = ends(/*sending=*/true);
+  REQUIRE(sending.size() == 1);
+  CHECK(loss_based.count(*sending.begin()) == 1);
+  CHECK(ends(/*sending=*/false) == by_default);  // it sent nothing large
+  // A small message goes out by the default again, once the large one is acknowledged.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  for (Tag tag = 3; ends(/*sending=*/true) != by_default; ++tag) {
+    REQUIRE(std::chrono::steady_clock::now() < give_up);
+    REQUIRE(Transfer(sender, receiver, tag, 4096, tag).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  CHECK(Transfer(sender, receiver, 1000, large, 3).ok());
+  CHECK(loss_based.count(*ends(/*sending=*/true).begin()) == 1);
 }
 
 TEST_CASE("several streams per peer carry striped messages intact") {

@@ -1,7 +1,11 @@
 #include "chorus/transport/tcp/congestion.h"
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
+
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "chorus/core/logging.h"
 #include "chorus/core/socket.h"
 #include "chorus/core/status.h"
 
@@ -39,6 +43,35 @@ absl::Status ApplyCongestionControl(int fd, absl::string_view setting, bool same
       "; the algorithms this kernel has are in /proc/sys/net/ipv4/tcp_available_congestion_"
       "control, and those an unprivileged process may choose in "
       "net.ipv4.tcp_allowed_congestion_control"));
+}
+
+SizeSwitchedCongestion::SizeSwitchedCongestion(int fd)
+    : fd_(fd), system_(CongestionControlOf(fd)), stopped_(system_.empty()) {}
+
+void SizeSwitchedCongestion::Before(uint64_t bytes, bool queue_empty) {
+  if (stopped_) return;
+  if (bytes >= kLossBasedFromBytes) {
+    if (loss_based_) return;
+    loss_based_ = UseSameHostCongestionControl(fd_);
+    if (!loss_based_) Stop("the kernel lets this process choose neither cubic nor reno");
+    return;
+  }
+  if (!loss_based_ || !queue_empty) return;
+  // Bytes the kernel holds unacknowledged: the tail of an earlier large message.
+  int unacknowledged = 0;
+  if (ioctl(fd_, SIOCOUTQ, &unacknowledged) != 0 || unacknowledged > 0) return;
+  const absl::Status back = SetCongestionControl(fd_, system_);
+  if (!back.ok()) {
+    Stop(back.message());
+    return;
+  }
+  loss_based_ = false;
+}
+
+void SizeSwitchedCongestion::Stop(absl::string_view why) {
+  stopped_ = true;
+  CHORUS_LOG(kWarn, "tcp") << "a link within this host keeps its congestion control from now on: "
+                           << why;
 }
 
 }  // namespace chorus::tcp

@@ -91,6 +91,11 @@ void Stream::Close() {
   paused_header_.reset();
 }
 
+void Stream::Enqueue(OutFrame frame) {
+  if (congestion_by_size_) congestion_by_size_->Before(frame.length, send_queue_.empty());
+  send_queue_.push_back(std::move(frame));
+}
+
 void Stream::UpdateInterest() {
   uint32_t want = 0;
   switch (state_) {

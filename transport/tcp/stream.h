@@ -19,6 +19,7 @@
 #include "chorus/core/security/auth_exchange.h"
 #include "chorus/core/security/channel.h"
 #include "chorus/core/socket.h"
+#include "chorus/transport/tcp/congestion.h"
 #include "chorus/transport/tcp/handshake.h"
 #include "chorus/transport/tcp/message.h"
 #include "chorus/transport/tcp/progress_engine.h"
@@ -94,7 +95,10 @@ class Stream : public EventHandler {
   bool HandshakeExpired() const;
 
   // Queues a frame; call Flush() after queueing.
-  void Enqueue(OutFrame frame) { send_queue_.push_back(std::move(frame)); }
+  void Enqueue(OutFrame frame);
+  // From now on the socket's congestion control follows the size of each frame queued
+  // (SizeSwitchedCongestion).
+  void SwitchCongestionBySize() { congestion_by_size_.emplace(channel_.fd()); }
   // Writes queued frames until the socket is full or `budget` bytes are written; the rest goes
   // out as the socket becomes writable. A posting thread writes once (one sendmsg, whatever
   // the socket takes) and leaves the rest to the driver.
@@ -162,6 +166,7 @@ class Stream : public EventHandler {
   size_t reply_received_ = 0;
 
   std::deque<OutFrame> send_queue_;
+  std::optional<SizeSwitchedCongestion> congestion_by_size_;
   // Under TLS a read may need the socket writable, or a write readable, first.
   bool read_wants_write_ = false;
   bool write_wants_read_ = false;

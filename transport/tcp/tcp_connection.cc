@@ -28,7 +28,9 @@ TcpConnection::TcpConnection(TcpMesh& mesh, int peer, Deadline connect_deadline)
       engine_(mesh.engine()),
       peer_(peer),
       label_(std::make_shared<const std::string>(mesh.PeerLabel(peer))),
-      connect_deadline_(connect_deadline) {}
+      connect_deadline_(connect_deadline),
+      congestion_by_size_(mesh.device_options().congestion == kCongestionAuto &&
+                          mesh.SameHostLinkOversubscribed(peer)) {}
 
 TcpConnection::~TcpConnection() {
   if (dial_stream_ != nullptr) dial_stream_->Close();
@@ -389,10 +391,15 @@ void TcpConnection::StartDial() {
   hello.target_rank = static_cast<uint32_t>(peer_);
   hello.stream_count = static_cast<uint32_t>(options.streams);
   hello.dial_id = dial_id_;
-  dial_stream_ =
+  dial_stream_ = Adopted(
       Stream::Dial(this, &engine_, 0, *std::move(channel), options.security.auth_key(), hello,
-                   Deadline::After(options.handshake_timeout), options.max_message_bytes);
+                   Deadline::After(options.handshake_timeout), options.max_message_bytes));
   engine_.RequestTick();
+}
+
+std::unique_ptr<Stream> TcpConnection::Adopted(std::unique_ptr<Stream> stream) const {
+  if (congestion_by_size_) stream->SwitchCongestionBySize();
+  return stream;
 }
 
 void TcpConnection::RetireStream(std::unique_ptr<Stream> stream) {
@@ -500,9 +507,9 @@ void TcpConnection::DialExtraStreams() {
     hello.target_rank = static_cast<uint32_t>(peer_);
     hello.stream_count = static_cast<uint32_t>(streams_.size());
     hello.dial_id = dial_id_;
-    streams_[index] = Stream::Dial(
+    streams_[index] = Adopted(Stream::Dial(
         this, &engine_, static_cast<int>(index), *std::move(channel), options.security.auth_key(),
-        hello, Deadline::After(options.handshake_timeout), options.max_message_bytes);
+        hello, Deadline::After(options.handshake_timeout), options.max_message_bytes));
   }
   if (streams_.size() > 1) engine_.RequestTick();
 }
@@ -537,12 +544,12 @@ void TcpConnection::AdoptStream(const Hello& hello, security::Channel channel) {
     dialed_by_us_ = false;
     streams_.clear();
     streams_.resize(hello.stream_count);
-    streams_[0] = Stream::Accepted(this, &engine_, 0, std::move(channel), max_bytes);
+    streams_[0] = Adopted(Stream::Accepted(this, &engine_, 0, std::move(channel), max_bytes));
     BecomeUp();
     return;
   }
-  streams_[hello.stream_index] = Stream::Accepted(
-      this, &engine_, static_cast<int>(hello.stream_index), std::move(channel), max_bytes);
+  streams_[hello.stream_index] = Adopted(Stream::Accepted(
+      this, &engine_, static_cast<int>(hello.stream_index), std::move(channel), max_bytes));
 }
 
 void TcpConnection::BecomeUp() {

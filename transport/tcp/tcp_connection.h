@@ -99,6 +99,8 @@ class TcpConnection : public Connection, public StreamOwner, public RequestOwner
   void ResumeStreamsPausedOn(uint64_t seq);
   FrameTarget ProtocolError(absl::string_view why);
   void RetireStream(std::unique_ptr<Stream> stream);
+  // A stream just dialed or accepted, set up for this link's congestion control.
+  std::unique_ptr<Stream> Adopted(std::unique_ptr<Stream> stream) const;
   // After the peer closed stream 0: fails the connection once nothing more can arrive.
   void FailIfPeerGone();
   absl::Status PeerClosedError() const;
@@ -111,6 +113,8 @@ class TcpConnection : public Connection, public StreamOwner, public RequestOwner
   // their errors, so that posting one copies no string.
   const std::shared_ptr<const std::string> label_;
   const Deadline connect_deadline_;
+  // Its streams' congestion control follows each message's size (congestion.h).
+  const bool congestion_by_size_;
 
   State state_ = State::kConnecting;
   absl::Status failure_;

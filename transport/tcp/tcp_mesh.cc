@@ -67,6 +67,10 @@ bool TcpMesh::SameHostLinkWithCores(int peer) const {
   return !host_oversubscribed_ && SameHost(context_->listen_address, peers_[peer].address);
 }
 
+bool TcpMesh::SameHostLinkOversubscribed(int peer) const {
+  return host_oversubscribed_ && SameHost(context_->listen_address, peers_[peer].address);
+}
+
 TcpConnection* TcpMesh::ConnectionLocked(int peer) {
   std::unique_ptr<TcpConnection>& connection = connections_[peer];
   if (connection == nullptr) {

@@ -68,6 +68,9 @@ class TcpMesh : public Mesh, public Tickable, public RequestOwner {
   // mesh have a core each: the links `auto` gives a loss-based congestion control
   // (congestion.h).
   bool SameHostLinkWithCores(int peer) const;
+  // Whether it joins two ranks of this host while this host's ranks of the mesh outnumber its
+  // cores: the links whose sockets `auto` switches by message size (SizeSwitchedCongestion).
+  bool SameHostLinkOversubscribed(int peer) const;
   // OK, or the kAborted status every request fails with after Abort().
   const absl::Status& aborted() const { return aborted_; }
   // Posted receives and messages that arrived first, per peer.
