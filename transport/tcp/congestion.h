@@ -13,8 +13,8 @@
 // instead (SizeSwitchedCongestion): the system default for a message that fits in BBR's window
 // over loopback (about 1 MB), which goes at once under either and measured faster under the
 // default there (4 and 8 ranks on 2 cores: 1 MiB allreduces 1.2-1.4x slower on cubic, 4 MiB
-// alltoalls of 512 KiB per peer 1.15-1.35x), and the loss-based algorithm for a larger one, which the
-// window would hold back (4 MiB allreduces 1.4-1.8x faster than on the default, 16 MiB 1.4x).
+// alltoalls of 512 KiB per peer 1.15-1.35x), and the loss-based algorithm for a larger one, which
+// the window would hold back (4 MiB allreduces 1.4-1.8x faster than on the default, 16 MiB 1.4x).
 #ifndef CHORUS_TRANSPORT_TCP_CONGESTION_H_
 #define CHORUS_TRANSPORT_TCP_CONGESTION_H_
 
