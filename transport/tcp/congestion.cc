@@ -53,7 +53,8 @@ void SizeSwitchedCongestion::Before(uint64_t bytes, bool queue_empty) {
   if (bytes >= kLossBasedFromBytes) {
     if (loss_based_) return;
     loss_based_ = UseSameHostCongestionControl(fd_);
-    if (!loss_based_) Stop("the kernel lets this process choose neither cubic nor reno");
+    // As ApplyCongestionControl under `auto`: the default still works, only slower.
+    stopped_ = !loss_based_;
     return;
   }
   if (!loss_based_ || !queue_empty) return;
@@ -62,16 +63,13 @@ void SizeSwitchedCongestion::Before(uint64_t bytes, bool queue_empty) {
   if (ioctl(fd_, SIOCOUTQ, &unacknowledged) != 0 || unacknowledged > 0) return;
   const absl::Status back = SetCongestionControl(fd_, system_);
   if (!back.ok()) {
-    Stop(back.message());
+    // The kernel let this process choose the default before; the link still works as it is.
+    stopped_ = true;
+    CHORUS_LOG(kWarn, "tcp") << "a link within this host stays on " << CongestionControlOf(fd_)
+                             << " from now on: " << back.message();
     return;
   }
   loss_based_ = false;
-}
-
-void SizeSwitchedCongestion::Stop(absl::string_view why) {
-  stopped_ = true;
-  CHORUS_LOG(kWarn, "tcp") << "a link within this host keeps its congestion control from now on: "
-                           << why;
 }
 
 }  // namespace chorus::tcp

@@ -67,14 +67,13 @@ class SizeSwitchedCongestion {
   void Before(uint64_t bytes, bool queue_empty);
 
  private:
-  // Ends the switching (logged once): the kernel refused a switch, and the socket still works
-  // on whatever it runs.
-  void Stop(absl::string_view why);
-
   const int fd_;
   const std::string system_;  // the socket's algorithm as it was created
   bool loss_based_ = false;   // the socket runs the loss-based algorithm now
-  bool stopped_;              // the kernel refused a switch, or the default is unknown
+  // No more switching: the kernel refused one (refusing both loss-based algorithms, silently,
+  // as ApplyCongestionControl's `auto` does; refusing the return, with a warning), or the
+  // socket's default could not be read.
+  bool stopped_;
 };
 
 }  // namespace chorus::tcp
