@@ -45,6 +45,10 @@ absl::Status ApplyCongestionControl(int fd, absl::string_view setting, bool same
       "net.ipv4.tcp_allowed_congestion_control"));
 }
 
+bool SwitchesCongestionBySize(absl::string_view setting, bool same_host_oversubscribed) {
+  return setting == kCongestionAuto && same_host_oversubscribed;
+}
+
 SizeSwitchedCongestion::SizeSwitchedCongestion(int fd)
     : fd_(fd), system_(CongestionControlOf(fd)), stopped_(system_.empty()) {}
 

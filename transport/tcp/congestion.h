@@ -43,6 +43,11 @@ absl::Status ValidateCongestionSetting(absl::string_view setting);
 // allows; `auto` falls back silently, since the default still works, only slower.
 absl::Status ApplyCongestionControl(int fd, absl::string_view setting, bool same_host);
 
+// Whether a link's sockets switch by message size under `setting` (SizeSwitchedCongestion):
+// under `auto`, on a link that joins two ranks of a host whose ranks outnumber its cores
+// (TcpMesh::SameHostLinkOversubscribed).
+bool SwitchesCongestionBySize(absl::string_view setting, bool same_host_oversubscribed);
+
 // The congestion control of one socket of a same-host link on a host whose ranks outnumber its
 // cores, under `auto` (TcpMesh::SameHostLinkOversubscribed): a message of at least
 // kLossBasedFromBytes goes out under the loss-based algorithm of UseSameHostCongestionControl,

@@ -29,8 +29,8 @@ TcpConnection::TcpConnection(TcpMesh& mesh, int peer, Deadline connect_deadline)
       peer_(peer),
       label_(std::make_shared<const std::string>(mesh.PeerLabel(peer))),
       connect_deadline_(connect_deadline),
-      congestion_by_size_(mesh.device_options().congestion == kCongestionAuto &&
-                          mesh.SameHostLinkOversubscribed(peer)) {}
+      congestion_by_size_(SwitchesCongestionBySize(mesh.device_options().congestion,
+                                                   mesh.SameHostLinkOversubscribed(peer))) {}
 
 TcpConnection::~TcpConnection() {
   if (dial_stream_ != nullptr) dial_stream_->Close();
