@@ -48,9 +48,11 @@ torchrun() {
   runs=$((runs + 1))
   log_dir="$scratch/logs/$runs"
   mkdir -p "$scratch/logs"
-  timeout -s KILL 240 "$python" -m torch.distributed.run -r 2 -t 1 --log_dir "$log_dir" \
-    --nproc_per_node "$nproc" --master_port "$(free_port_pair)" "$@" \
-    >"$log_dir.out" 2>&1
+  # The agent logs its steps and its output unbuffered, so that a run stopped at the bound
+  # shows how far the agent got.
+  LOGLEVEL=INFO PYTHONUNBUFFERED=1 timeout -s KILL 240 \
+    "$python" -m torch.distributed.run -r 2 -t 1 --log_dir "$log_dir" \
+    --nproc_per_node "$nproc" --master_port "$(free_port_pair)" "$@" >"$log_dir.out" 2>&1
 }
 show_logs() {
   cat "$log_dir.out" >&2
