@@ -20,6 +20,7 @@
 #include "chorus/collectives/select/selector.h"
 #include "chorus/core/deadline.h"
 #include "chorus/core/env.h"
+#include "chorus/core/host_identity.h"
 #include "chorus/core/logging.h"
 #include "chorus/core/status.h"
 #include "chorus/rendezvous/group_generation.h"
@@ -213,8 +214,13 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Assemble(
   }
   const std::string layout = topology->Describe();
   SharedSlots* const shared_slots = options.shared_slots ? mesh->ClaimSharedSlots() : nullptr;
-  auto selector = std::make_unique<Selector>(settings.rules, settings.cost, tuning.segments,
-                                             *topology, local_cost, shared_slots != nullptr);
+  // Ranks on one host (so on its links alone) that copy their transfers themselves and outnumber
+  // its cores.
+  const bool cores_shared =
+      topology->hosts() == 1 && links.local.copies_on_rank_cores && size > UsableCores();
+  auto selector =
+      std::make_unique<Selector>(settings.rules, settings.cost, tuning.segments, *topology,
+                                 local_cost, shared_slots != nullptr, cores_shared);
   auto state =
       std::make_unique<CommState>(name, rank, size, std::move(store), std::move(mesh), tuning,
                                   *std::move(topology), std::move(trace), shared_slots);
@@ -230,7 +236,8 @@ absl::StatusOr<std::unique_ptr<Communicator>> Communicator::Assemble(
       << "communicator " << name << ": rank " << rank << " of " << size << " over " << device.kind()
       << " (" << device.address() << "), " << layout << ", segments of "
       << tuning.segments.ring_bytes << " B (rings) and " << tuning.segments.tree_bytes
-      << " B (trees), reduction kernels " << ReduceKernelSet();
+      << " B (trees), reduction kernels " << ReduceKernelSet()
+      << (cores_shared ? ", more ranks than cores (trees priced as taking turns)" : "");
   return std::unique_ptr<Communicator>(new Communicator(std::move(state), std::move(selector),
                                                         std::move(recorder), std::move(signal_dump),
                                                         device, settings, std::move(rank_ended)));

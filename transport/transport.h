@@ -171,11 +171,16 @@ struct LinkProfile {
   // The pipelining segment where each rank passes on what it receives over one of these links
   // to the next (a chain of links, as in a tree's levels); 0: segment_bytes.
   size_t relay_segment_bytes = 0;
+  // Whether what crosses the link is copied by the two ranks' own threads (shared memory), not
+  // by a NIC or a copy engine: then transfers that run at once on a host whose ranks outnumber
+  // its cores take turns on those cores instead of overlapping.
+  bool copies_on_rank_cores = false;
   bool operator==(const LinkProfile& other) const {
     return alpha_us == other.alpha_us && beta_ns_per_byte == other.beta_ns_per_byte &&
            gamma_ns_per_byte == other.gamma_ns_per_byte && segment_bytes == other.segment_bytes &&
            piggyback_bytes == other.piggyback_bytes && eager_sends == other.eager_sends &&
-           relay_segment_bytes == other.relay_segment_bytes;
+           relay_segment_bytes == other.relay_segment_bytes &&
+           copies_on_rank_cores == other.copies_on_rank_cores;
   }
 };
 

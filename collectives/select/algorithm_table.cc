@@ -31,6 +31,16 @@ double RingFill(const CostInputs& in) {
 double TreeFill(const CostInputs& in, double depth) {
   return depth * std::min(in.bytes, in.tree_segment_bytes) * in.beta;
 }
+// What a broadcast or reduce tree's transfers cost, `per_byte` for each byte it moves over a
+// link. The double binary tree pipelines: it streams the array once, past a fill. On cores the
+// ranks share (CostInputs::cores_shared) its levels and halves take turns as the binomial
+// tree's levels do, so it costs as much as that tree, and more messages: on 3-8 ranks of a
+// 2-core host it took up to 2.5x the binomial tree's time (docs/collectives.md, "Trees on
+// shared cores", which also shows the sizes where it did not).
+double TreeTransfers(const CostInputs& in, double per_byte) {
+  if (in.cores_shared) return Log2(in) * in.bytes * per_byte;
+  return in.bytes * per_byte + TreeFill(in, Log2(in));
+}
 // cuda_ipc: its rounds of small messages to every peer (the data never crosses a link).
 double IpcRounds(const CostInputs& in, double rounds) { return rounds * (in.ranks - 1) * in.alpha; }
 double TwoIpcRounds(const CostInputs& in) { return IpcRounds(in, 2); }
@@ -72,15 +82,13 @@ const AlgorithmEntry kTable[] = {
      [](const CostInputs& in) { return Log2(in) * (in.alpha + in.bytes * in.beta); },
      BinomialFeeder},
     {K::kBroadcast, A::kDoubleBinaryTree, DoubleTreeBroadcast,
-     [](const CostInputs& in) {
-       return (Log2(in) + 1) * in.alpha + in.bytes * in.beta + TreeFill(in, Log2(in));
-     }},
+     [](const CostInputs& in) { return (Log2(in) + 1) * in.alpha + TreeTransfers(in, in.beta); }},
     // reduce
     {K::kReduce, A::kBinomial, BinomialReduce,
      [](const CostInputs& in) { return Log2(in) * (in.alpha + in.bytes * (in.beta + in.gamma)); }},
     {K::kReduce, A::kDoubleBinaryTree, DoubleTreeReduce,
      [](const CostInputs& in) {
-       return (Log2(in) + 1) * in.alpha + in.bytes * (in.beta + in.gamma) + TreeFill(in, Log2(in));
+       return (Log2(in) + 1) * in.alpha + TreeTransfers(in, in.beta + in.gamma);
      }},
     // allgather(v)
     {K::kAllGather, A::kRecursiveDoubling, RecursiveDoublingAllGather,

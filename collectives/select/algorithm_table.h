@@ -25,6 +25,9 @@ struct CostInputs {
   double gamma = 0;               // per byte reduced
   double ring_segment_bytes = 0;  // pipeline segments (PipelineSegments)
   double tree_segment_bytes = 0;  // ... a tree's of p ranks (PipelineSegments::TreeBytes)
+  // The ranks copy what they send on fewer cores than there are ranks, so transfers that run at
+  // once take turns (LinkProfile::copies_on_rank_cores, on a host the ranks oversubscribe).
+  bool cores_shared = false;
   // For the hierarchical algorithm, whose phases run within and between hosts: the layout
   // (null: one host of `ranks`) and the link costs within a host (alpha, beta and gamma above
   // are those between hosts).

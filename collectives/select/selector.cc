@@ -144,14 +144,15 @@ std::atomic<uint64_t> next_selector_id{1};
 }  // namespace
 
 Selector::Selector(std::vector<AlgorithmRule> rules, CostParams cost, PipelineSegments segments,
-                   Topology topology, CostParams local_cost, bool shared_slots)
+                   Topology topology, CostParams local_cost, bool shared_slots, bool cores_shared)
     : id_(next_selector_id.fetch_add(1, std::memory_order_relaxed)),
       rules_(std::move(rules)),
       cost_(cost),
       local_cost_(Completed(local_cost, cost)),
       segments_(segments),
       topology_(std::move(topology)),
-      shared_slots_(shared_slots) {
+      shared_slots_(shared_slots),
+      cores_shared_(cores_shared) {
   for (size_t kind = 0; kind < slot_entries_.size(); ++kind) {
     slot_entries_[kind] =
         FindAlgorithm(static_cast<CollectiveKind>(kind), AlgorithmId::kSharedSlots);
@@ -164,6 +165,7 @@ CostInputs Selector::Inputs(int ranks, size_t bytes) const {
   in.local_alpha = local.alpha;
   in.local_beta = local.beta;
   in.local_gamma = local.gamma;
+  in.cores_shared = cores_shared_;
   if (topology_.size() == ranks) in.topology = &topology_;
   return in;
 }

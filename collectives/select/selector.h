@@ -54,8 +54,11 @@ class Selector {
   // host with `local_cost` (zero fields: `cost`'s) and between hosts with `cost`.
   // `shared_slots`: the communicator holds its mesh's shared slots, on which barrier and
   // allreduce and broadcast of at most kSharedBufferPayloadBytes run (SharedSlotsLimit).
+  // `cores_shared`: the ranks copy what they send on fewer cores than there are ranks
+  // (CostInputs::cores_shared).
   Selector(std::vector<AlgorithmRule> rules, CostParams cost, PipelineSegments segments,
-           Topology topology = {}, CostParams local_cost = {}, bool shared_slots = false);
+           Topology topology = {}, CostParams local_cost = {}, bool shared_slots = false,
+           bool cores_shared = false);
 
   // The entry to run. `forced` is a per-call algorithm name (may be empty).
   absl::StatusOr<const AlgorithmEntry*> Choose(const CollectiveArgs& args, int ranks,
@@ -78,6 +81,7 @@ class Selector {
   const PipelineSegments segments_;
   const Topology topology_;
   const bool shared_slots_;
+  const bool cores_shared_;
   // The shared_slots entry of each collective kind (null where it has none), so that a small
   // call finds it without scanning the table.
   std::array<const AlgorithmEntry*, kNumCollectiveKinds> slot_entries_{};

@@ -4,6 +4,7 @@
 // hand summary.
 //
 //   bazel run //tests/collectives:selection_table -- tcp
+//   bazel run //tests/collectives:selection_table -- shm-oversubscribed   (more ranks than cores)
 //   bazel run //tests/collectives:selection_table -- hybrid   (hosts of several ranks: TCP
 //                                                              between hosts, shm within)
 #include <cstdio>
@@ -87,10 +88,12 @@ int RunHybrid() {
 
 int Run(const std::string& device_kind) {
   if (device_kind == "hybrid") return RunHybrid();
-  const LinkProfile link = device_kind == "shm"      ? shm::kShmLink
-                           : device_kind == "inproc" ? InprocDevice::kInprocLink
-                                                     : tcp::kTcpLink;
-  const Selector selector({}, LinkCost(link), PipelineSegmentsFor(link));
+  const bool oversubscribed = device_kind == "shm-oversubscribed";
+  const LinkProfile link = device_kind == "shm" || oversubscribed ? shm::kShmLink
+                           : device_kind == "inproc"              ? InprocDevice::kInprocLink
+                                                                  : tcp::kTcpLink;
+  const Selector selector({}, LinkCost(link), PipelineSegmentsFor(link), {}, {}, false,
+                          /*cores_shared=*/oversubscribed);
   std::printf("device %s: the cost model's pick by size (4 B - 1 GiB, powers of two)\n\n",
               device_kind.c_str());
   std::printf("| collective | ranks | picks |\n|---|---|---|\n");

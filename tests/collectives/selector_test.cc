@@ -5,6 +5,8 @@
 
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <string>
+#include <tuple>
 #include <vector>
 
 #include "absl/strings/match.h"
@@ -15,6 +17,7 @@
 #include "tests/collectives/world.h"
 #include "tests/transport/captured_log.h"
 #include "tests/transport/scoped_env.h"
+#include "tests/transport/scoped_one_core.h"
 
 namespace chorus::testing {
 namespace {
@@ -137,6 +140,67 @@ TEST_CASE("finer tree segments move broadcast and reduce to the double binary tr
   const CostParams tcp = LinkCost(tcp::kTcpLink);
   CHECK(MakeCostInputs(tcp, 2, 1 << 20, kTcpSegments).tree_segment_bytes == ring);
   CHECK(MakeCostInputs(tcp, 3, 1 << 20, kTcpSegments).tree_segment_bytes == ring / 2);
+}
+
+TEST_CASE("on cores the ranks share, broadcast and reduce stay on the binomial tree",
+          "[selector]") {
+  // The double binary tree pipelines its halves down its levels; where the ranks copy what they
+  // send on fewer cores than there are ranks, those transfers take turns instead, and the tree
+  // only adds messages.
+  const CostParams shm = LinkCost(chorus::shm::kShmLink);
+  const PipelineSegments segments = PipelineSegmentsFor(chorus::shm::kShmLink);
+  const Selector dedicated({}, shm, segments);
+  const Selector shared({}, shm, segments, {}, {}, /*shared_slots=*/false, /*cores_shared=*/true);
+  for (CollectiveKind kind : {CollectiveKind::kBroadcast, CollectiveKind::kReduce}) {
+    CollectiveArgs args;
+    args.kind = kind;
+    args.type = DataType::kUint8;
+    for (int ranks : {3, 4, 8, 64}) {
+      INFO(CollectiveKindName(kind) << " on " << ranks << " ranks");
+      args.count = size_t{64} << 20;
+      CHECK(Chosen(dedicated, args, ranks) == "double_binary_tree");
+      for (size_t bytes = 4; bytes <= (size_t{1} << 30); bytes *= 8) {
+        args.count = bytes;
+        CHECK(Chosen(shared, args, ranks) == "binomial");
+      }
+    }
+  }
+  // Allreduce's choices do not change.
+  for (size_t bytes = 4; bytes <= (size_t{1} << 30); bytes *= 8) {
+    CHECK(Chosen(shared, AllReduceArgs(bytes), 8) == Chosen(dedicated, AllReduceArgs(bytes), 8));
+  }
+}
+
+TEST_CASE("a communicator prices trees on shared cores where its ranks copy on too few",
+          "[selector]") {
+  // Three ranks on one core. Over shm the ranks copy every byte themselves; over TCP the model
+  // keeps pricing the double tree's pipeline (a link whose copies are not the ranks' own).
+  auto picks = [](TransportKind kind) {
+    CapturedLog log("info");
+    std::string broadcast;
+    std::string reduce;
+    absl::Status status;
+    {
+      ScopedOneCore pinned;
+      status = RunOnThreads(
+          kind, 3,
+          [&](Communicator& comm) -> absl::Status {
+            if (comm.rank() != 0) return absl::OkStatus();
+            CHORUS_ASSIGN_OR_RETURN(broadcast,
+                                    comm.ChooseAlgorithm(CollectiveKind::kBroadcast, 64 << 20));
+            CHORUS_ASSIGN_OR_RETURN(reduce,
+                                    comm.ChooseAlgorithm(CollectiveKind::kReduce, 64 << 20));
+            return absl::OkStatus();
+          },
+          absl::Minutes(1));
+    }
+    REQUIRE(status.ok());
+    const bool logged = absl::StrContains(log.Read(), "more ranks than cores");
+    return std::tuple{broadcast, reduce, logged};
+  };
+  CHECK(picks(TransportKind::kShm) == std::tuple{"binomial", "binomial", true});
+  CHECK(picks(TransportKind::kTcp) ==
+        std::tuple{"double_binary_tree", "double_binary_tree", false});
 }
 
 TEST_CASE("rules and per-call choices override the model", "[selector]") {

@@ -6,7 +6,6 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <sched.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -21,6 +20,7 @@
 #include <fstream>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -44,6 +44,7 @@
 #include "tests/transport/hostile_peer.h"
 #include "tests/transport/recording_sink.h"
 #include "tests/transport/scenario.h"
+#include "tests/transport/scoped_one_core.h"
 
 namespace chorus::testing {
 namespace {
@@ -303,19 +304,6 @@ std::string SystemCongestionControl() {
   return name;
 }
 
-// The first core of `cores`.
-cpu_set_t FirstCoreOf(const cpu_set_t& cores) {
-  cpu_set_t first;
-  CPU_ZERO(&first);
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
-    if (CPU_ISSET(cpu, &cores)) {
-      CPU_SET(cpu, &first);
-      break;
-    }
-  }
-  return first;
-}
-
 TEST_CASE("links within a host use a loss-based congestion control while each rank has a core") {
   CHECK(SameHost(*SocketAddress::FromIp("127.0.0.1", 1), *SocketAddress::FromIp("127.0.0.2", 2)));
   CHECK(SameHost(*SocketAddress::FromIp("10.1.2.3", 1), *SocketAddress::FromIp("10.1.2.3", 2)));
@@ -326,10 +314,6 @@ TEST_CASE("links within a host use a loss-based congestion control while each ra
 
   const std::string system = SystemCongestionControl();
   REQUIRE_FALSE(system.empty());
-  // The ranks' threads inherit this thread's CPU affinity, and with it the cores they count.
-  cpu_set_t all_cores;
-  REQUIRE(sched_getaffinity(0, sizeof(all_cores), &all_cores) == 0);
-  const cpu_set_t one_core = FirstCoreOf(all_cores);
   const bool core_each = UsableCores() >= 2;
   const std::set<std::string> loss_based = {"cubic", "reno"};
   struct Case {
@@ -347,9 +331,11 @@ TEST_CASE("links within a host use a loss-based congestion control while each ra
     options.congestion = c.setting;
     MemoryStore store;
     Ranks ranks;
-    REQUIRE(sched_setaffinity(0, sizeof(cpu_set_t), c.one_core ? &one_core : &all_cores) == 0);
-    MakeRanks(ranks, 2, options, store);
-    REQUIRE(sched_setaffinity(0, sizeof(all_cores), &all_cores) == 0);
+    {
+      std::optional<ScopedOneCore> pinned;
+      if (c.one_core) pinned.emplace();
+      MakeRanks(ranks, 2, options, store);
+    }
     // Smaller than the messages an oversubscribed host's links send loss-based (next case).
     REQUIRE(Transfer(*ranks.meshes[0], *ranks.meshes[1], 1, 64 << 10, 3).ok());
     const std::vector<std::string> used = LinkCongestionControls(ListenPorts(ranks));
@@ -375,15 +361,13 @@ TEST_CASE("an oversubscribed host's links send large messages loss-based, the re
                                                              << ", is loss-based already");
     return;
   }
-  cpu_set_t all_cores;
-  REQUIRE(sched_getaffinity(0, sizeof(all_cores), &all_cores) == 0);
-  const cpu_set_t one_core = FirstCoreOf(all_cores);
   MemoryStore store;
   Ranks ranks;
-  // Both ranks on one core: the host is oversubscribed.
-  REQUIRE(sched_setaffinity(0, sizeof(cpu_set_t), &one_core) == 0);
-  MakeRanks(ranks, 2, Loopback(), store);
-  REQUIRE(sched_setaffinity(0, sizeof(all_cores), &all_cores) == 0);
+  {
+    // Both ranks on one core: the host is oversubscribed.
+    ScopedOneCore pinned;
+    MakeRanks(ranks, 2, Loopback(), store);
+  }
   Mesh& sender = *ranks.meshes[0];
   Mesh& receiver = *ranks.meshes[1];
   // Rank 0 dials rank 1 for its first send: its end of the link is the socket whose peer is

@@ -65,9 +65,16 @@ absl::StatusOr<std::unique_ptr<Device>> CreateShmDevice();
 // A shared-memory link as calibrated between two cores. Each segment costs a rendezvous while
 // its bytes cost only CPU copies, so fewer, larger segments pay less per byte; reductions read
 // straight out of the staging area (docs/benchmarks.md, "Why the defaults are what they are").
-// A message costs well under a microsecond, so only 1 KiB is worth copying into another.
-inline constexpr LinkProfile kShmLink = {
-    2.0, 0.035, 0.05, size_t{2} << 20, size_t{1} << 10, /*eager_sends=*/true};
+// A message costs well under a microsecond, so only 1 KiB is worth copying into another. The
+// ranks copy every byte themselves.
+inline constexpr LinkProfile kShmLink = {2.0,
+                                         0.035,
+                                         0.05,
+                                         size_t{2} << 20,
+                                         size_t{1} << 10,
+                                         /*eager_sends=*/true,
+                                         /*relay_segment_bytes=*/0,
+                                         /*copies_on_rank_cores=*/true};
 
 // Host memory that the shm transport's peers read where it lies (NCCL's and MPI's registered
 // buffers): a large message sent from it skips the staging area, so the receiver copies or
