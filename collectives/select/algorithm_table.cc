@@ -23,13 +23,14 @@ double Folds(const CostInputs& in) {
   const double p = in.ranks;
   return std::exp2(std::floor(std::log2(std::max(p, 1.0)))) == p ? 0 : 1;
 }
-// Filling a pipeline of depth d costs d segments' transfer before the stream flows: one for a
-// ring, one per level for a tree.
+// Filling a pipeline costs segments' transfer before the stream flows: one for a ring; for a
+// tree, one stage (a segment at `per_byte`) per link of its longest chain after the first,
+// since the array's own term already streams it over one link.
 double RingFill(const CostInputs& in) {
   return std::min(in.bytes, in.ring_segment_bytes) * in.beta;
 }
-double TreeFill(const CostInputs& in, double depth) {
-  return depth * std::min(in.bytes, in.tree_segment_bytes) * in.beta;
+double TreeFill(const CostInputs& in, double chain_links, double per_byte) {
+  return (chain_links - 1) * std::min(in.bytes, in.tree_segment_bytes) * per_byte;
 }
 // What a broadcast or reduce tree's transfers cost, `per_byte` for each byte it moves over a
 // link. The double binary tree pipelines: it streams the array once, past a fill. On cores the
@@ -39,7 +40,7 @@ double TreeFill(const CostInputs& in, double depth) {
 // shared cores", which also shows the sizes where it did not).
 double TreeTransfers(const CostInputs& in, double per_byte) {
   if (in.cores_shared) return Log2(in) * in.bytes * per_byte;
-  return in.bytes * per_byte + TreeFill(in, Log2(in));
+  return in.bytes * per_byte + TreeFill(in, Log2(in), per_byte);
 }
 // cuda_ipc: its rounds of small messages to every peer (the data never crosses a link).
 double IpcRounds(const CostInputs& in, double rounds) { return rounds * (in.ranks - 1) * in.alpha; }
@@ -71,7 +72,7 @@ const AlgorithmEntry kTable[] = {
     {K::kAllReduce, A::kDoubleBinaryTree, DoubleTreeAllReduce,
      [](const CostInputs& in) {
        return 2 * (Log2(in) + 1) * in.alpha + in.bytes * (2 * in.beta + in.gamma) +
-              TreeFill(in, 2 * Log2(in));
+              TreeFill(in, 2 * Log2(in), in.beta);
      }},
     {K::kAllReduce, A::kBinomial, BinomialAllReduce,
      [](const CostInputs& in) {

@@ -117,7 +117,7 @@ TEST_CASE("the cost model picks latency algorithms for small messages", "[select
 
 TEST_CASE("finer tree segments move broadcast and reduce to the double binary tree sooner",
           "[selector]") {
-  // The double binary tree fills a pipeline as deep as its levels, one tree segment each; the
+  // The double binary tree fills a pipeline one tree segment per level below the first; the
   // binomial tree sends the whole array at each of its levels. Over TCP at 8 ranks, 1 MiB is
   // where they cross: with the link's relay segments (half its ring segment) the double tree
   // wins there, with tree segments as large as the ring's it does not.
@@ -135,6 +135,18 @@ TEST_CASE("finer tree segments move broadcast and reduce to the double binary tr
     CHECK(Chosen(whole, args, 8) == "binomial");
     args.count = 256 << 10;
     CHECK(Chosen(halved, args, 8) == "binomial");
+  }
+  // A tree of 3 or 4 ranks is two links deep: its pipeline fills one segment past the stream,
+  // so over TCP a 1 MiB broadcast (two relay segments) takes the double tree, 512 KiB does not.
+  CollectiveArgs broadcast;
+  broadcast.kind = CollectiveKind::kBroadcast;
+  broadcast.type = DataType::kUint8;
+  for (int ranks : {3, 4}) {
+    INFO(ranks << " ranks");
+    broadcast.count = 1 << 20;
+    CHECK(Chosen(halved, broadcast, ranks) == "double_binary_tree");
+    broadcast.count = 512 << 10;
+    CHECK(Chosen(halved, broadcast, ranks) == "binomial");
   }
   // As the trees run: two ranks are one link, priced with the ring's segment.
   const CostParams tcp = LinkCost(tcp::kTcpLink);
