@@ -425,6 +425,13 @@ CollectiveArgs SmallBroadcast() {
   return shape;
 }
 
+// Waits until `flag` is set, at most `most`; whether it was.
+bool AwaitFlag(const std::atomic<bool>& flag, absl::Duration most) {
+  const absl::Time give_up = absl::Now() + most;
+  while (!flag.load() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
+  return flag.load();
+}
+
 // Runs `calls` small broadcasts on the root, each with `deadline`, and returns the status of
 // each until the first error; `other` runs on the other rank meanwhile, and may wait for
 // `root_done`, set once the root's calls have returned.
@@ -435,11 +442,16 @@ std::vector<absl::Status> RootAhead(int calls, absl::Duration deadline,
   MemoryStore store;
   const std::string name = FreshName();
   std::vector<absl::Status> root_calls;
+  std::atomic<bool> other_done{false};
   const std::vector<absl::Status> statuses = RunRanksAsThreads(
       2,
       [&](int rank) -> absl::Status {
         CHORUS_ASSIGN_OR_RETURN(Rank made, MakeRank(store, name, rank, 2));
-        if (rank != shape.root) return other(made);
+        if (rank != shape.root) {
+          const absl::Status status = other(made);
+          other_done.store(true);
+          return status;
+        }
         std::vector<int32_t> data = Pattern(100, shape.count);
         CollectiveArgs args = shape;
         args.send = data.data();
@@ -455,6 +467,10 @@ std::vector<absl::Status> RootAhead(int calls, absl::Duration deadline,
           if (!status.ok()) break;
         }
         root_done.store(true);
+        // The root's mesh outlives the other rank's calls: closing its links while that rank's
+        // messages arrive would reset them and drop what the root sent ahead (a rank that must
+        // know its last sends arrived ends with a barrier; docs/transport-tcp.md).
+        AwaitFlag(other_done, absl::Seconds(40));
         return absl::OkStatus();
       },
       absl::Minutes(1));
@@ -463,13 +479,6 @@ std::vector<absl::Status> RootAhead(int calls, absl::Duration deadline,
     CHECK(statuses[rank].ok());
   }
   return root_calls;
-}
-
-// Waits until `flag` is set, at most `most`; whether it was.
-bool AwaitFlag(const std::atomic<bool>& flag, absl::Duration most) {
-  const absl::Time give_up = absl::Now() + most;
-  while (!flag.load() && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(1));
-  return flag.load();
 }
 
 // The root's calls up to its first header check (its kHeaderCheckInterval-th), which must stop
