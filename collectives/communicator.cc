@@ -18,6 +18,7 @@
 #include "chorus/collectives/engine/worker_pool.h"
 #include "chorus/collectives/reduce/reduce_kernels.h"
 #include "chorus/collectives/reduce/streaming_sink.h"
+#include "chorus/collectives/repeated_call.h"
 #include "chorus/collectives/select/algorithm_table.h"
 #include "chorus/collectives/select/selector.h"
 #include "chorus/collectives/shape.h"
@@ -350,46 +351,59 @@ CollectiveHeader Communicator::MakeHeader(const CollectiveArgs& args, AlgorithmI
   return CollectiveHeader::For(args, algorithm, sequence, size(), layout);
 }
 
-absl::Status Communicator::Run(CollectiveArgs args, const CollectiveOptions& options) {
+absl::StatusOr<RepeatedCall> Communicator::Prepare(CollectiveArgs& args,
+                                                   const CollectiveOptions& options) const {
+  const bool repeatable =
+      RepeatableCall(args, options, PlacementAsked(options, InstalledGpuRuntime()));
+  if (repeatable) {
+    if (const RepeatedCall* repeated = FindRepeatedCall(id_, args)) return *repeated;
+  }
   CHORUS_RETURN_IF_ERROR(Validate(args));
   CHORUS_RETURN_IF_ERROR(Place(args, options));
-  CHORUS_ASSIGN_OR_RETURN(const AlgorithmEntry* algorithm,
+  RepeatedCall call;
+  CHORUS_ASSIGN_OR_RETURN(call.algorithm,
                           selector_->Choose(args, size(), NamedAlgorithm(args, options)));
-  const SlotTurns::Numbers numbers = NextSequence(*algorithm);
-  const CollectiveHeader header = MakeHeader(args, algorithm->id, numbers.sequence);
+  call.header = MakeHeader(args, call.algorithm->id, /*sequence=*/0);
+  if (repeatable) KeepRepeatedCall(id_, args, call.algorithm, call.header);
+  return call;
+}
+
+absl::Status Communicator::Run(CollectiveArgs args, const CollectiveOptions& options) {
+  CHORUS_ASSIGN_OR_RETURN(RepeatedCall call, Prepare(args, options));
+  const AlgorithmEntry& algorithm = *call.algorithm;
+  const SlotTurns::Numbers numbers = NextSequence(algorithm);
+  call.header.sequence = numbers.sequence;
   // One clock read for the deadline and the record. A call on the shared slots takes a quarter
   // of a microsecond, of which a precise reading at its end would be a tenth: its record notes
   // the end by the coarse clock instead (unless traced).
   const Deadline::Clock::time_point start = Deadline::Clock::now();
-  const FlightClock clock = algorithm->id == AlgorithmId::kSharedSlots && state_->trace() == nullptr
+  const FlightClock clock = algorithm.id == AlgorithmId::kSharedSlots && state_->trace() == nullptr
                                 ? FlightClock::kCoarse
                                 : FlightClock::kPrecise;
-  FlightRecord* const record = recorder_->Add(header, FlightState::kRunning, clock, start);
-  return Execute(args, *algorithm, header, numbers.turn, options.timeout.value_or(timeout_),
+  FlightRecord* const record = recorder_->Add(call.header, FlightState::kRunning, clock, start);
+  return Execute(args, algorithm, call.header, numbers.turn, options.timeout.value_or(timeout_),
                  nullptr, record, start);
 }
 
 WorkPtr Communicator::Launch(CollectiveArgs args, const CollectiveOptions& options) {
-  absl::Status invalid = Validate(args);
-  if (invalid.ok()) invalid = Place(args, options);
-  absl::StatusOr<const AlgorithmEntry*> algorithm =
-      invalid.ok() ? selector_->Choose(args, size(), NamedAlgorithm(args, options))
-                   : absl::StatusOr<const AlgorithmEntry*>(invalid);
-  if (!algorithm.ok()) {
+  absl::StatusOr<RepeatedCall> prepared = Prepare(args, options);
+  if (!prepared.ok()) {
     auto work =
         std::make_shared<Work>(args.kind, 0, "none", std::string(CollectiveKindName(args.kind)));
-    work->Complete(algorithm.status());
+    work->Complete(prepared.status());
     return work;
   }
-  const SlotTurns::Numbers numbers = NextSequence(**algorithm);
-  const CollectiveHeader header = MakeHeader(args, (*algorithm)->id, numbers.sequence);
-  auto work = std::make_shared<Work>(
-      args.kind, numbers.sequence, std::string(AlgorithmName((*algorithm)->id)), header.Describe());
+  const AlgorithmEntry* const algorithm = prepared->algorithm;
+  const SlotTurns::Numbers numbers = NextSequence(*algorithm);
+  CollectiveHeader header = prepared->header;
+  header.sequence = numbers.sequence;
+  auto work = std::make_shared<Work>(args.kind, numbers.sequence,
+                                     std::string(AlgorithmName(algorithm->id)), header.Describe());
   const absl::Duration timeout = options.timeout.value_or(timeout_);
   FlightRecord* const record =
       recorder_->Add(header, FlightState::kQueued, FlightClock::kPrecise, Deadline::Clock::now());
   unfinished_async_.fetch_add(1);
-  pool_->Submit([this, args = std::move(args), entry = *algorithm, header, turn = numbers.turn,
+  pool_->Submit([this, args = std::move(args), entry = algorithm, header, turn = numbers.turn,
                  timeout, work, record] {
     const absl::Status status =
         Execute(args, *entry, header, turn, timeout, work.get(), record, Deadline::Clock::now());

@@ -66,6 +66,7 @@
 #include "chorus/collectives/collective_kind.h"
 #include "chorus/collectives/engine/slot_turns.h"
 #include "chorus/collectives/options.h"
+#include "chorus/collectives/repeated_call.h"
 #include "chorus/collectives/work.h"
 #include "chorus/core/types.h"
 #include "chorus/cuda/gpu_runtime.h"
@@ -283,6 +284,11 @@ class Communicator {
                                                              std::shared_ptr<Mesh> mesh) const;
 
   // The collective path: validate, choose, number, then run here or on a worker.
+  // A call's algorithm and header (all but its sequence number): those of this thread's last
+  // call on this communicator when that call had the same arguments (repeated_call.h), else
+  // the arguments are checked, the buffers placed and the algorithm chosen.
+  absl::StatusOr<RepeatedCall> Prepare(CollectiveArgs& args,
+                                       const CollectiveOptions& options) const;
   absl::Status Run(CollectiveArgs args, const CollectiveOptions& options);
   WorkPtr Launch(CollectiveArgs args, const CollectiveOptions& options);
   // `record` is the collective's flight record (null when the recorder is off); `start` is
@@ -324,6 +330,8 @@ class Communicator {
                            const CollectiveOptions& options);
 
   const std::unique_ptr<CommState> state_;
+  // Unique in the process: names this communicator's calls kept by Prepare (repeated_call.h).
+  const uint64_t id_;
   const std::unique_ptr<Selector> selector_;
   const std::unique_ptr<FlightRecorder> recorder_;
   const std::unique_ptr<SignalDumpRegistration> signal_dump_;  // after recorder_, which it names

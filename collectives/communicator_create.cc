@@ -17,6 +17,7 @@
 #include "chorus/collectives/engine/worker_pool.h"
 #include "chorus/collectives/reduce/reduce_kernels.h"
 #include "chorus/collectives/reduce/streaming_sink.h"
+#include "chorus/collectives/repeated_call.h"
 #include "chorus/collectives/select/selector.h"
 #include "chorus/core/deadline.h"
 #include "chorus/core/env.h"
@@ -248,6 +249,7 @@ Communicator::Communicator(std::unique_ptr<CommState> state, std::unique_ptr<Sel
                            std::unique_ptr<SignalDumpRegistration> signal_dump, Device& device,
                            const CommunicatorSettings& settings, RankEnded rank_ended)
     : state_(std::move(state)),
+      id_(NewCommunicatorId()),
       selector_(std::move(selector)),
       recorder_(std::move(recorder)),
       signal_dump_(std::move(signal_dump)),
