@@ -101,7 +101,10 @@ TEST_CASE("a call that differs from the kept one in type, op, root or count runs
         }
         for (int32_t& x : data) x = r == 1 ? 77 : -1;
         CHORUS_RETURN_IF_ERROR(comm.Broadcast(data.data(), data.data(), 4, DataType::kInt32, 1));
-        return Expect(data[0] == 77 && data[3] == 77, "broadcast from rank 1");
+        CHORUS_RETURN_IF_ERROR(Expect(data[0] == 77 && data[3] == 77, "broadcast from rank 1"));
+        // A broadcast root may return before its peer has read: the barrier keeps it from
+        // tearing its mesh down under the reader.
+        return comm.Barrier();
       },
       absl::Minutes(1));
   INFO(status.ToString());
@@ -147,8 +150,10 @@ TEST_CASE("a call kept on one communicator is checked again on another", "[repea
         // ... and no rank of a communicator of one.
         CHORUS_RETURN_IF_ERROR(ExpectInvalidArgument(
             alone->Broadcast(data.data(), data.data(), 4, DataType::kInt32, 1), "root 1"));
-        // The world's call still runs after the other communicator's check.
-        return world.Broadcast(data.data(), data.data(), 4, DataType::kInt32, 1);
+        // The world's call still runs after the other communicator's check; the barrier keeps
+        // the root from tearing its mesh down before its peer has read.
+        CHORUS_RETURN_IF_ERROR(world.Broadcast(data.data(), data.data(), 4, DataType::kInt32, 1));
+        return world.Barrier();
       },
       absl::Minutes(1));
   INFO(status.ToString());
