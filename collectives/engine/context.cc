@@ -121,9 +121,10 @@ CollectiveContext::CollectiveContext(CommState& comm, const CollectiveArgs& args
       first_wait_clock_(start),
       peer_slots_(comm.size()) {}
 CollectiveContext::~CollectiveContext() {
-  // A call that posted nothing (on the shared slots) has nothing to cancel, and nobody calls
-  // Cancel once its context ends: its Work has detached.
-  if (registered_any_ || probe_posted_) Cancel();
+  // A call that posted nothing (on the shared slots), or whose requests have all completed
+  // (every call that succeeded, unless it posted a header probe), has nothing to cancel; and
+  // nobody calls Cancel once its context ends: its Work has detached.
+  if ((registered_any_ || probe_posted_) && AnyPending()) Cancel();
   // No transport touches the header messages after Cancel.
   for (PeerHeader* header : headers_) ReturnCachedMessage(std::move(header->cached));
   for (std::unique_ptr<uint8_t[]>& message : more_outgoing_) {
@@ -525,11 +526,22 @@ void CollectiveContext::Cancel() {
   cancelled_.store(true, std::memory_order_release);
   // Requests that are done need no cancel (and cancelling one may take a transport lock).
   for (const Transfer& transfer : posted_) {
-    Request* request =
-        transfer.deferred >= 0 ? deferred_[transfer.deferred].request.get() : transfer.request;
+    Request* request = PostedRequest(transfer);
     if (request != nullptr && !request->IsDone()) request->Cancel();
   }
   if (probe_ != nullptr && !probe_->IsDone()) probe_->Cancel();
+}
+
+Request* CollectiveContext::PostedRequest(const Transfer& transfer) const {
+  return transfer.deferred >= 0 ? deferred_[transfer.deferred].request.get() : transfer.request;
+}
+
+bool CollectiveContext::AnyPending() const {
+  for (const Transfer& transfer : posted_) {
+    const Request* request = PostedRequest(transfer);
+    if (request != nullptr && !request->IsDone()) return true;
+  }
+  return probe_ != nullptr && !probe_->IsDone();
 }
 
 absl::Status CollectiveContext::WaitAll(absl::Span<const Transfer> transfers) {

@@ -327,6 +327,12 @@ class CollectiveContext {
   absl::Status Resolve(int peer, PeerHeader& header);
   absl::Status AwaitAll(absl::Span<const Transfer> transfers);
   bool IsDone(const Transfer& transfer) const;
+  // The transport request of a posted transfer; null for a deferred receive never posted.
+  Request* PostedRequest(const Transfer& transfer) const;
+  // Whether a request this context posted is still with its transport. For the running thread
+  // alone: it reads without the lock what only that thread writes (Cancel, on any thread,
+  // writes none of it), so that a call whose requests all completed ends without one.
+  bool AnyPending() const ABSL_NO_THREAD_SAFETY_ANALYSIS;
   // Records a posted transfer and takes ownership of its request (`transfer.request`).
   void Register(const Transfer& transfer, RequestPtr request);
   void NoteWait(const Transfer& transfer);

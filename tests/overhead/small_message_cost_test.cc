@@ -184,11 +184,11 @@ TEST_CASE("small collectives over shared memory") {
 // buffers the thread keeps between calls: sent alone, the header would cost three more
 // allocations, more locks and a second system call.
 TEST_CASE("small collectives over TCP") {
-  constexpr Budget kTcp = {/*allocations=*/2, /*lock_acquisitions=*/9, /*syscalls=*/1};
+  constexpr Budget kTcp = {/*allocations=*/2, /*lock_acquisitions=*/8, /*syscalls=*/1};
   CheckBudget(TransportKind::kTcp, Call::kAllReduce, {kTcp});
   CheckBudget(TransportKind::kTcp, Call::kBroadcast, {kTcp});
   CheckBudget(TransportKind::kTcp, Call::kBarrier, {kTcp});
-  constexpr Budget kTcp16K = {/*allocations=*/4, /*lock_acquisitions=*/11, /*syscalls=*/1};
+  constexpr Budget kTcp16K = {/*allocations=*/4, /*lock_acquisitions=*/10, /*syscalls=*/1};
   CheckBudget(TransportKind::kTcp, Call::kAllReduce16K, {kTcp16K});
 }
 
