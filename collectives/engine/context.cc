@@ -124,7 +124,7 @@ CollectiveContext::~CollectiveContext() {
   // A call that posted nothing (on the shared slots), or whose requests have all completed
   // (every call that succeeded, unless it posted a header probe), has nothing to cancel; and
   // nobody calls Cancel once its context ends: its Work has detached.
-  if ((registered_any_ || probe_posted_) && AnyPending()) Cancel();
+  if (AnyPending()) Cancel();
   // No transport touches the header messages after Cancel.
   for (PeerHeader* header : headers_) ReturnCachedMessage(std::move(header->cached));
   for (std::unique_ptr<uint8_t[]>& message : more_outgoing_) {
@@ -208,7 +208,6 @@ std::string CollectiveContext::DescribeProgress() const {
 }
 
 void CollectiveContext::Register(const Transfer& transfer, RequestPtr request) {
-  registered_any_ = true;
   std::lock_guard<std::mutex> lock(mu_);
   posted_.push_back(transfer);
   if (cancelled_) request->Cancel();
@@ -423,7 +422,6 @@ Transfer CollectiveContext::Defer(int peer, uint64_t step, void* data, size_t by
   std::lock_guard<std::mutex> lock(mu_);
   transfer.deferred = static_cast<int>(deferred_.size());
   deferred_.push_back(DeferredRecv{data, nullptr});
-  registered_any_ = true;
   posted_.push_back(transfer);
   return transfer;
 }
@@ -483,7 +481,6 @@ Transfer CollectiveContext::Post(int peer, uint64_t step, size_t bytes, bool is_
   RequestPtr request =
       PostLocked(peer, step, is_recv ? RequestKind::kRecv : RequestKind::kSend, connection, post);
   transfer.request = request.get();
-  registered_any_ = true;
   posted_.push_back(transfer);
   requests_.push_back(std::move(request));
   return transfer;

@@ -433,7 +433,6 @@ class CollectiveContext {
   mutable std::mutex mu_;
   // Everything posted, headers included: for Cancel and for DescribeProgress.
   absl::InlinedVector<Transfer, 6> posted_ ABSL_GUARDED_BY(mu_);
-  bool registered_any_ = false;  // posted_ is not empty (set and read by the running thread)
   // The requests of posted_ (deferred receives own theirs), kept until the context ends.
   absl::InlinedVector<RequestPtr, 6> requests_ ABSL_GUARDED_BY(mu_);
   RequestPtr probe_ ABSL_GUARDED_BY(mu_);  // PostHeaderProbe's receive
