@@ -312,7 +312,7 @@ void Communicator::Conclude(const CollectiveHeader& header, Deadline::Clock::tim
   if (record != nullptr) {
     record->Finish(status);
     // Once per collective: only its own runner concludes it.
-    if (GetErrorKind(status) == ErrorKind::kDeadlineExceeded) {
+    if (!status.ok() && GetErrorKind(status) == ErrorKind::kDeadlineExceeded) {
       recorder_->Report(absl::StrCat(header.Describe(), " on rank ", rank(), " timed out"));
     }
   }

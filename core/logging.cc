@@ -45,6 +45,9 @@ std::once_flag& InitFlag() {
   static std::once_flag flag;
   return flag;
 }
+// Set once the configuration was first read: a check of the level then takes one load, where
+// std::call_once alone costs tens of instructions on every log statement of every call.
+std::atomic<bool> config_loaded{false};
 
 thread_local int thread_log_rank = -1;
 
@@ -65,7 +68,12 @@ void ReloadLogConfig() {
 }
 
 bool LogEnabled(LogLevel level) {
-  std::call_once(InitFlag(), ReloadLogConfig);
+  if (!config_loaded.load(std::memory_order_acquire)) {
+    std::call_once(InitFlag(), [] {
+      ReloadLogConfig();
+      config_loaded.store(true, std::memory_order_release);
+    });
+  }
   return static_cast<int>(level) <= Config().level.load(std::memory_order_relaxed);
 }
 

@@ -208,7 +208,7 @@ class SlotCall {
     CHORUS_RETURN_IF_ERROR(
         WaitUntil([&] { return slot.stamp.load(std::memory_order_acquire) == stamp_; }, peer,
                   "shared slot for this collective"));
-    unread_.erase(std::remove(unread_.begin(), unread_.end(), peer), unread_.end());
+    Unlist(peer);
     read_.push_back(peer);
     const size_t length = slot.bytes;
     CHORUS_RETURN_IF_ERROR(
@@ -230,7 +230,7 @@ class SlotCall {
     if (slots_.Slot(peer, index_)->stamp.load(std::memory_order_acquire) == stamp_) {
       return Read(peer, 0).status();
     }
-    unread_.erase(std::remove(unread_.begin(), unread_.end(), peer), unread_.end());
+    Unlist(peer);
     ctx_.slot_debts().OweCheck(peer, index_, stamp_, ctx_.header_wire());
     return absl::OkStatus();
   }
@@ -238,6 +238,14 @@ class SlotCall {
   int Predecessor() const { return RingPredecessor(ctx_); }
 
  private:
+  // Takes `peer` off the slots still to read (order among them does not matter).
+  void Unlist(int peer) {
+    const auto it = std::find(unread_.begin(), unread_.end(), peer);
+    if (it == unread_.end()) return;
+    *it = unread_.back();
+    unread_.pop_back();
+  }
+
   // Where in this rank's buffer `bytes` of data go: a half that fits them (the whole buffer
   // when none does) once the peers have read what this rank's earlier calls put there. Each of
   // this rank's slots that still holds a call with its data in the buffer says where it lies
@@ -375,21 +383,25 @@ class SlotCall {
   bool done_ = false;          // this rank's piece of a buffered result is marked done
 };
 
-// The peers whose slots rank `r` of `p` reads: every one for an allreduce or a barrier; for a
-// broadcast the root's and its predecessor's on the header ring.
+// The peers whose slots a broadcast's rank `r` reads: its predecessor's on the header ring,
+// and the root's.
+Ranks BroadcastSources(int r, int root, int predecessor) {
+  Ranks sources{predecessor};
+  if (r != root && predecessor != root) sources.push_back(root);
+  return sources;
+}
+
+// The peers whose slots rank `r` of `p` reads: every one for an allreduce or a barrier;
+// BroadcastSources for a broadcast.
 Ranks SlotSources(const CollectiveContext& ctx, const CollectiveArgs& args) {
   const int r = ctx.rank();
-  const int p = ctx.size();
-  Ranks sources;
-  if (args.kind != CollectiveKind::kBroadcast) {
-    for (int q = 0; q < p; ++q) {
-      if (q != r) sources.push_back(q);
-    }
-    return sources;
+  if (args.kind == CollectiveKind::kBroadcast) {
+    return BroadcastSources(r, args.root, RingPredecessor(ctx));
   }
-  const int predecessor = RingPredecessor(ctx);
-  sources.push_back(predecessor);
-  if (r != args.root && predecessor != args.root) sources.push_back(args.root);
+  Ranks sources;
+  for (int q = 0; q < ctx.size(); ++q) {
+    if (q != r) sources.push_back(q);
+  }
   return sources;
 }
 
@@ -516,7 +528,7 @@ absl::Status SharedSlotsBroadcast(CollectiveContext& ctx, const CollectiveArgs& 
   const int r = ctx.rank();
   const bool root = r == args.root;
   const int predecessor = RingPredecessor(ctx);
-  SlotCall call(ctx, *slots, SlotSources(ctx, args), bytes);
+  SlotCall call(ctx, *slots, BroadcastSources(r, args.root, predecessor), bytes);
   // Every other rank reads the root's slot; the others' are read by their ring successors
   // only.
   CHORUS_RETURN_IF_ERROR(

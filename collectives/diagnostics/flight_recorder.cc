@@ -139,10 +139,12 @@ FlightRecord* FlightRecorder::Add(const CollectiveHeader& header, FlightState st
                                   FlightClock clock, Deadline::Clock::time_point now) {
   std::lock_guard<std::mutex> lock(mu_);
   if (ring_.empty()) return nullptr;
-  evicted_.erase(
-      std::remove_if(evicted_.begin(), evicted_.end(),
-                     [](const std::unique_ptr<FlightRecord>& record) { return record->ended(); }),
-      evicted_.end());
+  if (!evicted_.empty()) {
+    evicted_.erase(
+        std::remove_if(evicted_.begin(), evicted_.end(),
+                       [](const std::unique_ptr<FlightRecord>& record) { return record->ended(); }),
+        evicted_.end());
+  }
   std::unique_ptr<FlightRecord>& slot = ring_[added_++ % ring_.size()];
   // The oldest record is reused once its collective has ended; one still running keeps it.
   if (slot != nullptr && !slot->ended()) evicted_.push_back(std::move(slot));
