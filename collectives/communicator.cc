@@ -192,6 +192,9 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
   // runs on pinned host copies, made whole before the algorithm runs or segment by segment.
   const bool read_in_place = algorithm.id == AlgorithmId::kCudaIpc && size() > 1;
   const size_t segment = StagingSegment(args, algorithm.id);
+  if (on_slots && work == nullptr && args.cuda_device < 0 && size() > 1) {
+    return ExecuteOnSlots(args, header, slot_turn, deadline, record, start);
+  }
   // On the heap: only calls on device buffers have them, and a small host call should not pay
   // for clearing their room on the stack.
   std::unique_ptr<StagedCall> staged;
@@ -277,6 +280,21 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
     }
     if (work != nullptr) work->Detach();
   }
+  Conclude(header, start, status, record);
+  return status;
+}
+
+absl::Status Communicator::ExecuteOnSlots(const CollectiveArgs& args,
+                                          const CollectiveHeader& header, uint32_t slot_turn,
+                                          Deadline deadline, FlightRecord* record,
+                                          Deadline::Clock::time_point start) {
+  // No Work can cancel it, and it posts nothing whose progress a dump could describe: its
+  // record does not point at a context, which it makes only if it needs one.
+  LazyContext ctx(*state_, args, header, deadline, slot_turn);
+  CHORUS_LOG(kDebug, "collectives") << ctx.Describe() << ": " << PayloadBytes(args, size())
+                                    << " bytes, algorithm " << AlgorithmName(header.algorithm);
+  absl::Status status = SharedSlotsCall(ctx, args);
+  if (status.ok()) FinishAverage(args, rank(), size());
   Conclude(header, start, status, record);
   return status;
 }

@@ -301,6 +301,11 @@ class Communicator {
   absl::Status Execute(const CollectiveArgs& args, const AlgorithmEntry& algorithm,
                        const CollectiveHeader& header, uint32_t slot_turn, absl::Duration timeout,
                        Work* work, FlightRecord* record, Deadline::Clock::time_point start);
+  // Execute's way for a blocking call on the shared slots of host buffers between ranks: no
+  // context unless the call needs one (engine/lazy_context.h).
+  absl::Status ExecuteOnSlots(const CollectiveArgs& args, const CollectiveHeader& header,
+                              uint32_t slot_turn, Deadline deadline, FlightRecord* record,
+                              Deadline::Clock::time_point start);
   // Records the outcome (flight record, timeout dump, trace event); while `ctx` is alive.
   void Conclude(const CollectiveHeader& header, Deadline::Clock::time_point start,
                 const absl::Status& status, FlightRecord* record);

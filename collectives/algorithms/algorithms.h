@@ -9,6 +9,7 @@
 #include "absl/strings/string_view.h"
 #include "chorus/collectives/collective_args.h"
 #include "chorus/collectives/engine/context.h"
+#include "chorus/collectives/engine/lazy_context.h"
 #include "chorus/collectives/select/algorithm_table.h"
 #include "chorus/core/status.h"
 #include "chorus/transport/shared_slots.h"
@@ -62,9 +63,11 @@ bool CudaIpcAutomatic(CollectiveKind kind);
 // slots (ctx.shared_slots()) instead of messages: allreduce and broadcast of at most
 // kSharedBufferPayloadBytes (beyond kSharedSlotPayloadBytes their data rides in the ranks'
 // shared buffers) and barrier; an InvalidArgument error on a communicator without them.
-absl::Status SharedSlotsAllReduce(CollectiveContext& ctx, const CollectiveArgs& args);
-absl::Status SharedSlotsBroadcast(CollectiveContext& ctx, const CollectiveArgs& args);
-absl::Status SharedSlotsBarrier(CollectiveContext& ctx, const CollectiveArgs& args);
+// One entry for the three: SharedSlotsCall runs the one `args.kind` names, on a context already
+// made (the table's entry) or on one made only if the call needs it (a blocking call,
+// engine/lazy_context.h).
+absl::Status SharedSlotsCall(CollectiveContext& ctx, const CollectiveArgs& args);
+absl::Status SharedSlotsCall(LazyContext& ctx, const CollectiveArgs& args);
 inline constexpr size_t kSharedSlotPayloadBytes = 4096;
 inline constexpr size_t kSharedBufferPayloadBytes = SharedSlots::kBufferBytes;
 // The most bytes a `kind` call carries on the shared slots (0: that kind never rides them).

@@ -46,6 +46,7 @@
 #include "absl/types/span.h"
 #include "chorus/collectives/algorithms/algorithms.h"
 #include "chorus/collectives/algorithms/blocks.h"
+#include "chorus/collectives/engine/lazy_context.h"
 #include "chorus/collectives/reduce/reduce_kernels.h"
 #include "chorus/core/status.h"
 #include "chorus/transport/poll_window.h"
@@ -84,17 +85,12 @@ using Clock = std::chrono::steady_clock;
 // Peers of one call: no heap allocation up to 16 ranks.
 using Ranks = absl::InlinedVector<int, 16>;
 
-// The rank whose header this rank checks (engine/header_ring.h).
-int RingPredecessor(const CollectiveContext& ctx) {
-  return ctx.RankAtRingPosition(ctx.RingPosition(ctx.rank()) - 1);
-}
-
 // One rank's part of one collective on the slots.
 class SlotCall {
  public:
   // `sources`: the peers whose slots this rank reads (it is counted as one of their readers);
   // `bytes`: the data each rank publishes (beyond kSharedSlotPayloadBytes, in its buffer).
-  SlotCall(CollectiveContext& ctx, SharedSlots& slots, Ranks sources, size_t bytes)
+  SlotCall(LazyContext& ctx, SharedSlots& slots, Ranks sources, size_t bytes)
       : ctx_(ctx),
         slots_(slots),
         p_(ctx.size()),
@@ -134,8 +130,8 @@ class SlotCall {
   absl::Status Publish(const void* data, size_t bytes, uint32_t readers) {
     if (const absl::Status attached = Attach(); !attached.ok()) {
       if (std::optional<absl::Status> interrupted = ctx_.Interrupted()) return *interrupted;
-      return ctx_.PeerLost(ErrorPeerRank(attached).value_or(-1), attached,
-                           "the attachment to its shared slots");
+      return ctx_.get().PeerLost(ErrorPeerRank(attached).value_or(-1), attached,
+                                 "the attachment to its shared slots");
     }
     // What earlier calls owe, paid before this one waits for anything.
     CHORUS_RETURN_IF_ERROR(ctx_.SettleSlotDebts());
@@ -215,7 +211,7 @@ class SlotCall {
         ctx_.CheckWire(peer, slot.data, std::min(length, CollectiveHeader::kWireSize)));
     if (length != CollectiveHeader::kWireSize + bytes) {
       // Equal headers promise equal sizes: a peer of another build, or a corrupt slot.
-      return ctx_.Fatal(
+      return ctx_.get().Fatal(
           MismatchError(absl::StrCat(ctx_.Describe(), ": rank ", peer, "'s shared slot holds ",
                                      length, " bytes where ", CollectiveHeader::kWireSize + bytes,
                                      " were expected; is it running a different Chorus version?"),
@@ -235,7 +231,7 @@ class SlotCall {
     return absl::OkStatus();
   }
 
-  int Predecessor() const { return RingPredecessor(ctx_); }
+  int Predecessor() const { return ctx_.RingPredecessor(); }
 
  private:
   // Takes `peer` off the slots still to read (order among them does not matter).
@@ -341,7 +337,8 @@ class SlotCall {
       const absl::Status status = slots_.PeerStatus(q);
       if (!status.ok() && ready()) return absl::OkStatus();  // the next poll returns
       if (!status.ok()) {
-        return ctx_.PeerLost(q, status, absl::StrCat("a wait for ", peer >= 0 ? "its " : "", what));
+        return ctx_.get().PeerLost(q, status,
+                                   absl::StrCat("a wait for ", peer >= 0 ? "its " : "", what));
       }
     }
     if (now < ctx_.deadline().time_point() || ready()) return absl::OkStatus();
@@ -362,12 +359,12 @@ class SlotCall {
     const int predecessor = Predecessor();
     for (int q = 0; q < p_; ++q) {
       if (q == r_ || (peer >= 0 && q != peer && q != predecessor)) continue;
-      if (slots_.MessageWaiting(q, ctx_.header_tag())) return ctx_.CheckHeaderMessage(q);
+      if (slots_.MessageWaiting(q, ctx_.header_tag())) return ctx_.get().CheckHeaderMessage(q);
     }
     return absl::OkStatus();
   }
 
-  CollectiveContext& ctx_;
+  LazyContext& ctx_;
   SharedSlots& slots_;
   const int p_;
   const int r_;
@@ -393,10 +390,10 @@ Ranks BroadcastSources(int r, int root, int predecessor) {
 
 // The peers whose slots rank `r` of `p` reads: every one for an allreduce or a barrier;
 // BroadcastSources for a broadcast.
-Ranks SlotSources(const CollectiveContext& ctx, const CollectiveArgs& args) {
+Ranks SlotSources(const LazyContext& ctx, const CollectiveArgs& args) {
   const int r = ctx.rank();
   if (args.kind == CollectiveKind::kBroadcast) {
-    return BroadcastSources(r, args.root, RingPredecessor(ctx));
+    return BroadcastSources(r, args.root, ctx.RingPredecessor());
   }
   Ranks sources;
   for (int q = 0; q < ctx.size(); ++q) {
@@ -406,12 +403,12 @@ Ranks SlotSources(const CollectiveContext& ctx, const CollectiveArgs& args) {
 }
 
 // The communicator's slots, when they can carry a `kind` call of `bytes`.
-absl::StatusOr<SharedSlots*> SlotsFor(CollectiveContext& ctx, CollectiveKind kind, size_t bytes) {
+absl::StatusOr<SharedSlots*> SlotsFor(LazyContext& ctx, CollectiveKind kind, size_t bytes) {
   // The selector refuses such calls before they are numbered; one that gets here anyway must
   // not leave its peers waiting.
   SharedSlots* slots = ctx.shared_slots();
   if (slots != nullptr && bytes <= SharedSlotsLimit(kind)) return slots;
-  return ctx.Fatal(SharedSlotsRefusal(ctx.Describe(), kind, slots != nullptr, bytes));
+  return ctx.get().Fatal(SharedSlotsRefusal(ctx.Describe(), kind, slots != nullptr, bytes));
 }
 
 // Piece `index` of `count` elements of `elem` bytes cut into `parts`, each starting on a
@@ -425,8 +422,7 @@ Piece AlignedPiece(size_t count, size_t elem, int parts, int index) {
 }
 
 // The buffered allreduce's steps after the inputs are published (`inputs`, in rank order).
-absl::Status ReduceAndGatherPieces(SlotCall& call, CollectiveContext& ctx,
-                                   const CollectiveArgs& args,
+absl::Status ReduceAndGatherPieces(SlotCall& call, LazyContext& ctx, const CollectiveArgs& args,
                                    absl::Span<const uint8_t* const> inputs) {
   const int p = ctx.size();
   const int r = ctx.rank();
@@ -455,6 +451,68 @@ absl::Status ReduceAndGatherPieces(SlotCall& call, CollectiveContext& ctx,
     if (piece.count > 0) {
       std::memcpy(out + piece.start * elem, call.Data(q) + piece.start * elem, piece.count * elem);
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SlotsAllReduce(LazyContext& ctx, const CollectiveArgs& args) {
+  const size_t bytes = args.count * args.elem();
+  CHORUS_ASSIGN_OR_RETURN(SharedSlots* const slots, SlotsFor(ctx, args.kind, bytes));
+  const int p = ctx.size();
+  const int r = ctx.rank();
+  SlotCall call(ctx, *slots, SlotSources(ctx, args), bytes);
+  CHORUS_RETURN_IF_ERROR(call.Publish(args.send, bytes, static_cast<uint32_t>(p - 1)));
+  absl::InlinedVector<const uint8_t*, 16> inputs(p);
+  inputs[r] = call.Own();  // the output may be the input: read the copy
+  for (int q = 0; q < p; ++q) {
+    if (q == r) continue;
+    CHORUS_ASSIGN_OR_RETURN(inputs[q], call.Read(q, bytes));
+  }
+  if (call.buffered()) return ReduceAndGatherPieces(call, ctx, args, inputs);
+  // In rank order, so that every rank computes the same bits.
+  ReduceBuffers(args.type, args.op, inputs[0], inputs[1], args.recv, args.count);
+  for (int q = 2; q < p; ++q) {
+    ReduceBuffers(args.type, args.op, args.recv, inputs[q], args.recv, args.count);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status SlotsBroadcast(LazyContext& ctx, const CollectiveArgs& args) {
+  const size_t bytes = args.count * args.elem();
+  CHORUS_ASSIGN_OR_RETURN(SharedSlots* const slots, SlotsFor(ctx, args.kind, bytes));
+  const int p = ctx.size();
+  const int r = ctx.rank();
+  const bool root = r == args.root;
+  const int predecessor = ctx.RingPredecessor();
+  SlotCall call(ctx, *slots, BroadcastSources(r, args.root, predecessor), bytes);
+  // Every other rank reads the root's slot; the others' are read by their ring successors
+  // only.
+  CHORUS_RETURN_IF_ERROR(
+      call.Publish(args.send, root ? bytes : 0, root ? static_cast<uint32_t>(p - 1) : 1));
+  if (root) {
+    if (args.send != args.recv && bytes > 0) std::memcpy(args.recv, args.send, bytes);
+  } else {
+    CHORUS_ASSIGN_OR_RETURN(const uint8_t* data, call.Read(args.root, bytes));
+    if (bytes > 0) std::memcpy(args.recv, data, bytes);
+  }
+  // The header ring, unless the predecessor is the root, read above. The root of a call
+  // in a slot may leave its check to later calls: its part is done once its data is out, as a
+  // message root's is once its sends are buffered, and it runs calls ahead while its peers
+  // read. A buffered call's root waits: there the copies set the pace, not the wait, and
+  // running ahead measured no faster (at 4 MiB on 2 ranks, up to a tenth slower).
+  if (root && !call.buffered()) return call.CheckNowOrLater(predecessor);
+  if (predecessor != args.root) CHORUS_RETURN_IF_ERROR(call.Read(predecessor, 0).status());
+  return absl::OkStatus();
+}
+
+absl::Status SlotsBarrier(LazyContext& ctx, const CollectiveArgs& args) {
+  CHORUS_ASSIGN_OR_RETURN(SharedSlots* const slots, SlotsFor(ctx, args.kind, 0));
+  const int p = ctx.size();
+  const int r = ctx.rank();
+  SlotCall call(ctx, *slots, SlotSources(ctx, args), 0);
+  CHORUS_RETURN_IF_ERROR(call.Publish(nullptr, 0, static_cast<uint32_t>(p - 1)));
+  for (int q = 0; q < p; ++q) {
+    if (q != r) CHORUS_RETURN_IF_ERROR(call.Read(q, 0).status());
   }
   return absl::OkStatus();
 }
@@ -493,72 +551,29 @@ absl::Status SharedSlotsRefusal(absl::string_view call, CollectiveKind kind, boo
 void SharedSlotsSkipped(CollectiveContext& ctx, const CollectiveArgs& args) {
   SharedSlots* slots = ctx.shared_slots();
   if (slots == nullptr) return;
+  LazyContext lazy(ctx);
   // A call that reads none of its sources: ~SlotCall leaves every read it owes to later calls.
-  SlotCall call(ctx, *slots, SlotSources(ctx, args), 0);
+  SlotCall call(lazy, *slots, SlotSources(lazy, args), 0);
   // Unattached, it owes nothing; the peer that could not be reached fails the call's peers.
   call.Attach().IgnoreError();
 }
 
-absl::Status SharedSlotsAllReduce(CollectiveContext& ctx, const CollectiveArgs& args) {
-  const size_t bytes = args.count * args.elem();
-  CHORUS_ASSIGN_OR_RETURN(SharedSlots* const slots, SlotsFor(ctx, args.kind, bytes));
-  const int p = ctx.size();
-  const int r = ctx.rank();
-  SlotCall call(ctx, *slots, SlotSources(ctx, args), bytes);
-  CHORUS_RETURN_IF_ERROR(call.Publish(args.send, bytes, static_cast<uint32_t>(p - 1)));
-  absl::InlinedVector<const uint8_t*, 16> inputs(p);
-  inputs[r] = call.Own();  // the output may be the input: read the copy
-  for (int q = 0; q < p; ++q) {
-    if (q == r) continue;
-    CHORUS_ASSIGN_OR_RETURN(inputs[q], call.Read(q, bytes));
+absl::Status SharedSlotsCall(LazyContext& ctx, const CollectiveArgs& args) {
+  switch (args.kind) {
+    case CollectiveKind::kAllReduce:
+      return SlotsAllReduce(ctx, args);
+    case CollectiveKind::kBroadcast:
+      return SlotsBroadcast(ctx, args);
+    case CollectiveKind::kBarrier:
+      return SlotsBarrier(ctx, args);
+    default:
+      return ctx.get().Fatal(SharedSlotsRefusal(ctx.Describe(), args.kind, true, 0));
   }
-  if (call.buffered()) return ReduceAndGatherPieces(call, ctx, args, inputs);
-  // In rank order, so that every rank computes the same bits.
-  ReduceBuffers(args.type, args.op, inputs[0], inputs[1], args.recv, args.count);
-  for (int q = 2; q < p; ++q) {
-    ReduceBuffers(args.type, args.op, args.recv, inputs[q], args.recv, args.count);
-  }
-  return absl::OkStatus();
 }
 
-absl::Status SharedSlotsBroadcast(CollectiveContext& ctx, const CollectiveArgs& args) {
-  const size_t bytes = args.count * args.elem();
-  CHORUS_ASSIGN_OR_RETURN(SharedSlots* const slots, SlotsFor(ctx, args.kind, bytes));
-  const int p = ctx.size();
-  const int r = ctx.rank();
-  const bool root = r == args.root;
-  const int predecessor = RingPredecessor(ctx);
-  SlotCall call(ctx, *slots, BroadcastSources(r, args.root, predecessor), bytes);
-  // Every other rank reads the root's slot; the others' are read by their ring successors
-  // only.
-  CHORUS_RETURN_IF_ERROR(
-      call.Publish(args.send, root ? bytes : 0, root ? static_cast<uint32_t>(p - 1) : 1));
-  if (root) {
-    if (args.send != args.recv && bytes > 0) std::memcpy(args.recv, args.send, bytes);
-  } else {
-    CHORUS_ASSIGN_OR_RETURN(const uint8_t* data, call.Read(args.root, bytes));
-    if (bytes > 0) std::memcpy(args.recv, data, bytes);
-  }
-  // The header ring, unless the predecessor is the root, read above. The root of a call
-  // in a slot may leave its check to later calls: its part is done once its data is out, as a
-  // message root's is once its sends are buffered, and it runs calls ahead while its peers
-  // read. A buffered call's root waits: there the copies set the pace, not the wait, and
-  // running ahead measured no faster (at 4 MiB on 2 ranks, up to a tenth slower).
-  if (root && !call.buffered()) return call.CheckNowOrLater(predecessor);
-  if (predecessor != args.root) CHORUS_RETURN_IF_ERROR(call.Read(predecessor, 0).status());
-  return absl::OkStatus();
-}
-
-absl::Status SharedSlotsBarrier(CollectiveContext& ctx, const CollectiveArgs& args) {
-  CHORUS_ASSIGN_OR_RETURN(SharedSlots* const slots, SlotsFor(ctx, args.kind, 0));
-  const int p = ctx.size();
-  const int r = ctx.rank();
-  SlotCall call(ctx, *slots, SlotSources(ctx, args), 0);
-  CHORUS_RETURN_IF_ERROR(call.Publish(nullptr, 0, static_cast<uint32_t>(p - 1)));
-  for (int q = 0; q < p; ++q) {
-    if (q != r) CHORUS_RETURN_IF_ERROR(call.Read(q, 0).status());
-  }
-  return absl::OkStatus();
+absl::Status SharedSlotsCall(CollectiveContext& ctx, const CollectiveArgs& args) {
+  LazyContext lazy(ctx);
+  return SharedSlotsCall(lazy, args);
 }
 
 }  // namespace chorus

@@ -831,21 +831,23 @@ std::string CollectiveContext::DescribeEarlier(const CollectiveHeader& mine) con
 absl::Status CollectiveContext::SettleSlotDebts(bool probe) {
   SharedSlots* slots = shared_slots();
   if (slots == nullptr) return absl::OkStatus();
-  std::optional<SlotDisagreement> found = comm_.slot_debts().Settle(*slots);
-  if (!found && probe) found = comm_.slot_debts().Probe(*slots);
-  if (!found) return absl::OkStatus();
+  const std::optional<SlotDisagreement> found = comm_.slot_debts().SettleOrProbe(*slots, probe);
+  return found ? ReportSlotDisagreement(*found) : absl::OkStatus();
+}
+
+absl::Status CollectiveContext::ReportSlotDisagreement(const SlotDisagreement& found) {
   const CollectiveHeader mine =
-      CollectiveHeader::Decode(found->mine.data(), found->mine.size()).value();
+      CollectiveHeader::Decode(found.mine.data(), found.mine.size()).value();
   // This call's own check, made as it ends, or an earlier call's.
   const std::string described =
       mine.sequence == header_.sequence ? Describe() : DescribeEarlier(mine);
-  if (found->over_messages) {
+  if (found.over_messages) {
     return Fatal(MismatchError(
-        absl::StrCat(described, " ran on the shared slots but rank ", found->peer,
+        absl::StrCat(described, " ran on the shared slots but rank ", found.peer,
                      " called it with arguments that chose messages; ", kSameCallsAdvice),
-        found->peer));
+        found.peer));
   }
-  return Disagree(mine, described, found->peer, found->theirs.data(), found->theirs_bytes);
+  return Disagree(mine, described, found.peer, found.theirs.data(), found.theirs_bytes);
 }
 
 absl::Status CollectiveContext::CheckHeaderMessage(int peer) {

@@ -118,6 +118,8 @@ class CollectiveContext {
   // Which ranks share a host, by communicator rank (never group-relative).
   const Topology& topology() const { return comm_.topology(); }
   const CollectiveHeader& header() const { return header_; }
+  const CollectiveArgs& args() const { return args_; }
+  CommState& comm() const { return comm_; }
   // When the whole collective must end on this rank.
   Deadline deadline() const { return deadline_; }
 
@@ -205,6 +207,7 @@ class CollectiveContext {
   SlotDebts& slot_debts() { return comm_.slot_debts(); }
   // The call's turn on the slots (slot_turns.h), which its Execute took.
   void set_slot_turn(uint32_t turn) { slot_turn_ = turn; }
+  uint32_t slot_turn() const { return slot_turn_; }
   bool IsSlotTurn() { return comm_.slot_turns().IsTurn(slot_turn_); }
   const CollectiveHeader::Wire& header_wire() const { return header_wire_; }
   // The tag of this collective's header message, which a peer that runs it over messages sends.
@@ -217,6 +220,9 @@ class CollectiveContext {
   // communicator and is returned. `probe`: also look for a peer owed such a check that ran its
   // collective over messages.
   absl::Status SettleSlotDebts(bool probe = false);
+  // A disagreement that a header check left to later calls found: breaks the communicator and
+  // is returned, naming this call or the earlier one whose check it was.
+  absl::Status ReportSlotDisagreement(const SlotDisagreement& found);
   // `peer` sent this collective's header as a message where this rank expects none: receives
   // and checks it, and returns the disagreement (always an error; breaks the communicator).
   absl::Status CheckHeaderMessage(int peer);

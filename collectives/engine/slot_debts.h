@@ -55,6 +55,12 @@ class SlotDebts {
   // Whether a peer owed a check has sent that collective's header as a message instead (the
   // shared slots' header tag is the message's): a disagreement, kept as Settle's are.
   std::optional<SlotDisagreement> Probe(SharedSlots& slots);
+  // Settle, then, when it found nothing and `probe` is set, Probe.
+  std::optional<SlotDisagreement> SettleOrProbe(SharedSlots& slots, bool probe) {
+    std::optional<SlotDisagreement> found = Settle(slots);
+    if (!found && probe) found = Probe(slots);
+    return found;
+  }
 
   size_t owed() const;
 

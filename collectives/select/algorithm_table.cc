@@ -176,9 +176,9 @@ const AlgorithmEntry kTable[] = {
     {K::kAllToAllV, A::kCudaIpc, CudaIpcMove, TwoIpcRounds},
     // Ranks that share memory only, chosen by the selector for every call small enough
     // (CheapestFlat skips it): one store and a load per peer, no message.
-    {K::kAllReduce, A::kSharedSlots, SharedSlotsAllReduce, SlotLoads},
-    {K::kBroadcast, A::kSharedSlots, SharedSlotsBroadcast, SlotLoads},
-    {K::kBarrier, A::kSharedSlots, SharedSlotsBarrier, SlotLoads},
+    {K::kAllReduce, A::kSharedSlots, SharedSlotsCall, SlotLoads},
+    {K::kBroadcast, A::kSharedSlots, SharedSlotsCall, SlotLoads},
+    {K::kBarrier, A::kSharedSlots, SharedSlotsCall, SlotLoads},
     // hierarchical: the sum of its phases' cheapest flat costs (hierarchical.cc)
     {K::kAllReduce, A::kHierarchical, HierarchicalAllReduce,
      [](const CostInputs& in) { return HierarchicalCost(K::kAllReduce, in); }},
