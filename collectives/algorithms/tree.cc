@@ -44,7 +44,9 @@ using Transfers = absl::InlinedVector<Transfer, 4>;
 using TransfersByChunk = absl::InlinedVector<absl::InlinedVector<Transfer, 2>, 4>;
 
 TreeRoles BinomialTree(int rank, int size, int root, size_t count) {
-  TreeRole role;
+  // Built in place: a role copied into the vector would copy its children too.
+  TreeRoles roles(1);
+  TreeRole& role = roles.front();
   const int v = Mod(rank - root, size);
   int lowbit = 1;
   while (lowbit < size && (v & lowbit) == 0) lowbit <<= 1;
@@ -54,7 +56,7 @@ TreeRoles BinomialTree(int rank, int size, int root, size_t count) {
     if (v + mask < size) role.children.push_back(Mod(v + mask + root, size));
   }
   role.count = count;
-  return {role};
+  return roles;
 }
 
 // NCCL's binary tree over n nodes (ncclGetBtree): node 0 is the root with one child; node x's
@@ -310,8 +312,7 @@ TreeRoles BuildOnRing(const CollectiveContext& ctx, TreeBuilder build, int root,
 }
 
 absl::Status TreeBroadcast(CollectiveContext& ctx, const CollectiveArgs& args, TreeBuilder build) {
-  TreeJob job;
-  job.trees = BuildOnRing(ctx, build, args.root, args.count);
+  TreeJob job{BuildOnRing(ctx, build, args.root, args.count)};
   job.output = static_cast<uint8_t*>(args.recv);
   job.broadcast = true;
   if (ctx.rank() == args.root && args.send != args.recv && args.count > 0) {
@@ -321,8 +322,7 @@ absl::Status TreeBroadcast(CollectiveContext& ctx, const CollectiveArgs& args, T
 }
 
 absl::Status TreeReduce(CollectiveContext& ctx, const CollectiveArgs& args, TreeBuilder build) {
-  TreeJob job;
-  job.trees = BuildOnRing(ctx, build, args.root, args.count);
+  TreeJob job{BuildOnRing(ctx, build, args.root, args.count)};
   job.input = static_cast<const uint8_t*>(args.send);
   job.partial = ctx.rank() == args.root ? static_cast<uint8_t*>(args.recv)
                                         : ctx.Scratch(args.count * args.elem());
@@ -331,8 +331,7 @@ absl::Status TreeReduce(CollectiveContext& ctx, const CollectiveArgs& args, Tree
 }
 
 absl::Status TreeAllReduce(CollectiveContext& ctx, const CollectiveArgs& args, TreeBuilder build) {
-  TreeJob job;
-  job.trees = BuildOnRing(ctx, build, /*root=*/0, args.count);
+  TreeJob job{BuildOnRing(ctx, build, /*root=*/0, args.count)};
   job.input = static_cast<const uint8_t*>(args.send);
   job.partial = static_cast<uint8_t*>(args.recv);
   job.output = static_cast<uint8_t*>(args.recv);

@@ -104,6 +104,10 @@ void CountCalls(TransportKind transport, Call call, Outcome& outcome) {
           least.lock_acquisitions = std::min(least.lock_acquisitions, counts.lock_acquisitions);
           least.syscalls = std::min(least.syscalls, counts.syscalls);
         }
+        // A broadcast's root returns before its reader has read (and over the slots, before it
+        // has checked the reader's header): it must not end, and take its mesh with it, while
+        // the reader still needs it.
+        if (absl::Status status = comm.Barrier(); !status.ok()) return status;
         std::lock_guard<std::mutex> lock(outcome.mu);
         if (!counter.ok()) {
           outcome.skipped = std::string(counter.status().message());
