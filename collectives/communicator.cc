@@ -173,6 +173,11 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
     return status;
   }
   const Deadline deadline = Deadline::AfterFrom(start, timeout);
+  // A blocking call on the slots of host buffers between ranks stages nothing and makes its
+  // context only if it needs one.
+  if (on_slots && work == nullptr && args.cuda_device < 0 && size() > 1) {
+    return ExecuteOnSlots(args, header, slot_turn, deadline, record, start);
+  }
   // A copy between the device and pinned memory that fails leaves the peers waiting on this
   // rank: breaking the communicator tells them at once.
   auto staging_error = [&](const absl::Status& error, absl::string_view step) {
@@ -192,9 +197,6 @@ absl::Status Communicator::Execute(const CollectiveArgs& args, const AlgorithmEn
   // runs on pinned host copies, made whole before the algorithm runs or segment by segment.
   const bool read_in_place = algorithm.id == AlgorithmId::kCudaIpc && size() > 1;
   const size_t segment = StagingSegment(args, algorithm.id);
-  if (on_slots && work == nullptr && args.cuda_device < 0 && size() > 1) {
-    return ExecuteOnSlots(args, header, slot_turn, deadline, record, start);
-  }
   // On the heap: only calls on device buffers have them, and a small host call should not pay
   // for clearing their room on the stack.
   std::unique_ptr<StagedCall> staged;

@@ -567,7 +567,9 @@ absl::Status SharedSlotsCall(LazyContext& ctx, const CollectiveArgs& args) {
     case CollectiveKind::kBarrier:
       return SlotsBarrier(ctx, args);
     default:
-      return ctx.get().Fatal(SharedSlotsRefusal(ctx.Describe(), args.kind, true, 0));
+      return ctx.get().Fatal(InvalidArgumentError(absl::StrCat(
+          ctx.Describe(), ": the shared_slots algorithm runs allreduce, broadcast and ",
+          "barrier, not ", CollectiveKindName(args.kind), "; name another algorithm")));
   }
 }
 

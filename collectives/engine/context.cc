@@ -101,12 +101,6 @@ absl::Status Disagreement(const CollectiveHeader& mine, absl::string_view mine_d
                        peer);
 }
 
-// Whether a header in wire form (`bytes` long) is `mine`, byte for byte: equal wires agree, and
-// only a disagreement is worth decoding and describing.
-bool SameWire(const CollectiveHeader::Wire& mine, const uint8_t* wire, size_t bytes) {
-  return bytes == mine.size() && std::memcmp(wire, mine.data(), mine.size()) == 0;
-}
-
 }  // namespace
 
 CollectiveContext::CollectiveContext(CommState& comm, const CollectiveArgs& args,

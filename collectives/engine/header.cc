@@ -78,6 +78,10 @@ CollectiveHeader CollectiveHeader::For(const CollectiveArgs& args, AlgorithmId a
   return header;
 }
 
+bool SameWire(const CollectiveHeader::Wire& mine, const uint8_t* wire, size_t bytes) {
+  return bytes == mine.size() && std::memcmp(wire, mine.data(), mine.size()) == 0;
+}
+
 CollectiveHeader::Wire CollectiveHeader::Encode() const {
   Wire wire{};
   wire[0] = kVersion;

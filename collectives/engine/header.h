@@ -61,6 +61,10 @@ struct CollectiveHeader {
   std::string Differences(const CollectiveHeader& other) const;
 };
 
+// Whether a header in wire form (`bytes` long) is `mine`, byte for byte: equal wires agree, and
+// only a disagreement is worth decoding and describing.
+bool SameWire(const CollectiveHeader::Wire& mine, const uint8_t* wire, size_t bytes);
+
 // "512 B", "4 MiB", "1.5 GiB": byte counts in messages and dumps.
 std::string HumanBytes(uint64_t bytes);
 

@@ -1,7 +1,5 @@
 #include "chorus/collectives/engine/lazy_context.h"
 
-#include <cstring>
-
 #include "absl/strings/str_cat.h"
 #include "chorus/collectives/engine/tag.h"
 
@@ -42,9 +40,7 @@ Tag LazyContext::header_tag() const {
 int LazyContext::RingPredecessor() const { return comm_.header_ring().Prev(comm_.rank()); }
 
 absl::Status LazyContext::CheckWire(int peer, const uint8_t* wire, size_t bytes) {
-  if (bytes == wire_.size() && std::memcmp(wire, wire_.data(), bytes) == 0) {
-    return absl::OkStatus();
-  }
+  if (SameWire(wire_, wire, bytes)) return absl::OkStatus();
   return get().CheckWire(peer, wire, bytes);
 }
 

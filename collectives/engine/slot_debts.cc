@@ -59,9 +59,7 @@ std::optional<SlotDisagreement> SlotDebts::Settle(SharedSlots& slots) {
     }
     if (debt.checked) {
       const size_t bytes = std::min<size_t>(slot.bytes, CollectiveHeader::kWireSize);
-      if ((bytes != CollectiveHeader::kWireSize ||
-           std::memcmp(slot.data, debt.mine.data(), bytes) != 0) &&
-          !disagreement_) {
+      if (!SameWire(debt.mine, slot.data, bytes) && !disagreement_) {
         disagreement_.emplace();
         disagreement_->peer = debt.peer;
         disagreement_->mine = debt.mine;

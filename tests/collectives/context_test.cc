@@ -120,6 +120,20 @@ absl::Status ExpectEqual(const std::vector<int32_t>& got, const std::vector<int3
   return Expect(got == want, absl::StrCat(what, ": the received values differ"));
 }
 
+// The shared slots' table entry serves allreduce, broadcast and barrier; the selector never
+// hands it another collective, and one that reaches it anyway fails with a clear error (and
+// breaks the communicator, so that no peer waits for this rank).
+TEST_CASE("the shared_slots entry refuses a collective it does not run", "[context]") {
+  const absl::Status status = RunContexts(
+      [](CollectiveContext& ctx, int) -> absl::Status { return SharedSlotsCall(ctx, ctx.args()); });
+  INFO(status.ToString());
+  CHECK(GetErrorKind(status) == ErrorKind::kInvalidArgument);
+  CHECK(absl::StrContains(status.message(), "alltoallv #0"));
+  CHECK(absl::StrContains(status.message(),
+                          "the shared_slots algorithm runs allreduce, broadcast and barrier, not "
+                          "alltoallv; name another algorithm"));
+}
+
 TEST_CASE("receives posted in another order than the sends get the right data", "[context]") {
   const absl::Status status = RunContexts([](CollectiveContext& ctx, int rank) -> absl::Status {
     const std::vector<int32_t> three = Pattern(300, 5), five = Pattern(500, 7);
