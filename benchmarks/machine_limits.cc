@@ -94,9 +94,9 @@ void ConfigureSocket(int fd, const MachineLimitsOptions& options, absl::Duration
     setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
     setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
   }
-  // The congestion control Chorus gives its links within a host, so the limit is what such a
-  // link can reach.
-  UseSameHostCongestionControl(fd);
+  // The congestion control Chorus gives its links within a host whose ranks have a core each
+  // (the probe's two processes), so the limit is what such a link can reach.
+  UseSameHostCongestionControl(fd, SameHostLink::kCoreEach);
   // A blocking call that outlives the probe's budget fails instead of hanging.
   timeval tv{};
   tv.tv_sec = absl::ToInt64Seconds(io_timeout);

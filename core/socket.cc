@@ -263,8 +263,9 @@ absl::Status SetCongestionControl(int fd, absl::string_view algorithm) {
   return absl::OkStatus();
 }
 
-bool UseSameHostCongestionControl(int fd) {
-  return SetCongestionControl(fd, "cubic").ok() || SetCongestionControl(fd, "reno").ok();
+bool UseSameHostCongestionControl(int fd, SameHostLink link) {
+  return (link == SameHostLink::kSharedCores && SetCongestionControl(fd, "cubic").ok()) ||
+         SetCongestionControl(fd, "reno").ok();
 }
 
 std::string CongestionControlOf(int fd) {

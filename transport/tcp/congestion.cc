@@ -33,7 +33,7 @@ absl::Status ApplyCongestionControl(int fd, absl::string_view setting, bool same
   if (setting == kCongestionSystem) return absl::OkStatus();
   if (setting == kCongestionAuto) {
     // Refused by the kernel, the link keeps the default: slower for large messages, still right.
-    if (same_host) UseSameHostCongestionControl(fd);
+    if (same_host) UseSameHostCongestionControl(fd, SameHostLink::kCoreEach);
     return absl::OkStatus();
   }
   const absl::Status set = SetCongestionControl(fd, setting);
@@ -56,7 +56,7 @@ void SizeSwitchedCongestion::Before(uint64_t bytes, bool queue_empty) {
   if (stopped_) return;
   if (bytes >= kLossBasedFromBytes) {
     if (loss_based_) return;
-    loss_based_ = UseSameHostCongestionControl(fd_);
+    loss_based_ = UseSameHostCongestionControl(fd_, SameHostLink::kSharedCores);
     // As ApplyCongestionControl under `auto`: the default still works, only slower.
     stopped_ = !loss_based_;
     return;

@@ -5,10 +5,11 @@
 // default, sizes its window from the path's bandwidth and round trip; over loopback the round
 // trip is a few microseconds, so the window is a fraction of a large message and the message
 // waits for acknowledgements, which the receiving rank sends only as it reads. A loss-based
-// algorithm (cubic, reno) opens its window until something is lost, which over loopback does
-// not happen, and a whole message goes at once. So `auto` gives same-host links cubic (reno
-// where the kernel does not let this process choose cubic: UseSameHostCongestionControl) and
-// leaves links between hosts to the system default, the operator's choice for that network.
+// algorithm (cubic, reno) opens its window until something is lost, which over loopback
+// nothing is (segments are only reordered at times), and a whole message goes at once. So
+// `auto` gives same-host links Reno while the host's ranks have a core each (why not cubic:
+// UseSameHostCongestionControl) and leaves links between hosts to the system default, the
+// operator's choice for that network.
 // While the host's ranks outnumber its cores, a same-host link chooses message by message
 // instead (SizeSwitchedCongestion): the system default for a message that fits in BBR's window
 // over loopback (about 1 MB), which goes at once under either and measured faster under the
@@ -50,7 +51,8 @@ bool SwitchesCongestionBySize(absl::string_view setting, bool same_host_oversubs
 
 // The congestion control of one socket of a same-host link on a host whose ranks outnumber its
 // cores, under `auto` (TcpMesh::SameHostLinkOversubscribed): a message of at least
-// kLossBasedFromBytes goes out under the loss-based algorithm of UseSameHostCongestionControl,
+// kLossBasedFromBytes goes out under a loss-based algorithm (UseSameHostCongestionControl's for
+// SameHostLink::kSharedCores: cubic, else reno),
 // and the socket returns to the system default for smaller ones once everything it sent before
 // is acknowledged, so that the rest of a large message never goes out under the default. Each
 // return also starts the loss-based algorithm afresh for the next large message: on such a host

@@ -34,7 +34,8 @@ struct TcpDeviceOptions {
   // CHORUS_TCP_SOCKET_BUFFER: SO_SNDBUF and SO_RCVBUF per socket; 0 keeps kernel autotuning.
   int socket_buffer_bytes = 4 << 20;
   // CHORUS_TCP_CONGESTION: the TCP congestion control of each link (congestion.h): `auto`
-  // (cubic, else reno, between ranks of one host that have a core each; the system default
+  // (reno between ranks of one host that have a core each, chosen by size on a host whose ranks
+  // outnumber its cores: congestion.h; the system default
   // otherwise), `system` (the system default everywhere) or an algorithm's name for every link.
   std::string congestion = "auto";
   // CHORUS_TCP_MAX_MESSAGE: the largest message sent or accepted; a header announcing more is
