@@ -9,9 +9,9 @@
 // announced for the previous contents, so a slow reader never sees its bytes change.
 //
 // Each rank also has one buffer of kBufferBytes beside its slots, for calls too large for a slot:
-// a slot then carries the header and stamps, the buffer the data, at `buffer_offset`. A call of
-// at most half the buffer takes one half, so that the owner can fill one half while its peers
-// still read the other; a larger one takes the whole buffer. The owner fills a region only once
+// a slot then carries the header and stamps, the buffer the data, at `buffer_offset`. A call
+// takes one half, so that the owner can fill one half while its peers still read the other, or
+// the whole buffer (the collectives decide which). The owner fills a region only once
 // the readers of the calls that last used it are done (their `read` on those calls' slots), and
 // may mark a second result in it with `done` (a second stamp).
 //
@@ -68,7 +68,7 @@ class SharedSlots {
   // waits for the oldest to be read.
   static constexpr int kDepth = 64;
   // Bytes of each rank's buffer.
-  static constexpr size_t kBufferBytes = size_t{4} << 20;
+  static constexpr size_t kBufferBytes = size_t{8} << 20;
 
   virtual ~SharedSlots() = default;
 

@@ -69,7 +69,8 @@ bool CudaIpcAutomatic(CollectiveKind kind);
 absl::Status SharedSlotsCall(CollectiveContext& ctx, const CollectiveArgs& args);
 absl::Status SharedSlotsCall(LazyContext& ctx, const CollectiveArgs& args);
 inline constexpr size_t kSharedSlotPayloadBytes = 4096;
-inline constexpr size_t kSharedBufferPayloadBytes = SharedSlots::kBufferBytes;
+// Half a rank's shared buffer, so that every call of a kind that gains from it can take a half.
+inline constexpr size_t kSharedBufferPayloadBytes = SharedSlots::kBufferBytes / 2;
 // The most bytes a `kind` call carries on the shared slots (0: that kind never rides them).
 size_t SharedSlotsLimit(CollectiveKind kind);
 // Why a `kind` call named `call` cannot run on the shared slots (kInvalidArgument), or OK: the

@@ -18,11 +18,12 @@
 //      ranks that read it.
 //   3. An allreduce combines the inputs in rank order, so every rank computes the same bits.
 //
-// A broadcast or allreduce larger than a slot (up to kSharedBufferPayloadBytes) puts its data in
-// the rank's shared buffer instead: in one half of it when it fits there, once the readers of the
+// A broadcast or allreduce larger than a slot (up to kSharedBufferPayloadBytes, half the buffer)
+// puts its data in the rank's shared buffer instead: in one half of it, once the readers of the
 // calls that last used that half are done (so a rank fills one half while its peers still read
-// the other), else in the whole buffer once every reader is done; the other ranks of a broadcast
-// copy the root's. An allreduce splits the reduction: each
+// the other), or, for an allreduce of more than a quarter of the buffer, in the whole buffer
+// once every reader is done (TakeBufferRegion says why); the other ranks of a broadcast copy
+// the root's. An allreduce splits the reduction: each
 // rank reduces one piece of the vector from every rank's buffer, in rank order, writes the result
 // over that piece of its own buffer (no peer reads it there before) and stamps its slot's `done`;
 // then each copies the other pieces from their owners' buffers. Every element is combined once, by
@@ -242,14 +243,20 @@ class SlotCall {
     unread_.pop_back();
   }
 
-  // Where in this rank's buffer `bytes` of data go: a half that fits them (the whole buffer
-  // when none does) once the peers have read what this rank's earlier calls put there. Each of
-  // this rank's slots that still holds a call with its data in the buffer says where it lies
-  // and counts its readers. (A slot a later call took was read before it was taken.) The rank's
-  // calls take turns, so the slots' fields are this rank's own writes.
+  // Where in this rank's buffer `bytes` of data go, once the peers have read what this rank's
+  // earlier calls put there: one half of it, so that a broadcast's root fills one half while
+  // its readers still copy the other (2 ranks, 4 MiB: 2.1x faster than waiting for them), or,
+  // for an allreduce of more than a quarter of it, the whole buffer. An allreduce's ranks wait
+  // for each other twice a call, so a half gained it nothing on 2 ranks at 4 MiB, and with more
+  // ranks than cores a rank filling one half while its peers still reduced from the other
+  // measured slower (4 and 8 ranks on 2 cores, 1.1x). Each of this rank's slots that still
+  // holds a call with its data in the buffer says where it lies and counts its readers. (A
+  // slot a later call took was read before it was taken.) The rank's calls take turns, so the
+  // slots' fields are this rank's own writes.
   absl::StatusOr<uint32_t> TakeBufferRegion(size_t bytes) {
     constexpr size_t kHalf = SharedSlots::kBufferBytes / 2;
-    const size_t length = bytes <= kHalf ? kHalf : SharedSlots::kBufferBytes;
+    const bool whole = two_step_ && bytes > kHalf / 2;
+    const size_t length = whole ? SharedSlots::kBufferBytes : kHalf;
     auto in_use = [&](size_t start) {
       for (int index = 0; index < SharedSlots::kDepth; ++index) {
         const SharedSlot& slot = *slots_.Slot(r_, index);

@@ -27,6 +27,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
 #include "absl/time/time.h"
+#include "chorus/collectives/algorithms/algorithms.h"
 #include "chorus/collectives/engine/header_ring.h"
 #include "chorus/core/deadline.h"
 #include "chorus/core/status.h"
@@ -43,7 +44,7 @@ const std::vector<size_t> kCounts = {0, 1, 7, 512};
 // with allreduce pieces of uneven length (the pieces are whole cache lines, the last one short),
 // and the largest buffer of 8-byte elements.
 const std::vector<size_t> kBufferedCounts = {1025, 4097, 33333};
-constexpr size_t kLargestBufferedCount = SharedSlots::kBufferBytes / 8;
+constexpr size_t kLargestBufferedCount = kSharedBufferPayloadBytes / 8;
 constexpr int kManyCalls = 3 * 8;  // three times the slots a rank has
 
 Matrix SlotMatrix(std::vector<std::string> algorithms) {
@@ -113,7 +114,7 @@ TEST_CASE("the types and ops through the shared slots, named and chosen", "[slot
                                   comm.ChooseAlgorithm(CollectiveKind::kBarrier, 0));
           CHORUS_RETURN_IF_ERROR(Expect(small == "shared_slots" && barrier == "shared_slots",
                                         "chose " + small + " and " + barrier));
-          constexpr size_t kFull = SharedSlots::kBufferBytes;
+          constexpr size_t kFull = kSharedBufferPayloadBytes;
           for (CollectiveKind kind : {CollectiveKind::kAllReduce, CollectiveKind::kBroadcast}) {
             CHORUS_ASSIGN_OR_RETURN(const std::string buffered, comm.ChooseAlgorithm(kind, kFull));
             CHORUS_ASSIGN_OR_RETURN(const std::string large, comm.ChooseAlgorithm(kind, kFull + 1));
@@ -166,14 +167,15 @@ TEST_CASE("more calls in flight than a rank has slots", "[slots]") {
 
 TEST_CASE("buffered and small calls in flight, more than a rank has slots", "[slots]") {
   // Three calls in four fill the buffers back to back, each waiting for the readers of the
-  // calls before that used its region: two in four fit half a buffer, one takes the whole
-  // buffer (both halves); every fourth rides a slot alone. (Each call waits for every rank, so
-  // the halves are seldom both in use here; the broadcasts below make sure they are.)
+  // calls before that used its region: two in four take half a buffer, one (an allreduce of
+  // more than a quarter of the buffer) the whole buffer; every fourth rides a slot alone. (Each
+  // call waits for every rank, so the halves are seldom both in use here; the broadcasts below make
+  // sure they are.)
   CheckAll(RunOnThreadsAll(
       kTransport, 3,
       [&](Communicator& comm) -> absl::Status {
         constexpr size_t kBuffered = 3000;  // int64: 24000 bytes
-        constexpr size_t kWhole = SharedSlots::kBufferBytes / 2 / sizeof(int64_t) + 1;
+        constexpr size_t kWhole = SharedSlots::kBufferBytes / 4 / sizeof(int64_t) + 1;
         std::vector<std::vector<int64_t>> values(kManyCalls);
         std::vector<WorkPtr> works;
         CollectiveOptions named;
@@ -204,13 +206,13 @@ TEST_CASE("buffered and small calls in flight, more than a rank has slots", "[sl
 TEST_CASE("a root fills one half of its buffer while a late rank reads the other", "[slots]") {
   // Rank 1 enters each broadcast late, so it is still copying the root's previous call when the
   // root (which waits only for rank 2's header) publishes the next: that call must take the
-  // other half, and every fourth, too large for a half, must wait for both.
+  // other half. Every fourth is the largest a half holds.
   CheckAll(RunOnThreadsAll(
       kTransport, 3,
       [&](Communicator& comm) -> absl::Status {
         constexpr size_t kHalf = SharedSlots::kBufferBytes / 2;
         for (int call = 0; call < 24; ++call) {
-          const size_t bytes = call % 4 == 3 ? kHalf + 8 : kHalf - 40000 * call;
+          const size_t bytes = call % 4 == 3 ? kHalf : kHalf - 40000 * call;
           std::vector<uint8_t> data(bytes);
           for (size_t i = 0; i < bytes; ++i) data[i] = static_cast<uint8_t>(i * 7 + call);
           std::vector<uint8_t> out(bytes, 0);
@@ -379,7 +381,7 @@ TEST_CASE("a call aborted before it starts leaves the communicator working", "[s
 }
 
 // More elements than the shared buffers hold: a call of this many chooses messages.
-constexpr size_t kBeyondBuffers = SharedSlots::kBufferBytes / sizeof(float) + 1;
+constexpr size_t kBeyondBuffers = kSharedBufferPayloadBytes / sizeof(float) + 1;
 
 // Runs `call` on 3 ranks, on `count` floats on ranks 0 and 1 and on kBeyondBuffers on rank 2,
 // which so runs it over messages; checks that every rank fails promptly with a MismatchError and
@@ -673,7 +675,7 @@ TEST_CASE("a rule that names the slots for a call they cannot carry is refused",
   CheckAll(RunOnThreadsAll(
       kTransport, 2,
       [&](Communicator& comm) -> absl::Status {
-        std::vector<uint8_t> too_large(SharedSlots::kBufferBytes + 1);
+        std::vector<uint8_t> too_large(kSharedBufferPayloadBytes + 1);
         CHORUS_RETURN_IF_ERROR(ExpectInvalidArgument(
             comm.AllReduce(too_large.data(), too_large.data(), too_large.size(), DataType::kUint8,
                            ReduceOp::kSum),

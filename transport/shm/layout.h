@@ -31,7 +31,7 @@
 namespace chorus::shm {
 
 constexpr uint64_t kInboxMagic = 0x31484D5355524F48ull;  // arbitrary; marks a Chorus inbox
-constexpr uint32_t kLayoutVersion = 6;  // bumped with every change to what peers map
+constexpr uint32_t kLayoutVersion = 7;  // bumped with every change to what peers map
 constexpr size_t kPageBytes = 4096;
 constexpr size_t kCacheLine = 64;
 
