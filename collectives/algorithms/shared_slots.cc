@@ -23,12 +23,13 @@
 // calls that last used that half are done (so a rank fills one half while its peers still read
 // the other), or, for an allreduce of more than a quarter of the buffer, in the whole buffer
 // once every reader is done (TakeBufferRegion says why); the other ranks of a broadcast copy
-// the root's. An allreduce splits the reduction: each
-// rank reduces one piece of the vector from every rank's buffer, in rank order, writes the result
-// over that piece of its own buffer (no peer reads it there before) and stamps its slot's `done`;
-// then each copies the other pieces from their owners' buffers. Every element is combined once, by
-// one rank, so every rank holds the same bits, and the data crosses between cores twice, with two
-// waits for all peers in place of the 2 log2 p rounds of messages.
+// the root's. An allreduce splits the reduction: each rank puts in its buffer the pieces of its
+// input that its peers reduce, reduces its own piece from its own input and the peers' buffers,
+// in rank order, into that piece of its buffer (no peer reads it there before) and its output,
+// and stamps its slot's `done`; then each copies the other pieces from their owners' buffers.
+// Every element is combined once, by one rank, so every rank holds the same bits, and the data
+// crosses between cores twice, with two waits for all peers in place of the 2 log2 p rounds of
+// messages.
 //
 // A rank that waits polls the slots, yielding the core as the transport advises and napping
 // once polling has not paid; it checks the deadline, a cancellation, the communicator, the
@@ -127,8 +128,11 @@ class SlotCall {
   }
 
   // Step 1: this rank's slot, once free, holding its header and `bytes` of `data` (in this
-  // rank's buffer when the call is buffered), for `readers` peers.
-  absl::Status Publish(const void* data, size_t bytes, uint32_t readers) {
+  // rank's buffer when the call is buffered), for `readers` peers. A buffered call leaves the
+  // `unread_bytes` at `unread_offset` out of the buffer: data no peer reads there (a buffered
+  // allreduce's own piece, which only this rank reduces).
+  absl::Status Publish(const void* data, size_t bytes, uint32_t readers, size_t unread_offset = 0,
+                       size_t unread_bytes = 0) {
     if (const absl::Status attached = Attach(); !attached.ok()) {
       if (std::optional<absl::Status> interrupted = ctx_.Interrupted()) return *interrupted;
       return ctx_.get().PeerLost(ErrorPeerRank(attached).value_or(-1), attached,
@@ -154,7 +158,12 @@ class SlotCall {
     // take it back.
     own.read.store(0, std::memory_order_relaxed);
     own.buffer_offset = buffer_offset;
-    if (fills_buffer) std::memcpy(Data(r_), data, bytes);
+    if (fills_buffer) {
+      const uint8_t* from = static_cast<const uint8_t*>(data);
+      const size_t rest = unread_offset + unread_bytes;
+      std::memcpy(Data(r_), from, unread_offset);
+      std::memcpy(Data(r_) + rest, from + rest, bytes - rest);
+    }
     std::memcpy(own.data, ctx_.header_wire().data(), CollectiveHeader::kWireSize);
     if (bytes > 0 && !buffered_) std::memcpy(Data(r_), data, bytes);
     own.bytes = static_cast<uint32_t>(CollectiveHeader::kWireSize + bytes);
@@ -437,18 +446,20 @@ absl::Status ReduceAndGatherPieces(SlotCall& call, LazyContext& ctx, const Colle
   uint8_t* const out = static_cast<uint8_t*>(args.recv);
   const Piece own = AlignedPiece(args.count, elem, p, r);
   const size_t block = std::max<size_t>(1, kReduceBlockBytes / elem);
+  // The piece is reduced into this rank's buffer, where its peers copy it from, and each block
+  // is copied to the output while it is still in the cache. This rank's own input is read
+  // where the caller keeps it, which the output may be: a block of it is read before the
+  // output's block is written.
+  uint8_t* const result = call.Own();
   for (size_t first = own.start; first < own.start + own.count; first += block) {
     const size_t n = std::min(block, own.start + own.count - first);
     const size_t offset = first * elem;
     // In rank order, so that the result does not depend on which rank computes it.
-    ReduceBuffers(args.type, args.op, inputs[0] + offset, inputs[1] + offset, out + offset, n);
+    ReduceBuffers(args.type, args.op, inputs[0] + offset, inputs[1] + offset, result + offset, n);
     for (int q = 2; q < p; ++q) {
-      ReduceBuffers(args.type, args.op, out + offset, inputs[q] + offset, out + offset, n);
+      ReduceBuffers(args.type, args.op, result + offset, inputs[q] + offset, result + offset, n);
     }
-  }
-  // Over this rank's own input piece, which only this rank reads.
-  if (own.count > 0) {
-    std::memcpy(call.Own() + own.start * elem, out + own.start * elem, own.count * elem);
+    std::memcpy(out + offset, result + offset, n * elem);
   }
   call.MarkDone();
   for (int step = 1; step < p; ++step) {
@@ -468,9 +479,14 @@ absl::Status SlotsAllReduce(LazyContext& ctx, const CollectiveArgs& args) {
   const int p = ctx.size();
   const int r = ctx.rank();
   SlotCall call(ctx, *slots, SlotSources(ctx, args), bytes);
-  CHORUS_RETURN_IF_ERROR(call.Publish(args.send, bytes, static_cast<uint32_t>(p - 1)));
+  // A buffered call's own piece is reduced by this rank alone, from its input where it lies:
+  // the peers read only their own pieces of this rank's buffer until the result is there.
+  const Piece own = call.buffered() ? AlignedPiece(args.count, args.elem(), p, r) : Piece{0, 0};
+  CHORUS_RETURN_IF_ERROR(call.Publish(args.send, bytes, static_cast<uint32_t>(p - 1),
+                                      own.start * args.elem(), own.count * args.elem()));
   absl::InlinedVector<const uint8_t*, 16> inputs(p);
-  inputs[r] = call.Own();  // the output may be the input: read the copy
+  // In a slot the output may be the input: read the copy.
+  inputs[r] = call.buffered() ? static_cast<const uint8_t*>(args.send) : call.Own();
   for (int q = 0; q < p; ++q) {
     if (q == r) continue;
     CHORUS_ASSIGN_OR_RETURN(inputs[q], call.Read(q, bytes));
