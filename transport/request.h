@@ -45,6 +45,11 @@ class Request {
 
   // Non-blocking: true once the request has completed, successfully or not.
   bool IsDone() const { return done_.load(std::memory_order_acquire); }
+  // IsDone as a sequentially consistent load, for a thread that stored (sequentially
+  // consistent) that it is about to sleep on this request just before it looks: Complete's
+  // store of done_ is sequentially consistent too, so of the two either the completing thread
+  // sees the sleeper or the sleeper sees the request done (ProgressEngine::PollOnce).
+  bool IsDoneAfterStore() const { return done_.load(std::memory_order_seq_cst); }
 
   // The outcome; only meaningful once IsDone().
   absl::Status status() const;

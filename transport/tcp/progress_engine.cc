@@ -136,10 +136,11 @@ void ProgressEngine::Wake() {
 }
 
 void ProgressEngine::OnRequestCompleted(const Request* request) {
-  // Pairs with the fence in PollOnce: either the driver sees the request done before it
-  // sleeps, or this sees it sleeping and wakes it.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (sleeping_for_.load() == request) Wake();
+  // Pairs with PollOnce: the request's done_ was stored and sleeping_for_ is read here, and
+  // PollOnce stores sleeping_for_ and then reads done_, all sequentially consistent, so
+  // either the driver sees the request done before it sleeps, or this sees it sleeping and
+  // wakes it.
+  if (sleeping_for_.load(std::memory_order_seq_cst) == request) Wake();
 }
 
 int ProgressEngine::CapByNextTick(int timeout_ms) const {
@@ -168,10 +169,9 @@ void ProgressEngine::PollOnce(int timeout_ms, const Request* waiting_for) {
   int timeout = CapByNextTick(timeout_ms);
   if (has_ready_.load(std::memory_order_acquire)) timeout = 0;
   if (timeout != 0) {
-    sleeping_for_.store(waiting_for);
+    sleeping_for_.store(waiting_for, std::memory_order_seq_cst);
     driver_sleeping_.store(true);
-    std::atomic_thread_fence(std::memory_order_seq_cst);
-    if (waiting_for != nullptr && waiting_for->IsDone()) timeout = 0;
+    if (waiting_for != nullptr && waiting_for->IsDoneAfterStore()) timeout = 0;
   }
   epoll_event events[kMaxEventsPerPoll];
   int count = epoll_wait(epoll_.get(), events, kMaxEventsPerPoll, timeout);
