@@ -437,14 +437,14 @@ Piece AlignedPiece(size_t count, size_t elem, int parts, int index) {
   return {start, std::min(count - start, units.count * unit)};
 }
 
-// The buffered allreduce's steps after the inputs are published (`inputs`, in rank order).
+// The buffered allreduce's steps after the inputs are published (`inputs`, in rank order);
+// `own`: this rank's piece.
 absl::Status ReduceAndGatherPieces(SlotCall& call, LazyContext& ctx, const CollectiveArgs& args,
-                                   absl::Span<const uint8_t* const> inputs) {
+                                   absl::Span<const uint8_t* const> inputs, Piece own) {
   const int p = ctx.size();
   const int r = ctx.rank();
   const size_t elem = args.elem();
   uint8_t* const out = static_cast<uint8_t*>(args.recv);
-  const Piece own = AlignedPiece(args.count, elem, p, r);
   const size_t block = std::max<size_t>(1, kReduceBlockBytes / elem);
   // The piece is reduced into this rank's buffer, where its peers copy it from, and each block
   // is copied to the output while it is still in the cache. This rank's own input is read
@@ -491,7 +491,7 @@ absl::Status SlotsAllReduce(LazyContext& ctx, const CollectiveArgs& args) {
     if (q == r) continue;
     CHORUS_ASSIGN_OR_RETURN(inputs[q], call.Read(q, bytes));
   }
-  if (call.buffered()) return ReduceAndGatherPieces(call, ctx, args, inputs);
+  if (call.buffered()) return ReduceAndGatherPieces(call, ctx, args, inputs, own);
   // In rank order, so that every rank computes the same bits.
   ReduceBuffers(args.type, args.op, inputs[0], inputs[1], args.recv, args.count);
   for (int q = 2; q < p; ++q) {
